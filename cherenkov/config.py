@@ -1,0 +1,69 @@
+"""One typed configuration object for Cherenkov, with environment-variable overrides.
+
+Every option lives in `Config`; every environment variable is read here and nowhere else
+(the way Triton's `knobs.py` does it). Precedence: explicit `cherenkov.compile(**options)`
+> environment > defaults.
+
+| variable                    | field          | meaning                                              |
+|-----------------------------|----------------|------------------------------------------------------|
+| CHERENKOV_STRICT=1          | strict         | raise instead of falling back to eager               |
+| CHERENKOV_DUMP=dir          | dump_dir       | write every stage of every compiled graph under dir  |
+| CHERENKOV_LOG=1             | log_fallbacks  | log each extern op / eager fallback with its reason  |
+| CHERENKOV_FUSION=0          | fusion         | one kernel per op (for debugging fusion)             |
+| CHERENKOV_CUDA_GRAPHS=1     | cuda_graphs    | replay static-shape graphs with CUDA graphs          |
+| CHERENKOV_INTERPRET=1       | interpret      | run Triton kernels in the interpreter (CPU tensors   |
+|                             |                | always do)                                           |
+| CHERENKOV_CACHE_SIZE=n      | cache_size     | recompiles kept per graph for static shapes          |
+| CHERENKOV_DEVICE=name       | device         | hardware preset to plan for ("auto" = probe)         |
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field, fields
+
+
+def _flag(text: str) -> bool:
+    return text.strip().lower() in ("1", "true", "yes", "on")
+
+
+@dataclass(frozen=True)
+class Config:
+    strict: bool = field(default=False, metadata={"env": "CHERENKOV_STRICT"})
+    dump_dir: str | None = field(default=None, metadata={"env": "CHERENKOV_DUMP"})
+    log_fallbacks: bool = field(default=False, metadata={"env": "CHERENKOV_LOG"})
+    fusion: bool = field(default=True, metadata={"env": "CHERENKOV_FUSION"})
+    cuda_graphs: bool = field(default=False, metadata={"env": "CHERENKOV_CUDA_GRAPHS"})
+    interpret: bool = field(default=False, metadata={"env": "CHERENKOV_INTERPRET"})
+    cache_size: int = field(default=8, metadata={"env": "CHERENKOV_CACHE_SIZE"})
+    device: str = field(default="auto", metadata={"env": "CHERENKOV_DEVICE"})
+
+    def replace(self, **changes) -> "Config":
+        unknown = set(changes) - {f.name for f in fields(self)}
+        if unknown:
+            raise TypeError(f"unknown Cherenkov option(s): {sorted(unknown)}; "
+                            f"known: {[f.name for f in fields(self)]}")
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_env(cls, environ=os.environ) -> "Config":
+        values = {}
+        for f in fields(cls):
+            raw = environ.get(f.metadata["env"])
+            if raw is None or raw == "":
+                continue
+            if f.type in ("bool", bool):
+                values[f.name] = _flag(raw)
+            elif f.type in ("int", int):
+                try:
+                    values[f.name] = int(raw)
+                except ValueError:
+                    raise ValueError(f"{f.metadata['env']}={raw!r}: expected an integer") from None
+            else:
+                values[f.name] = raw
+        return cls(**values)
+
+
+def current(**overrides) -> Config:
+    """The configuration in force: environment over defaults, then explicit overrides."""
+    return Config.from_env().replace(**overrides)
