@@ -1,0 +1,43 @@
+"""Cherenkov: a hardware-aware, parallel optimizing compiler and runtime for PyTorch.
+
+    model = torch.compile(model, backend="cherenkov")      # or
+    model = cherenkov.compile(model, strict=True)
+"""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+
+import torch
+
+# Triton's interpreter (how generated kernels run on CPU) must be chosen before Triton is
+# first imported: its standard library (tl.sum, tl.sigmoid, ...) is built one way or the other.
+if "triton" not in sys.modules and not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from cherenkov.config import Config, current
+
+__version__ = "0.1.0"
+
+
+def compile(model_or_fn, *, dynamic=None, fullgraph: bool = False, **options):
+    """torch.compile with the Cherenkov backend; `options` are fields of `cherenkov.Config`."""
+    current(**options)   # validate option names early
+    from cherenkov.backend import cherenkov_backend
+    backend = functools.partial(cherenkov_backend, **options)
+    return torch.compile(model_or_fn, backend=backend, dynamic=dynamic, fullgraph=fullgraph)
+
+
+def _register() -> None:
+    """Make backend="cherenkov" work after a plain `import cherenkov` (no install needed)."""
+    try:
+        from torch._dynamo.backends.registry import _BACKENDS, register_backend
+    except ImportError:
+        return
+    if "cherenkov" not in _BACKENDS:
+        from cherenkov.backend import cherenkov_backend
+        register_backend(name="cherenkov")(cherenkov_backend)
+
+
+_register()

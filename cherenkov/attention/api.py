@@ -1,0 +1,130 @@
+"""`attention(q, k, v, score_mod=..., mask_mod=...)`: fused block-sparse flash attention.
+
+    from cherenkov.attention import attention, causal, tanh_softcap
+    out = attention(q, k, v, score_mod=tanh_softcap(30.0), mask_mod=causal)   # (B, H, S, D)
+
+The mods are traced and rendered into the kernels (codegen.py); a block mask, built from
+mask_mod unless given, lets the kernels skip empty tiles. CUDA tensors run compiled Triton
+kernels, CPU tensors Triton's interpreter; if Triton is missing or a mod cannot be traced,
+the math implementation runs instead (logged once per reason). Semantics follow
+FlexAttention: `score` handed to score_mod is already scaled; a query row with no key left
+yields output 0 and lse -inf. lse (natural log, (B, H, Q)) is returned without gradient.
+A few query rows (<= 16) without autograd use the split-KV decode kernel.
+"""
+from __future__ import annotations
+
+import logging
+import math
+
+import torch
+
+from . import launch
+from .block_mask import BlockMask, block_mask as build_block_mask
+from .reference import attention_math
+from .trace import TraceError, trace_mods
+
+log = logging.getLogger("cherenkov.attention")
+_LOGGED: set[str] = set()
+DECODE_MAX_Q = 16
+DEFAULT_BLOCK = (128, 64)
+_FULL_MASKS: dict[tuple, BlockMask] = {}
+
+
+def _log_once(reason: str) -> None:
+    if reason not in _LOGGED:
+        _LOGGED.add(reason)
+        log.warning("cherenkov.attention: using the math implementation: %s", reason)
+
+
+def _kernel_mode(device: torch.device) -> str | None:
+    """'jit' on CUDA, 'interpret' on CPU when Triton imports, else None (math fallback)."""
+    try:
+        import triton  # noqa: F401
+    except Exception:
+        return None
+    return "jit" if device.type == "cuda" else "interpret"
+
+
+class _AttentionFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, plan, *captured):
+        o, lse = launch.forward(plan, q, k, v, captured)
+        ctx.plan = plan
+        ctx.save_for_backward(q, k, v, o, lse, *captured)
+        ctx.mark_non_differentiable(lse)
+        return o, lse
+
+    @staticmethod
+    def backward(ctx, do, _dlse):
+        q, k, v, o, lse, *captured = ctx.saved_tensors
+        dq, dk, dv, cgrads = launch.backward(ctx.plan, q, k, v, o, lse, do, captured,
+                                             ctx.needs_input_grad[4:])
+        return dq, dk, dv, None, *cgrads
+
+
+def _full_mask(B, H, Q_LEN, KV_LEN, device) -> BlockMask:
+    key = (Q_LEN, KV_LEN, str(device))
+    if key not in _FULL_MASKS:
+        _FULL_MASKS[key] = build_block_mask(None, 1, 1, Q_LEN, KV_LEN, DEFAULT_BLOCK, device)
+    m = _FULL_MASKS[key]
+    return BlockMask(**{**m.__dict__, "shape": (B, H, Q_LEN, KV_LEN)})
+
+
+def _check_inputs(q, k, v, enable_gqa):
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        raise ValueError("q, k, v must be (B, H, S, D)")
+    B, H, _, D = q.shape
+    if k.shape != v.shape or k.shape[0] != B or k.shape[3] != D:
+        raise ValueError(f"shapes q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} "
+                         "do not match (same B and D; k and v alike)")
+    HK = k.shape[1]
+    if H != HK and (not enable_gqa or H % HK):
+        raise ValueError(f"{H} query heads with {HK} kv heads needs enable_gqa=True and "
+                         "H divisible by the kv heads")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise ValueError("q, k, v must share a dtype")
+
+
+def _unit_stride(x: torch.Tensor) -> torch.Tensor:
+    return x if x.stride(-1) == 1 else x.contiguous()
+
+
+def attention(q, k, v, score_mod=None, mask_mod=None, block_mask: BlockMask | None = None,
+              scale: float | None = None, enable_gqa: bool = False, return_lse: bool = False):
+    """Attention of q (B, H, Q, D) over k, v (B, HK, KV, D) with a score_mod and a mask_mod."""
+    _check_inputs(q, k, v, enable_gqa)
+    B, H, Q_LEN, D = q.shape
+    KV_LEN = k.shape[2]
+    if mask_mod is None and block_mask is not None:
+        mask_mod = block_mask.mask_mod
+    scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
+
+    mode = _kernel_mode(q.device)
+    traced = None
+    if mode is None:
+        _log_once("Triton is not available")
+    else:
+        try:
+            traced = trace_mods(score_mod, mask_mod)
+        except TraceError as e:
+            _log_once(f"the mods cannot be traced ({e})")
+    if traced is None:
+        return attention_math(q, k, v, score_mod, mask_mod, scale, enable_gqa, return_lse)
+
+    from .codegen import load_kernels
+    if block_mask is None:
+        block_mask = (_full_mask(B, H, Q_LEN, KV_LEN, q.device) if mask_mod is None else
+                      build_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, DEFAULT_BLOCK, q.device))
+    launch.check_mask(block_mask, B, H, Q_LEN, KV_LEN)
+    plan = launch.Plan(load_kernels(traced, interpret=mode == "interpret"), traced, block_mask,
+                       scale, mode == "interpret")
+    q, k, v = _unit_stride(q), _unit_stride(k), _unit_stride(v)
+    captured = [t.to(q.device) if t.device != q.device else t for t in traced.captured]
+
+    needs_grad = torch.is_grad_enabled() and any(
+        t.requires_grad for t in (q, k, v, *captured))
+    if not needs_grad and Q_LEN <= DECODE_MAX_Q and KV_LEN >= 4 * block_mask.block[1]:
+        out, lse = launch.decode(plan, q, k, v, captured)
+    else:
+        out, lse = _AttentionFunction.apply(q, k, v, plan, *captured)
+    return (out, launch.natural_lse(lse)) if return_lse else out

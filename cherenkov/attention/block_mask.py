@@ -1,0 +1,188 @@
+"""Block masks: which (q-block, kv-block) tiles of an attention matrix are empty, partial or full.
+
+The kernels skip empty tiles, evaluate the mask_mod only on partial ones and run full tiles
+unmasked. For every (b, h, q-block) the mask keeps the kv-blocks that are partial
+(`kv_num_blocks`, `kv_indices`) and full (`full_kv_num_blocks`, `full_kv_indices`), the same
+layout as FlexAttention's BlockMask, plus the transposed lists per (b, h, kv-block) for the
+dK/dV kernel. A mask that does not vary with b (or h) is stored with that dimension 1.
+
+`str(mask)` draws the tile pattern ('#' full, '+' partial, '.' empty), e.g. causal 256 x 256
+with 64 x 64 tiles:
+
+    BlockMask(B=1, H=1, Q=256, KV=256, block=(64, 64), sparsity 37.5%)
+    #...
+    +#..    (the diagonal tiles are partial; the picture is (b=0, h=0))
+
+Building evaluates the mask_mod on broadcast index grids, a chunk of query rows at a time,
+on the target device (or, on CUDA, with a generated Triton kernel: one program per tile).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+EMPTY, PARTIAL, FULL = 0, 1, 2
+_CHUNK_ELEMENTS = 1 << 26        # mask values evaluated at once by the torch builder
+
+
+@dataclass
+class BlockMask:
+    state: torch.Tensor              # (Bm, Hm, nQ, nKV) int8: EMPTY / PARTIAL / FULL
+    kv_num_blocks: torch.Tensor      # (Bm, Hm, nQ) int32
+    kv_indices: torch.Tensor         # (Bm, Hm, nQ, nKV) int32, partial blocks first
+    full_kv_num_blocks: torch.Tensor
+    full_kv_indices: torch.Tensor
+    q_num_blocks: torch.Tensor       # (Bm, Hm, nKV) int32: transposed, for dK/dV
+    q_indices: torch.Tensor          # (Bm, Hm, nKV, nQ)
+    full_q_num_blocks: torch.Tensor
+    full_q_indices: torch.Tensor
+    block: tuple[int, int]           # (BLOCK_Q, BLOCK_KV)
+    shape: tuple[int, int, int, int]  # (B, H, Q_LEN, KV_LEN)
+    mask_mod: object = None
+
+    @classmethod
+    def from_state(cls, state: torch.Tensor, block, shape, mask_mod=None) -> "BlockMask":
+        """Compact a tile-state tensor into index lists (vectorized: a stable sort per row)."""
+        state = state.to(torch.int8)
+
+        def lists(s: torch.Tensor, kind: int):
+            hit = s == kind
+            num = hit.sum(-1, dtype=torch.int32)
+            # stable sort on "not hit" puts the hit blocks first, in increasing order
+            idx = torch.sort((~hit).to(torch.int8), dim=-1, stable=True).indices
+            return num.contiguous(), idx.to(torch.int32).contiguous()
+
+        transposed = state.transpose(-1, -2)
+        return cls(state, *lists(state, PARTIAL), *lists(state, FULL),
+                   *lists(transposed, PARTIAL), *lists(transposed, FULL),
+                   block=tuple(block), shape=tuple(shape), mask_mod=mask_mod)
+
+    @property
+    def device(self) -> torch.device:
+        return self.state.device
+
+    def to_dense(self) -> torch.Tensor:
+        """The tile states as a (B, H, nQ, nKV) tensor (broadcast dimensions expanded)."""
+        B, H = self.shape[:2]
+        return self.state.expand(B, H, *self.state.shape[2:])
+
+    def sparsity(self) -> float:
+        """Fraction of tiles skipped (empty)."""
+        return float((self.state == EMPTY).float().mean())
+
+    def __str__(self) -> str:
+        B, H, Q, KV = self.shape
+        head = (f"BlockMask(B={B}, H={H}, Q={Q}, KV={KV}, block={self.block}, "
+                f"sparsity {100 * self.sparsity():.1f}%)")
+        return head + "\n" + picture(self.state[0, 0])
+
+    __repr__ = __str__
+
+
+def picture(state: torch.Tensor, max_cells: int = 32) -> str:
+    """A text picture of one (nQ, nKV) state grid, at most max_cells per side (grouped)."""
+    state = state.cpu()
+    nq, nk = state.shape
+    gq, gk = math.ceil(nq / max_cells), math.ceil(nk / max_cells)
+    lines = []
+    for i in range(0, nq, gq):
+        row = []
+        for j in range(0, nk, gk):
+            cell = state[i:i + gq, j:j + gk]
+            if bool((cell == FULL).all()):
+                row.append("#")
+            elif bool((cell == EMPTY).all()):
+                row.append(".")
+            else:
+                row.append("+")
+        lines.append("".join(row))
+    return "\n".join(lines)
+
+
+def _index_grids(B, H, q_rows: torch.Tensor, KV_LEN, device):
+    b = torch.arange(B, device=device).view(B, 1, 1, 1)
+    h = torch.arange(H, device=device).view(1, H, 1, 1)
+    q = q_rows.view(1, 1, -1, 1)
+    kv = torch.arange(KV_LEN, device=device).view(1, 1, 1, KV_LEN)
+    return b, h, q, kv
+
+
+def _state_torch(mask_mod, B, H, Q_LEN, KV_LEN, block, device) -> torch.Tensor:
+    """Tile states by evaluating mask_mod on index grids, `rows` query rows at a time."""
+    bq, bk = block
+    nq, nk = math.ceil(Q_LEN / bq), math.ceil(KV_LEN / bk)
+    kv_pad = nk * bk
+    # Probe which of b, h the mask varies with, on one row.
+    probe = torch.as_tensor(mask_mod(*_index_grids(B, H, torch.zeros(1, dtype=torch.long,
+                                                                       device=device),
+                                                   KV_LEN, device)))
+    Bm = B if probe.dim() == 4 and probe.shape[0] == B and B > 1 else 1
+    Hm = H if probe.dim() == 4 and probe.shape[1] == H and H > 1 else 1
+    rows = max(1, _CHUNK_ELEMENTS // max(1, Bm * Hm * kv_pad * bq)) * bq
+    states = []
+    kv_all = torch.arange(kv_pad, device=device)
+    kv_ok = (kv_all < KV_LEN).view(1, 1, 1, kv_pad)
+    for start in range(0, nq * bq, rows):
+        q_rows = torch.arange(start, min(start + rows, nq * bq), device=device)
+        q_ok = (q_rows < Q_LEN).view(1, 1, -1, 1)
+        b, h, q, kv = _index_grids(Bm, Hm, q_rows.clamp(max=Q_LEN - 1), KV_LEN, device)
+        kv = kv_all.clamp(max=KV_LEN - 1).view(1, 1, 1, kv_pad)
+        m = torch.as_tensor(mask_mod(b, h, q, kv), device=device).to(torch.bool)
+        m = m.expand(Bm, Hm, q_rows.numel(), kv_pad)
+        valid = q_ok & kv_ok
+        tiles = lambda x: x.reshape(Bm, Hm, -1, bq, nk, bk)
+        any_on = tiles(m & valid).any(dim=5).any(dim=3)
+        all_on = tiles(m | ~valid).all(dim=5).all(dim=3)
+        states.append(torch.where(all_on, FULL, torch.where(any_on, PARTIAL, EMPTY)))
+    return torch.cat(states, dim=2).to(torch.int8)
+
+
+def _state_triton(mask_mod, B, H, Q_LEN, KV_LEN, block, device) -> torch.Tensor:
+    """Tile states from a generated Triton kernel (one program per tile): CUDA only."""
+    from .codegen import load_kernels
+    from .launch import capture_args
+    from .trace import depends_on, trace_mods
+    traced = trace_mods(None, mask_mod)
+    deps = depends_on(traced.mask) if traced.mask is not None else set()
+    Bm = B if "b" in deps else 1
+    Hm = H if "h" in deps else 1
+    bq, bk = block
+    nq, nk = math.ceil(Q_LEN / bq), math.ceil(KV_LEN / bk)
+    state = torch.empty(Bm, Hm, nq, nk, dtype=torch.int8, device=device)
+    kernels = load_kernels(traced, interpret=device.type != "cuda")
+    kernels._block_state[(nq * nk, Bm * Hm)](
+        state, *capture_args(traced.captured, device), Q_LEN, KV_LEN, Hm, nk,
+        BLOCK_Q=bq, BLOCK_KV=bk, num_warps=4)
+    return state
+
+
+def block_mask(mask_mod, B: int, H: int, Q_LEN: int, KV_LEN: int, block=(128, 64),
+               device=None, use_kernel: bool | None = None) -> BlockMask:
+    """Build the BlockMask of `mask_mod` for (B, H, Q_LEN, KV_LEN) attention.
+
+    `block` = (BLOCK_Q, BLOCK_KV), powers of two >= 16. `use_kernel` picks the generated
+    Triton builder (default: on CUDA when the mask_mod traces) over the torch one.
+    """
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    bq, bk = block
+    for size in block:
+        if size < 16 or size & (size - 1):
+            raise ValueError(f"block sizes must be powers of two >= 16, got {block}")
+    if mask_mod is None:
+        nq, nk = math.ceil(Q_LEN / bq), math.ceil(KV_LEN / bk)
+        state = torch.full((1, 1, nq, nk), FULL, dtype=torch.int8, device=device)
+        return BlockMask.from_state(state, block, (B, H, Q_LEN, KV_LEN), None)
+    if use_kernel is None:
+        use_kernel = device.type == "cuda"
+    state = None
+    if use_kernel:
+        from .trace import TraceError
+        try:
+            state = _state_triton(mask_mod, B, H, Q_LEN, KV_LEN, block, device)
+        except TraceError:
+            state = None
+    if state is None:
+        state = _state_torch(mask_mod, B, H, Q_LEN, KV_LEN, block, device)
+    return BlockMask.from_state(state, block, (B, H, Q_LEN, KV_LEN), mask_mod)

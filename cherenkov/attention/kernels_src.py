@@ -1,0 +1,423 @@
+'''Triton source of the block-sparse flash-attention kernels, with slots for the rendered mods.
+
+`codegen.py` prepends the helpers from `render.py` (`_score_mod`, `_score_mod_grad`,
+`_capture_grads`, `_mask_mod`) and replaces `__CAPS__` / `__GRADS__` with the captured-tensor
+parameters. Conventions shared by every kernel:
+
+* q, k, v, o are (B, H, S, D) with unit stride along D; H counts query heads, HK kv heads,
+  GROUPS = H // HK (GQA); D is padded to the power of two D_PAD with masks.
+* Scores are handled in the log2 domain (exp2 with log2(e) folded into the scale). The
+  internal LSE is log2-sum-exp2 per row, +inf for a fully masked row, so that the backward's
+  p = exp2(s - lse) is 0 there rather than NaN (the user-facing lse is -inf, output 0).
+* Block masks come as (count, index list) per (b, h, sparse row block) for partial tiles (the
+  mask is applied) and for full tiles (it is not); a kernel tile (BLOCK_M, BLOCK_N) divides the
+  sparse tile (SPARSE_M, SPARSE_N), so each listed sparse tile is R sub-tiles.
+'''
+
+KERNELS = r'''
+@triton.jit
+def _fwd_tile(acc, l_i, m_i, q, K_base, V_base, start_n, offs_m, offs_d, b, h, sm_scale, KV_LEN,
+              stride_kn, stride_vn, __CAPS__
+              D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
+              IS_PARTIAL: tl.constexpr, EVEN_N: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
+              DOT_PREC: tl.constexpr):
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    kT_ptrs = K_base + offs_n[None, :] * stride_kn + offs_d[:, None]      # (D_PAD, BLOCK_N)
+    v_ptrs = V_base + offs_n[:, None] * stride_vn + offs_d[None, :]       # (BLOCK_N, D_PAD)
+    if EVEN_N and D == D_PAD:
+        kT = tl.load(kT_ptrs)
+    else:
+        kT = tl.load(kT_ptrs, mask=(offs_n[None, :] < KV_LEN) & (offs_d[:, None] < D), other=0.0)
+    qk = tl.dot(q, kT, input_precision=DOT_PREC)                          # (BLOCK_M, BLOCK_N)
+    q_idx = offs_m[:, None]
+    kv_idx = offs_n[None, :]
+    if HAS_SCORE_MOD:
+        s = _score_mod(qk * sm_scale, b, h, q_idx, kv_idx, __CAPS__) * 1.4426950408889634
+    else:
+        s = qk * (sm_scale * 1.4426950408889634)
+    if IS_PARTIAL:
+        s = tl.where(_mask_mod(b, h, q_idx, kv_idx, __CAPS__), s, float("-inf"))
+    if not EVEN_N:
+        s = tl.where(kv_idx < KV_LEN, s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+    p = tl.exp2(s - m_safe[:, None])
+    alpha = tl.exp2(m_i - m_safe)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None]
+    if EVEN_N and D == D_PAD:
+        v = tl.load(v_ptrs)
+    else:
+        v = tl.load(v_ptrs, mask=(offs_n[:, None] < KV_LEN) & (offs_d[None, :] < D), other=0.0)
+    acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PREC)
+    return acc, l_i, m_new
+
+
+@triton.jit
+def _attn_fwd(Q, K, V, O, LSE, __CAPS__
+              KV_NUM, KV_IDX, FULL_NUM, FULL_IDX,
+              stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
+              stride_vb, stride_vh, stride_vn, stride_ob, stride_oh, stride_om,
+              snb, snh, snm, sib, sih, sim,
+              sm_scale, Q_LEN, KV_LEN, H, GROUPS, NUM_M_BLOCKS,
+              D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+              SPARSE_M: tl.constexpr, SPARSE_N: tl.constexpr, EVEN_M: tl.constexpr,
+              EVEN_N: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, DOT_PREC: tl.constexpr):
+    pid_m = NUM_M_BLOCKS - 1 - tl.program_id(0)        # longest (causal) rows first
+    bh = tl.program_id(1)
+    b = bh // H
+    h = bh % H
+    hk = h // GROUPS
+    start_m = pid_m * BLOCK_M
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, D_PAD)
+    q_ptrs = Q + b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :]
+    if EVEN_M and D == D_PAD:
+        q = tl.load(q_ptrs)
+    else:
+        q = tl.load(q_ptrs, mask=(offs_m[:, None] < Q_LEN) & (offs_d[None, :] < D), other=0.0)
+    K_base = K + b * stride_kb + hk * stride_kh
+    V_base = V + b * stride_vb + hk * stride_vh
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, D_PAD], tl.float32)
+    R: tl.constexpr = SPARSE_N // BLOCK_N
+    row = b * snb + h * snh + (start_m // SPARSE_M) * snm
+    irow = b * sib + h * sih + (start_m // SPARSE_M) * sim
+    n_partial = tl.load(KV_NUM + row)
+    for it in range(0, n_partial * R):
+        start_n = tl.load(KV_IDX + irow + it // R) * SPARSE_N + (it % R) * BLOCK_N
+        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, K_base, V_base, start_n, offs_m, offs_d, b, h,
+                                  sm_scale, KV_LEN, stride_kn, stride_vn, __CAPS__
+                                  D, D_PAD, BLOCK_N, True, EVEN_N, HAS_SCORE_MOD, DOT_PREC)
+    n_full = tl.load(FULL_NUM + row)
+    for it in range(0, n_full * R):
+        start_n = tl.load(FULL_IDX + irow + it // R) * SPARSE_N + (it % R) * BLOCK_N
+        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, K_base, V_base, start_n, offs_m, offs_d, b, h,
+                                  sm_scale, KV_LEN, stride_kn, stride_vn, __CAPS__
+                                  D, D_PAD, BLOCK_N, False, EVEN_N, HAS_SCORE_MOD, DOT_PREC)
+    l_safe = tl.where(l_i == 0.0, 1.0, l_i)
+    o = acc / l_safe[:, None]
+    o_ptrs = O + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :]
+    tl.store(o_ptrs, o.to(O.dtype.element_ty), mask=(offs_m[:, None] < Q_LEN) & (offs_d[None, :] < D))
+    lse = tl.where(l_i == 0.0, float("inf"), m_i + tl.log2(l_safe))
+    tl.store(LSE + bh * Q_LEN + offs_m, lse, mask=offs_m < Q_LEN)
+
+
+@triton.jit
+def _attn_bwd_delta(O, DO, DELTA, stride_ob, stride_oh, stride_om, stride_dob, stride_doh,
+                    stride_dom, Q_LEN, H, D: tl.constexpr, D_PAD: tl.constexpr,
+                    BLOCK_M: tl.constexpr):
+    bh = tl.program_id(1)
+    b = bh // H
+    h = bh % H
+    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, D_PAD)
+    mask = (offs_m[:, None] < Q_LEN) & (offs_d[None, :] < D)
+    o = tl.load(O + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :],
+                mask=mask, other=0.0).to(tl.float32)
+    do = tl.load(DO + b * stride_dob + h * stride_doh + offs_m[:, None] * stride_dom
+                 + offs_d[None, :], mask=mask, other=0.0).to(tl.float32)
+    tl.store(DELTA + bh * Q_LEN + offs_m, tl.sum(o * do, 1), mask=offs_m < Q_LEN)
+
+
+@triton.jit
+def _dkdv_tile(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, start_m, offs_n, offs_d, b, h,
+               sm_scale, Q_LEN, stride_qm, stride_dom, __CAPS__
+               D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
+               IS_PARTIAL: tl.constexpr, EVEN_M: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
+               DOT_PREC: tl.constexpr):
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    qT_ptrs = Q_base + offs_m[None, :] * stride_qm + offs_d[:, None]      # (D_PAD, BLOCK_M)
+    do_ptrs = DO_base + offs_m[:, None] * stride_dom + offs_d[None, :]    # (BLOCK_M, D_PAD)
+    if EVEN_M and D == D_PAD:
+        qT = tl.load(qT_ptrs)
+        do = tl.load(do_ptrs)
+    else:
+        qT = tl.load(qT_ptrs, mask=(offs_m[None, :] < Q_LEN) & (offs_d[:, None] < D), other=0.0)
+        do = tl.load(do_ptrs, mask=(offs_m[:, None] < Q_LEN) & (offs_d[None, :] < D), other=0.0)
+    lse = tl.load(LSE_base + offs_m, mask=offs_m < Q_LEN, other=float("inf"))
+    delta = tl.load(DELTA_base + offs_m, mask=offs_m < Q_LEN, other=0.0)
+    qkT = tl.dot(k, qT, input_precision=DOT_PREC)                         # (BLOCK_N, BLOCK_M)
+    q_idx = offs_m[None, :]
+    kv_idx = offs_n[:, None]
+    if HAS_SCORE_MOD:
+        sT, dsdx = _score_mod_grad(qkT * sm_scale, b, h, q_idx, kv_idx, __CAPS__)
+        pT = tl.exp2(sT * 1.4426950408889634 - lse[None, :])
+    else:
+        pT = tl.exp2(qkT * (sm_scale * 1.4426950408889634) - lse[None, :])
+    if IS_PARTIAL:
+        pT = tl.where(_mask_mod(b, h, q_idx, kv_idx, __CAPS__), pT, 0.0)
+    dv = tl.dot(pT.to(do.dtype), do, dv, input_precision=DOT_PREC)
+    dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PREC)              # (BLOCK_N, BLOCK_M)
+    dsT = pT * (dpT - delta[None, :])
+    if HAS_SCORE_MOD:
+        dsT = tl.where(pT == 0.0, 0.0, dsT * dsdx)
+    dk = tl.dot(dsT.to(qT.dtype), tl.trans(qT), dk, input_precision=DOT_PREC)
+    return dk, dv
+
+
+@triton.jit
+def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, DELTA, __CAPS__
+                   Q_NUM, Q_IDX, FULL_NUM, FULL_IDX,
+                   stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
+                   stride_vb, stride_vh, stride_vn, stride_dob, stride_doh, stride_dom,
+                   stride_dkb, stride_dkh, stride_dkn, stride_dvb, stride_dvh, stride_dvn,
+                   snb, snh, snn, sib, sih, sin,
+                   sm_scale, Q_LEN, KV_LEN, H, HK, GROUPS,
+                   D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
+                   BLOCK_N: tl.constexpr, SPARSE_M: tl.constexpr, SPARSE_N: tl.constexpr,
+                   EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
+                   DOT_PREC: tl.constexpr):
+    pid_n = tl.program_id(0)
+    bhk = tl.program_id(1)
+    b = bhk // HK
+    hk = bhk % HK
+    start_n = pid_n * BLOCK_N
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, D_PAD)
+    kv_mask = (offs_n[:, None] < KV_LEN) & (offs_d[None, :] < D)
+    k = tl.load(K + b * stride_kb + hk * stride_kh + offs_n[:, None] * stride_kn + offs_d[None, :],
+                mask=kv_mask, other=0.0)
+    v = tl.load(V + b * stride_vb + hk * stride_vh + offs_n[:, None] * stride_vn + offs_d[None, :],
+                mask=kv_mask, other=0.0)
+    dk = tl.zeros([BLOCK_N, D_PAD], tl.float32)
+    dv = tl.zeros([BLOCK_N, D_PAD], tl.float32)
+    R: tl.constexpr = SPARSE_M // BLOCK_M
+    for g in range(0, GROUPS):
+        h = hk * GROUPS + g
+        Q_base = Q + b * stride_qb + h * stride_qh
+        DO_base = DO + b * stride_dob + h * stride_doh
+        LSE_base = LSE + (b * H + h) * Q_LEN
+        DELTA_base = DELTA + (b * H + h) * Q_LEN
+        row = b * snb + h * snh + (start_n // SPARSE_N) * snn
+        irow = b * sib + h * sih + (start_n // SPARSE_N) * sin
+        n_partial = tl.load(Q_NUM + row)
+        for it in range(0, n_partial * R):
+            start_m = tl.load(Q_IDX + irow + it // R) * SPARSE_M + (it % R) * BLOCK_M
+            dk, dv = _dkdv_tile(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, start_m,
+                                offs_n, offs_d, b, h, sm_scale, Q_LEN, stride_qm, stride_dom,
+                                __CAPS__ D, D_PAD, BLOCK_M, True, EVEN_M, HAS_SCORE_MOD, DOT_PREC)
+        n_full = tl.load(FULL_NUM + row)
+        for it in range(0, n_full * R):
+            start_m = tl.load(FULL_IDX + irow + it // R) * SPARSE_M + (it % R) * BLOCK_M
+            dk, dv = _dkdv_tile(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, start_m,
+                                offs_n, offs_d, b, h, sm_scale, Q_LEN, stride_qm, stride_dom,
+                                __CAPS__ D, D_PAD, BLOCK_M, False, EVEN_M, HAS_SCORE_MOD, DOT_PREC)
+    dk = dk * sm_scale
+    tl.store(DK + b * stride_dkb + hk * stride_dkh + offs_n[:, None] * stride_dkn + offs_d[None, :],
+             dk.to(DK.dtype.element_ty), mask=kv_mask)
+    tl.store(DV + b * stride_dvb + hk * stride_dvh + offs_n[:, None] * stride_dvn + offs_d[None, :],
+             dv.to(DV.dtype.element_ty), mask=kv_mask)
+
+
+@triton.jit
+def _dq_tile(dq, q, do, lse, delta, K_base, V_base, start_n, offs_m, offs_d, b, h, sm_scale,
+             KV_LEN, stride_kn, stride_vn, __CAPS__ __GRADS__
+             D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
+             IS_PARTIAL: tl.constexpr, EVEN_N: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
+             HAS_CAPTURE_GRADS: tl.constexpr, DOT_PREC: tl.constexpr):
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    kT_ptrs = K_base + offs_n[None, :] * stride_kn + offs_d[:, None]      # (D_PAD, BLOCK_N)
+    vT_ptrs = V_base + offs_n[None, :] * stride_vn + offs_d[:, None]
+    if EVEN_N and D == D_PAD:
+        kT = tl.load(kT_ptrs)
+        vT = tl.load(vT_ptrs)
+    else:
+        kv_mask = (offs_n[None, :] < KV_LEN) & (offs_d[:, None] < D)
+        kT = tl.load(kT_ptrs, mask=kv_mask, other=0.0)
+        vT = tl.load(vT_ptrs, mask=kv_mask, other=0.0)
+    qk = tl.dot(q, kT, input_precision=DOT_PREC)
+    q_idx = offs_m[:, None]
+    kv_idx = offs_n[None, :]
+    if HAS_SCORE_MOD:
+        score = qk * sm_scale
+        s, dsdx = _score_mod_grad(score, b, h, q_idx, kv_idx, __CAPS__)
+        p = tl.exp2(s * 1.4426950408889634 - lse[:, None])
+    else:
+        p = tl.exp2(qk * (sm_scale * 1.4426950408889634) - lse[:, None])
+    if IS_PARTIAL:
+        p = tl.where(_mask_mod(b, h, q_idx, kv_idx, __CAPS__), p, 0.0)
+    if not EVEN_N:
+        p = tl.where(kv_idx < KV_LEN, p, 0.0)
+    dp = tl.dot(do, vT, input_precision=DOT_PREC)
+    ds = p * (dp - delta[:, None])
+    if HAS_SCORE_MOD:
+        if HAS_CAPTURE_GRADS:
+            _capture_grads(score, ds, p != 0.0, b, h, q_idx, kv_idx, __CAPS__ __GRADS__)
+        ds = tl.where(p == 0.0, 0.0, ds * dsdx)
+    dq = tl.dot(ds.to(kT.dtype), tl.trans(kT), dq, input_precision=DOT_PREC)
+    return dq
+
+
+@triton.jit
+def _attn_bwd_dq(Q, K, V, DO, DQ, LSE, DELTA, __CAPS__ __GRADS__
+                 KV_NUM, KV_IDX, FULL_NUM, FULL_IDX,
+                 stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
+                 stride_vb, stride_vh, stride_vn, stride_dob, stride_doh, stride_dom,
+                 stride_dqb, stride_dqh, stride_dqm,
+                 snb, snh, snm, sib, sih, sim,
+                 sm_scale, Q_LEN, KV_LEN, H, GROUPS, NUM_M_BLOCKS,
+                 D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
+                 BLOCK_N: tl.constexpr, SPARSE_M: tl.constexpr, SPARSE_N: tl.constexpr,
+                 EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
+                 HAS_CAPTURE_GRADS: tl.constexpr, DOT_PREC: tl.constexpr):
+    pid_m = NUM_M_BLOCKS - 1 - tl.program_id(0)
+    bh = tl.program_id(1)
+    b = bh // H
+    h = bh % H
+    hk = h // GROUPS
+    start_m = pid_m * BLOCK_M
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, D_PAD)
+    row_mask = (offs_m[:, None] < Q_LEN) & (offs_d[None, :] < D)
+    q = tl.load(Q + b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :],
+                mask=row_mask, other=0.0)
+    do = tl.load(DO + b * stride_dob + h * stride_doh + offs_m[:, None] * stride_dom
+                 + offs_d[None, :], mask=row_mask, other=0.0)
+    lse = tl.load(LSE + bh * Q_LEN + offs_m, mask=offs_m < Q_LEN, other=float("inf"))
+    delta = tl.load(DELTA + bh * Q_LEN + offs_m, mask=offs_m < Q_LEN, other=0.0)
+    K_base = K + b * stride_kb + hk * stride_kh
+    V_base = V + b * stride_vb + hk * stride_vh
+    dq = tl.zeros([BLOCK_M, D_PAD], tl.float32)
+    R: tl.constexpr = SPARSE_N // BLOCK_N
+    row = b * snb + h * snh + (start_m // SPARSE_M) * snm
+    irow = b * sib + h * sih + (start_m // SPARSE_M) * sim
+    n_partial = tl.load(KV_NUM + row)
+    for it in range(0, n_partial * R):
+        start_n = tl.load(KV_IDX + irow + it // R) * SPARSE_N + (it % R) * BLOCK_N
+        dq = _dq_tile(dq, q, do, lse, delta, K_base, V_base, start_n, offs_m, offs_d, b, h,
+                      sm_scale, KV_LEN, stride_kn, stride_vn, __CAPS__ __GRADS__
+                      D, D_PAD, BLOCK_N, True, EVEN_N, HAS_SCORE_MOD, HAS_CAPTURE_GRADS, DOT_PREC)
+    n_full = tl.load(FULL_NUM + row)
+    for it in range(0, n_full * R):
+        start_n = tl.load(FULL_IDX + irow + it // R) * SPARSE_N + (it % R) * BLOCK_N
+        dq = _dq_tile(dq, q, do, lse, delta, K_base, V_base, start_n, offs_m, offs_d, b, h,
+                      sm_scale, KV_LEN, stride_kn, stride_vn, __CAPS__ __GRADS__
+                      D, D_PAD, BLOCK_N, False, EVEN_N, HAS_SCORE_MOD, HAS_CAPTURE_GRADS, DOT_PREC)
+    dq = dq * sm_scale
+    tl.store(DQ + b * stride_dqb + h * stride_dqh + offs_m[:, None] * stride_dqm + offs_d[None, :],
+             dq.to(DQ.dtype.element_ty), mask=row_mask)
+
+
+@triton.jit
+def _attn_decode_split(Q, K, V, O_PART, LSE_PART, __CAPS__
+                       BLK_NUM, BLK_IDX, BLK_FULL,
+                       stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
+                       stride_vb, stride_vh, stride_vn,
+                       sm_scale, Q_LEN, KV_LEN, HK, GROUPS, NUM_SPLITS, BLOCKS_PER_SPLIT,
+                       NUM_KV_BLOCKS,
+                       D: tl.constexpr, D_PAD: tl.constexpr, ROWS: tl.constexpr,
+                       BLOCK_N: tl.constexpr, SPARSE_N: tl.constexpr, EVEN_N: tl.constexpr,
+                       HAS_SCORE_MOD: tl.constexpr, HAS_MASK: tl.constexpr,
+                       DOT_PREC: tl.constexpr):
+    """One (b, kv head, split): all GROUPS x Q_LEN query rows of the kv head at once."""
+    split = tl.program_id(0)
+    bhk = tl.program_id(1)
+    b = bhk // HK
+    hk = bhk % HK
+    rows = tl.arange(0, ROWS)
+    g = rows // Q_LEN
+    qpos = rows % Q_LEN
+    row_ok = rows < GROUPS * Q_LEN
+    h = hk * GROUPS + g
+    offs_d = tl.arange(0, D_PAD)
+    q = tl.load(Q + b * stride_qb + h[:, None] * stride_qh + qpos[:, None] * stride_qm
+                + offs_d[None, :], mask=row_ok[:, None] & (offs_d[None, :] < D), other=0.0)
+    K_base = K + b * stride_kb + hk * stride_kh
+    V_base = V + b * stride_vb + hk * stride_vh
+    m_i = tl.full([ROWS], float("-inf"), tl.float32)
+    l_i = tl.zeros([ROWS], tl.float32)
+    acc = tl.zeros([ROWS, D_PAD], tl.float32)
+    R: tl.constexpr = SPARSE_N // BLOCK_N
+    n_blocks = tl.load(BLK_NUM + bhk)
+    first = split * BLOCKS_PER_SPLIT
+    last = tl.minimum(n_blocks, first + BLOCKS_PER_SPLIT)
+    q_idx = qpos[:, None]
+    h_idx = h[:, None]
+    for it in range(first * R, last * R):
+        blk = tl.load(BLK_IDX + bhk * NUM_KV_BLOCKS + it // R)
+        offs_n = blk * SPARSE_N + (it % R) * BLOCK_N + tl.arange(0, BLOCK_N)
+        kv_idx = offs_n[None, :]
+        if EVEN_N and D == D_PAD:
+            kT = tl.load(K_base + offs_n[None, :] * stride_kn + offs_d[:, None])
+            v = tl.load(V_base + offs_n[:, None] * stride_vn + offs_d[None, :])
+        else:
+            kT = tl.load(K_base + offs_n[None, :] * stride_kn + offs_d[:, None],
+                         mask=(offs_n[None, :] < KV_LEN) & (offs_d[:, None] < D), other=0.0)
+            v = tl.load(V_base + offs_n[:, None] * stride_vn + offs_d[None, :],
+                        mask=(offs_n[:, None] < KV_LEN) & (offs_d[None, :] < D), other=0.0)
+        qk = tl.dot(q, kT, input_precision=DOT_PREC)                     # (ROWS, BLOCK_N)
+        if HAS_SCORE_MOD:
+            s = _score_mod(qk * sm_scale, b, h_idx, q_idx, kv_idx, __CAPS__) * 1.4426950408889634
+        else:
+            s = qk * (sm_scale * 1.4426950408889634)
+        keep = row_ok[:, None] & (kv_idx < KV_LEN)
+        if HAS_MASK:
+            full = tl.load(BLK_FULL + bhk * NUM_KV_BLOCKS + it // R)
+            keep = keep & (_mask_mod(b, h_idx, q_idx, kv_idx, __CAPS__) | (full != 0))
+        s = tl.where(keep, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        p = tl.exp2(s - m_safe[:, None])
+        alpha = tl.exp2(m_i - m_safe)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=DOT_PREC)
+        m_i = m_new
+    l_safe = tl.where(l_i == 0.0, 1.0, l_i)
+    out_base = (bhk * NUM_SPLITS + split) * ROWS
+    tl.store(O_PART + (out_base + rows[:, None]) * D_PAD + offs_d[None, :], acc / l_safe[:, None])
+    tl.store(LSE_PART + out_base + rows, tl.where(l_i == 0.0, float("-inf"), m_i + tl.log2(l_safe)))
+
+
+@triton.jit
+def _attn_decode_combine(O_PART, LSE_PART, O, LSE, stride_ob, stride_oh, stride_om,
+                         Q_LEN, HK, GROUPS, NUM_SPLITS,
+                         D: tl.constexpr, D_PAD: tl.constexpr, ROWS: tl.constexpr,
+                         SPLITS_PAD: tl.constexpr):
+    """One (b, kv head, row): merge the splits' partial outputs by their log-sum-exp."""
+    row = tl.program_id(0)
+    bhk = tl.program_id(1)
+    b = bhk // HK
+    hk = bhk % HK
+    g = row // Q_LEN
+    qpos = row % Q_LEN
+    h = hk * GROUPS + g
+    splits = tl.arange(0, SPLITS_PAD)
+    offs_d = tl.arange(0, D_PAD)
+    base = (bhk * NUM_SPLITS + splits) * ROWS + row
+    lse = tl.load(LSE_PART + base, mask=splits < NUM_SPLITS, other=float("-inf"))
+    m = tl.max(lse, 0)
+    m_safe = tl.where(m == float("-inf"), 0.0, m)
+    w = tl.exp2(lse - m_safe)
+    total = tl.sum(w, 0)
+    parts = tl.load(O_PART + base[:, None] * D_PAD + offs_d[None, :],
+                    mask=(splits[:, None] < NUM_SPLITS), other=0.0)
+    o = tl.sum(parts * w[:, None], 0) / tl.where(total == 0.0, 1.0, total)
+    tl.store(O + b * stride_ob + h * stride_oh + qpos * stride_om + offs_d,
+             o.to(O.dtype.element_ty), mask=offs_d < D)
+    lse_out = tl.where(total == 0.0, float("inf"), m_safe + tl.log2(tl.where(total == 0.0, 1.0, total)))
+    tl.store(LSE + (b * HK * GROUPS + h) * Q_LEN + qpos, lse_out)
+
+
+@triton.jit
+def _block_state(STATE, __CAPS__ Q_LEN, KV_LEN, HM, NUM_KV_BLOCKS,
+                 BLOCK_Q: tl.constexpr, BLOCK_KV: tl.constexpr):
+    """One tile of a block mask: 0 empty, 1 partial, 2 full (positions past the ends ignored)."""
+    pid = tl.program_id(0)
+    bh = tl.program_id(1)
+    b = bh // HM
+    h = bh % HM
+    qb = pid // NUM_KV_BLOCKS
+    kb = pid % NUM_KV_BLOCKS
+    offs_q = qb * BLOCK_Q + tl.arange(0, BLOCK_Q)
+    offs_k = kb * BLOCK_KV + tl.arange(0, BLOCK_KV)
+    valid = (offs_q[:, None] < Q_LEN) & (offs_k[None, :] < KV_LEN)
+    q_idx = tl.minimum(offs_q, Q_LEN - 1)[:, None]
+    kv_idx = tl.minimum(offs_k, KV_LEN - 1)[None, :]
+    m = _mask_mod(b, h, q_idx, kv_idx, __CAPS__)
+    any_on = tl.max(tl.max(tl.where(valid & m, 1, 0), 1), 0)
+    all_on = tl.min(tl.min(tl.where(valid & (m == 0), 0, 1), 1), 0)
+    state = tl.where(all_on == 1, 2, any_on)
+    tl.store(STATE + bh * tl.num_programs(0) + pid, state.to(tl.int8))
+'''

@@ -1,0 +1,202 @@
+"""Launch the generated attention kernels: grids, strides, tile configs, output buffers.
+
+A `Plan` bundles what one attention call needs (kernel module, traced mods, block mask,
+scale); `forward`, `backward` and `decode` turn it plus tensors into kernel launches. All
+tensors are (B, H, S, D) with unit stride along D. The LSE passed between forward and
+backward is log2-domain with +inf on fully masked rows (see kernels_src.py).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from types import ModuleType
+
+import torch
+
+from .block_mask import EMPTY, FULL, BlockMask
+from .trace import TracedMods
+from .tuning import choose_config, next_power_of_2
+
+LN2 = math.log(2.0)
+
+
+@dataclass
+class Plan:
+    kernels: ModuleType
+    traced: TracedMods
+    mask: BlockMask
+    scale: float
+    interpret: bool
+
+    @property
+    def has_score_mod(self) -> bool:
+        return self.traced.score is not None
+
+
+def capture_args(captured, device) -> list:
+    """Kernel arguments for captured tensors: (tensor, numel, stride0, stride1, ...) each."""
+    args = []
+    for t in captured:
+        t = t.detach()
+        if t.dtype == torch.bool:
+            t = t.to(torch.int8)
+        t = t.to(device).contiguous()
+        args += [t, t.numel(), *t.stride()]
+    return args
+
+
+def _dot_precision(dtype: torch.dtype) -> str:
+    return "ieee" if dtype == torch.float32 else "tf32"
+
+
+def _mask_strides(num: torch.Tensor, idx: torch.Tensor, B: int, H: int) -> tuple:
+    """(b, h, row) strides of a count tensor and an index tensor, 0 on broadcast dims."""
+    n = num.expand(B, H, num.shape[2]).stride()
+    i = idx.expand(B, H, *idx.shape[2:]).stride()
+    return (*n, *i[:3])
+
+
+def check_mask(mask: BlockMask, B: int, H: int, Q_LEN: int, KV_LEN: int) -> None:
+    mb, mh, mq, mk = mask.shape
+    if (mq, mk) != (Q_LEN, KV_LEN) or mask.state.shape[0] not in (1, B) \
+            or mask.state.shape[1] not in (1, H):
+        raise ValueError(f"block mask built for (B={mb}, H={mh}, Q={mq}, KV={mk}) used with "
+                         f"(B={B}, H={H}, Q={Q_LEN}, KV={KV_LEN})")
+
+
+def forward(plan: Plan, q, k, v, captured) -> tuple[torch.Tensor, torch.Tensor]:
+    B, H, Q_LEN, D = q.shape
+    HK, KV_LEN = k.shape[1], k.shape[2]
+    m = plan.mask
+    cfg = choose_config("fwd", D, q.dtype, m.block, plan.interpret)
+    o = torch.empty_like(q, memory_format=torch.contiguous_format)
+    lse = torch.empty(B, H, Q_LEN, device=q.device, dtype=torch.float32)
+    n_m = triton_cdiv(Q_LEN, cfg.block_m)
+    plan.kernels._attn_fwd[(n_m, B * H)](
+        q, k, v, o, lse, *capture_args(captured, q.device),
+        m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices,
+        *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3],
+        *_mask_strides(m.kv_num_blocks, m.kv_indices, B, H),
+        plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m,
+        D=D, D_PAD=max(16, next_power_of_2(D)), BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
+        SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % cfg.block_m == 0,
+        EVEN_N=KV_LEN % cfg.block_n == 0, HAS_SCORE_MOD=plan.has_score_mod,
+        DOT_PREC=_dot_precision(q.dtype), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    return o, lse
+
+
+def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad):
+    """dq, dk, dv and the captured tensors' gradients (None where not needed)."""
+    B, H, Q_LEN, D = q.shape
+    HK, KV_LEN = k.shape[1], k.shape[2]
+    m = plan.mask
+    D_PAD = max(16, next_power_of_2(D))
+    do = do if do.stride(-1) == 1 else do.contiguous()
+    caps = capture_args(captured, q.device)
+    prec = _dot_precision(q.dtype)
+
+    delta = torch.empty(B, H, Q_LEN, device=q.device, dtype=torch.float32)
+    bm = 32 if plan.interpret else 64
+    plan.kernels._attn_bwd_delta[(triton_cdiv(Q_LEN, bm), B * H)](
+        o, do, delta, *o.stride()[:3], *do.stride()[:3], Q_LEN, H, D=D, D_PAD=D_PAD, BLOCK_M=bm)
+
+    dk = torch.empty_like(k, memory_format=torch.contiguous_format)
+    dv = torch.empty_like(v, memory_format=torch.contiguous_format)
+    cfg = choose_config("dkdv", D, q.dtype, m.block, plan.interpret)
+    plan.kernels._attn_bwd_dkdv[(triton_cdiv(KV_LEN, cfg.block_n), B * HK)](
+        q, k, v, do, dk, dv, lse, delta, *caps,
+        m.q_num_blocks, m.q_indices, m.full_q_num_blocks, m.full_q_indices,
+        *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3],
+        *dk.stride()[:3], *dv.stride()[:3],
+        *_mask_strides(m.q_num_blocks, m.q_indices, B, H),
+        plan.scale, Q_LEN, KV_LEN, H, HK, H // HK,
+        D=D, D_PAD=D_PAD, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
+        SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % cfg.block_m == 0,
+        EVEN_N=KV_LEN % cfg.block_n == 0, HAS_SCORE_MOD=plan.has_score_mod, DOT_PREC=prec,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+
+    grad_ks = sorted({n.value for n in plan.traced.grad_loads()})
+    grad_bufs = {k_: torch.zeros(captured[k_].numel(), device=q.device, dtype=torch.float32)
+                 for k_ in grad_ks}
+    dq = torch.empty_like(q, memory_format=torch.contiguous_format)
+    cfg = choose_config("dq", D, q.dtype, m.block, plan.interpret)
+    n_m = triton_cdiv(Q_LEN, cfg.block_m)
+    plan.kernels._attn_bwd_dq[(n_m, B * H)](
+        q, k, v, do, dq, lse, delta, *caps, *(grad_bufs[k_] for k_ in grad_ks),
+        m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices,
+        *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], *dq.stride()[:3],
+        *_mask_strides(m.kv_num_blocks, m.kv_indices, B, H),
+        plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m,
+        D=D, D_PAD=D_PAD, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
+        SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % cfg.block_m == 0,
+        EVEN_N=KV_LEN % cfg.block_n == 0, HAS_SCORE_MOD=plan.has_score_mod,
+        HAS_CAPTURE_GRADS=bool(grad_ks), DOT_PREC=prec,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+
+    capture_grads = []
+    for k_, t in enumerate(captured):
+        if k_ in grad_bufs and needs_capture_grad[k_]:
+            capture_grads.append(grad_bufs[k_].view(t.shape).to(t.dtype))
+        else:
+            capture_grads.append(None)
+    return dq, dk, dv, capture_grads
+
+
+def _decode_blocks(mask: BlockMask, B: int, H: int, HK: int):
+    """Per (b, kv head): the kv blocks any query head of the group needs, and if all see them whole."""
+    st = mask.state.expand(B, H, *mask.state.shape[2:])            # (B, H, nQ, nKV)
+    st = st.reshape(B, HK, -1, st.shape[-1])                        # (B, HK, G * nQ, nKV)
+    needed = (st != EMPTY).any(2)
+    full = (st == FULL).all(2)
+    num = needed.sum(-1, dtype=torch.int32).contiguous()
+    idx = torch.sort((~needed).to(torch.int8), dim=-1, stable=True).indices
+    full = full.gather(-1, idx).to(torch.int8).contiguous()
+    return num, idx.to(torch.int32).contiguous(), full
+
+
+def decode(plan: Plan, q, k, v, captured, num_splits: int | None = None):
+    """Split-KV attention for a few query rows over a long KV: each program reduces a slice."""
+    B, H, Q_LEN, D = q.shape
+    HK, KV_LEN = k.shape[1], k.shape[2]
+    G = H // HK
+    m = plan.mask
+    cfg = choose_config("decode", D, q.dtype, m.block, plan.interpret)
+    D_PAD = max(16, next_power_of_2(D))
+    ROWS = max(16, next_power_of_2(G * Q_LEN))
+    num, idx, full = _decode_blocks(m, B, H, HK)
+    n_kv = idx.shape[-1]
+    if num_splits is None:
+        if plan.interpret:
+            num_splits = 2
+        else:
+            sms = torch.cuda.get_device_properties(q.device).multi_processor_count
+            num_splits = triton_cdiv(4 * sms, B * HK)
+    num_splits = max(1, min(num_splits, n_kv))
+    per_split = triton_cdiv(n_kv, num_splits)
+    num_splits = triton_cdiv(n_kv, per_split)
+    o_part = torch.empty(B * HK, num_splits, ROWS, D_PAD, device=q.device, dtype=torch.float32)
+    lse_part = torch.empty(B * HK, num_splits, ROWS, device=q.device, dtype=torch.float32)
+    plan.kernels._attn_decode_split[(num_splits, B * HK)](
+        q, k, v, o_part, lse_part, *capture_args(captured, q.device), num, idx, full,
+        *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
+        plan.scale, Q_LEN, KV_LEN, HK, G, num_splits, per_split, n_kv,
+        D=D, D_PAD=D_PAD, ROWS=ROWS, BLOCK_N=cfg.block_n, SPARSE_N=m.block[1],
+        EVEN_N=KV_LEN % cfg.block_n == 0, HAS_SCORE_MOD=plan.has_score_mod,
+        HAS_MASK=plan.traced.mask is not None, DOT_PREC=_dot_precision(q.dtype),
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    o = torch.empty_like(q, memory_format=torch.contiguous_format)
+    lse = torch.empty(B, H, Q_LEN, device=q.device, dtype=torch.float32)
+    plan.kernels._attn_decode_combine[(G * Q_LEN, B * HK)](
+        o_part, lse_part, o, lse, *o.stride()[:3], Q_LEN, HK, G, num_splits,
+        D=D, D_PAD=D_PAD, ROWS=ROWS, SPLITS_PAD=max(2, next_power_of_2(num_splits)),
+        num_warps=4)
+    return o, lse
+
+
+def natural_lse(lse2: torch.Tensor) -> torch.Tensor:
+    """Internal log2 LSE (+inf on empty rows) -> natural-log LSE (-inf on empty rows)."""
+    return torch.where(torch.isinf(lse2), float("-inf"), lse2 * LN2)
+
+
+def triton_cdiv(a: int, b: int) -> int:
+    return -(-a // b)

@@ -1,0 +1,60 @@
+"""Tile sizes, warps and pipeline stages for the attention kernels: one table, one function.
+
+`choose_config(kernel, head_dim, dtype, ...)` is the single place the hardware model will
+later drive; today it reads a small table tuned by hand for Hopper-class GPUs (and tiny tiles
+for the CPU interpreter, where tile size only trades numpy calls against wasted work).
+A kernel tile must divide the block mask's tile, so the result is clipped to `sparse_block`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    block_m: int       # query rows per tile (for "dkdv": query rows per inner step)
+    block_n: int       # key rows per tile (for "dkdv": key rows per program)
+    num_warps: int
+    num_stages: int
+
+    def clip(self, sparse_block: tuple[int, int]) -> "KernelConfig":
+        return KernelConfig(min(self.block_m, sparse_block[0]), min(self.block_n, sparse_block[1]),
+                            self.num_warps, self.num_stages)
+
+
+# (kernel, head_dim_pad <= key) -> config for 16-bit inputs on sm90; fp32 halves the tiles.
+_GPU_TABLE = {
+    "fwd": {64: KernelConfig(128, 64, 4, 3), 128: KernelConfig(128, 64, 8, 3),
+            256: KernelConfig(64, 32, 4, 2)},
+    "dq": {64: KernelConfig(128, 64, 8, 3), 128: KernelConfig(128, 64, 8, 2),
+           256: KernelConfig(64, 32, 4, 1)},
+    "dkdv": {64: KernelConfig(64, 128, 8, 3), 128: KernelConfig(64, 128, 8, 2),
+             256: KernelConfig(32, 64, 4, 1)},
+    "decode": {64: KernelConfig(16, 128, 4, 3), 128: KernelConfig(16, 128, 4, 3),
+               256: KernelConfig(16, 64, 4, 2)},
+}
+_INTERPRETER = KernelConfig(32, 32, 1, 1)
+
+
+def next_power_of_2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def choose_config(kernel: str, head_dim: int, dtype: torch.dtype, sparse_block=(128, 64),
+                  interpret: bool = False) -> KernelConfig:
+    """Tiles for `kernel` in {"fwd", "dq", "dkdv", "decode"} at this head dim and dtype."""
+    if interpret:
+        return _INTERPRETER.clip(sparse_block)
+    d_pad = max(16, next_power_of_2(head_dim))
+    table = _GPU_TABLE[kernel]
+    key = min((k for k in table if k >= d_pad), default=max(table))
+    cfg = table[key]
+    if dtype == torch.float32:      # twice the registers per element
+        cfg = KernelConfig(max(16, cfg.block_m // 2) if kernel != "decode" else cfg.block_m,
+                           max(16, cfg.block_n // 2), cfg.num_warps, max(1, cfg.num_stages - 1))
+    if kernel == "decode":       # block_m is unused: the decode tile holds GROUPS x Q rows
+        return KernelConfig(cfg.block_m, min(cfg.block_n, sparse_block[1]), cfg.num_warps,
+                            cfg.num_stages)
+    return cfg.clip(sparse_block)

@@ -1,0 +1,107 @@
+"""The torch.compile backend: Dynamo graph → AOTAutograd (forward, backward) → Cherenkov.
+
+Each FX graph AOTAutograd hands us becomes a `ShapeSpecialized` callable: it compiles the graph
+for the concrete shapes of its first call, and again (up to `config.cache_size` variants) when
+shapes change, so a new batch size or sequence length never mis-indexes. Past the bound, or if
+anything inside Cherenkov raises while compiling, that graph runs in eager with one warning
+(`strict=True` raises instead).
+"""
+from __future__ import annotations
+
+import logging
+import warnings
+from collections import OrderedDict
+
+import torch
+from torch._functorch.aot_autograd import aot_module_simplified
+from functorch.compile import make_boxed_func, min_cut_rematerialization_partition
+
+from cherenkov.capture.decompositions import decomposition_table
+from cherenkov.compiler import compile_fx
+from cherenkov.config import Config, current
+
+log = logging.getLogger("cherenkov")
+
+
+def _key(inputs) -> tuple:
+    parts = []
+    for x in inputs:
+        if isinstance(x, torch.Tensor):
+            parts.append((tuple(x.shape), tuple(x.stride()), x.dtype, x.device, x.storage_offset()))
+        else:
+            parts.append(("scalar", type(x).__name__, x if isinstance(x, (int, bool)) else None))
+    return tuple(parts)
+
+
+class ShapeSpecialized:
+    """Compiles `gm` per input signature (LRU-bounded); runs the FX graph in eager on failure."""
+
+    def __init__(self, gm: torch.fx.GraphModule, config: Config, name: str):
+        self.gm = gm
+        self.config = config
+        self.name = name
+        self.cache: OrderedDict = OrderedDict()
+        self.infos: list = []
+        self.failed_reason: str | None = None
+
+    def __call__(self, inputs: list):
+        if self.failed_reason is not None:
+            return self.gm(*inputs)
+        key = _key(inputs)
+        compiled = self.cache.get(key)
+        if compiled is None:
+            if len(self.cache) >= self.config.cache_size:
+                self._fallback(f"more than cache_size={self.config.cache_size} shape variants")
+                return self.gm(*inputs)
+            try:
+                compiled, info = compile_fx(self.gm, inputs, self.config,
+                                            f"{self.name}_v{len(self.cache)}")
+            except Exception as e:  # noqa: BLE001 -- the failure policy: eager, one warning
+                if self.config.strict:
+                    raise
+                self._fallback(f"{type(e).__name__}: {e}")
+                return self.gm(*inputs)
+            self.cache[key] = compiled
+            self.infos.append(info)
+            COMPILED.append((self, info))
+        self.cache.move_to_end(key)
+        return compiled(inputs)
+
+    def _fallback(self, reason: str) -> None:
+        self.failed_reason = reason
+        warnings.warn(f"cherenkov: graph {self.name} runs in eager: {reason}", stacklevel=3)
+        log.warning("cherenkov: graph %s runs in eager: %s", self.name, reason)
+
+
+# every (graph, info) compiled in this process, for reports and tests
+COMPILED: list = []
+
+
+def _make_compiler(config: Config, kind: str):
+    counter = [0]
+
+    def compiler(gm: torch.fx.GraphModule, example_inputs):
+        counter[0] += 1
+        fn = ShapeSpecialized(gm, config, f"{kind}{counter[0]}")
+        return make_boxed_func(lambda *args: fn(list(args)))
+    return compiler
+
+
+def cherenkov_backend(gm: torch.fx.GraphModule, example_inputs, **options):
+    """Entry point registered as torch.compile(backend="cherenkov")."""
+    config = current(**options)
+    try:
+        return aot_module_simplified(
+            gm, example_inputs,
+            fw_compiler=_make_compiler(config, "forward"),
+            bw_compiler=_make_compiler(config, "backward"),
+            inference_compiler=_make_compiler(config, "inference"),
+            decompositions=decomposition_table(),
+            partition_fn=min_cut_rematerialization_partition,
+            keep_inference_input_mutations=True,
+        )
+    except Exception as e:  # noqa: BLE001
+        if config.strict:
+            raise
+        warnings.warn(f"cherenkov: capture failed, running in eager: {type(e).__name__}: {e}")
+        return gm.forward

@@ -1,0 +1,298 @@
+"""Graph IR group → kernel IR: every value as a function of the kernel's (x, r) indices.
+
+`compute(node, idx)` returns the kernel value of `node` at multi-index `idx` (index
+expressions). Movement ops only rewrite `idx` (views fold into index arithmetic); elementwise
+ops recurse; values realized outside the kernel are loaded through their strides. Results are
+memoized by (node, idx, mask), so a value read twice at the same index is computed once.
+A reduction can only be consumed at the index it was computed at; anything else raises
+`NotFusible` and the fusion pass keeps the two apart.
+"""
+from __future__ import annotations
+
+import torch
+
+from cherenkov.codegen import indexing as ix
+from cherenkov.codegen.kernel_ir import (Buffer, Cast, Compute, Constant, IndexValue, Kernel,
+                                         Load, Reduce, Store)
+from cherenkov.ir.graph import Node, contiguous_strides, numel
+from cherenkov.ir.ops import GroupOp, Op
+
+
+class NotFusible(Exception):
+    """These nodes cannot share one kernel (e.g. a reduction read at another index)."""
+
+
+class KernelBuilder:
+    def __init__(self, name: str, X: int, R: int, buffers: dict[Node, tuple[str, object]]):
+        """`buffers`: node -> (buffer name, TensorMeta) for every value materialized outside."""
+        self.kernel = Kernel(name, X, R)
+        self.buffers = buffers
+        self.x = ix.var("x", X)
+        self.r = ix.var("r", R)
+        self.memo: dict = {}
+        self.reduced: dict[Node, tuple] = {}       # reduction member -> (value, its x-index)
+        self.members: set[Node] = set()
+        self.counter = 0
+        self.used_inputs: dict[str, Buffer] = {}
+
+    # ---- statements -----------------------------------------------------------------------
+    def _new(self, dtype: torch.dtype, level: str) -> str:
+        name = f"t{self.counter}"
+        self.counter += 1
+        self.kernel.dtypes[name] = dtype
+        self.kernel.levels[name] = level
+        return name
+
+    def _level(self, *parts) -> str:
+        best = "c"
+        for p in parts:
+            if p == "xr" or (isinstance(p, ix.Lin) and self._index_level(p) == "xr"):
+                return "xr"
+            if p == "x" or (isinstance(p, ix.Lin) and self._index_level(p) == "x"):
+                best = "x"
+        return best
+
+    def _index_level(self, e: ix.Lin) -> str:
+        names = ix.variables(e)
+        if "r" in names or any(self.kernel.levels.get(n) == "xr" for n in names):
+            return "xr"
+        if names:
+            return "x"
+        return "c"
+
+    def emit(self, stmt, dtype, level):
+        self.kernel.body.append(stmt)
+        return stmt.out
+
+    # ---- loads ----------------------------------------------------------------------------
+    def load(self, node: Node, idx, mask) -> str:
+        name, meta = self.buffers[node]
+        if name not in self.used_inputs:
+            extent = meta.storage_offset + sum((s - 1) * st for s, st in zip(meta.shape, meta.strides)) + 1
+            self.used_inputs[name] = Buffer(name, meta.dtype, max(extent, numel(meta.shape)))
+        index = ix.dot(idx, meta.strides, meta.storage_offset)
+        level = self._level(index, *( [self.kernel.levels[mask]] if mask else []))
+        out = self._new(meta.dtype, level)
+        return self.emit(Load(out, name, index, mask), meta.dtype, level)
+
+    # ---- the recursion --------------------------------------------------------------------
+    def compute(self, node: Node, idx: tuple, mask: str | None = None) -> str:
+        key = (node, idx, mask)
+        hit = self.memo.get(key)
+        if hit is None and mask is not None:
+            hit = self.memo.get((node, idx, None))
+        if hit is not None:
+            return hit
+        if node in self.reduced:
+            value, at = self.reduced[node]
+            if at != idx:
+                raise NotFusible("reduction read at another index")
+            return value
+        if node in self.buffers and node not in self.members:
+            value = self.load(node, idx, mask)
+        else:
+            value = self._compute_inline(node, idx, mask)
+        self.memo[key] = value
+        return value
+
+    def _compute_inline(self, node: Node, idx: tuple, mask) -> str:
+        op = node.op
+        if op == Op.CONST:
+            out = self._new(node.dtype, "c")
+            return self.emit(Constant(out, node.args[0], node.dtype), node.dtype, "c")
+        if op == Op.IOTA:
+            index = idx[node.args[0]]
+            level = self._level(index)
+            out = self._new(torch.int64, level)
+            return self.emit(IndexValue(out, index), torch.int64, level)
+        if op == Op.CAST:
+            src = self.compute(node.inputs[0], idx, mask)
+            out = self._new(node.dtype, self.kernel.levels[src])
+            return self.emit(Cast(out, src, node.dtype), node.dtype, self.kernel.levels[src])
+        if op in GroupOp.ELEMENTWISE:
+            args = tuple(self.compute(i, idx if i.shape else (), mask) for i in node.inputs)
+            level = self._level(*[self.kernel.levels[a] for a in args])
+            out = self._new(node.dtype, level)
+            return self.emit(Compute(out, op, args), node.dtype, level)
+        if op in GroupOp.MOVEMENT:
+            return self._movement(node, idx, mask)
+        if op in GroupOp.REDUCTION:
+            raise NotFusible("reduction outside its kernel")
+        raise NotFusible(f"{op.name} cannot be computed inside a kernel")
+
+    def _movement(self, node: Node, idx: tuple, mask) -> str:
+        op, src = node.op, node.inputs[0]
+        if op == Op.RESHAPE:
+            return self.compute(src, ix.unravel(ix.ravel(idx, node.shape), src.shape), mask)
+        if op == Op.PERMUTE:
+            src_idx = [None] * len(idx)
+            for out_dim, src_dim in enumerate(node.args[0]):
+                src_idx[src_dim] = idx[out_dim]
+            return self.compute(src, tuple(src_idx), mask)
+        if op == Op.EXPAND:
+            if src.shape == ():
+                return self.compute(src, (), mask)
+            src_idx = tuple(ix.const(0) if s == 1 and o != 1 else i
+                            for i, s, o in zip(idx, src.shape, node.shape))
+            return self.compute(src, src_idx, mask)
+        if op == Op.SLICE:
+            dim, start, step = node.args
+            src_idx = list(idx)
+            src_idx[dim] = ix.add(start, ix.mul(idx[dim], step))
+            return self.compute(src, tuple(src_idx), mask)
+        if op == Op.FLIP:
+            src_idx = tuple(ix.add(node.shape[d] - 1, ix.mul(i, -1)) if d in node.args[0] else i
+                            for d, i in enumerate(idx))
+            return self.compute(src, src_idx, mask)
+        if op == Op.CAT:
+            return self._cat(node, idx, mask)
+        if op == Op.PAD:
+            return self._pad(node, idx, mask)
+        if op == Op.GATHER:
+            dim = node.args[0]
+            where = self._index_value(node.inputs[1], idx, mask, src.shape[dim])
+            src_idx = list(idx)
+            src_idx[dim] = where
+            return self.compute(src, tuple(src_idx), mask)
+        if op == Op.INDEX:
+            return self._index(node, idx, mask)
+        if op == Op.AS_STRIDED:
+            size, stride, offset = node.args
+            name, meta = self.buffers[src]
+            fake = meta.replace(shape=tuple(size), stride=tuple(stride), storage_offset=offset)
+            self.buffers[node] = (name, fake)
+            return self.load(node, idx, mask)
+        raise NotFusible(f"movement {op.name}")
+
+    def _index_value(self, index_node: Node, idx, mask, size: int) -> ix.Lin:
+        """A run-time index as an expression atom, wrapped into [0, size) like PyTorch."""
+        value = self.compute(index_node, idx, mask)
+        zero = self._const(0, torch.int64)
+        neg = self._op(Op.LT, (value, zero), torch.bool)
+        wrapped = self._op(Op.WHERE, (neg, self._op(Op.ADD, (value, self._const(size, torch.int64)),
+                                                     torch.int64), value), torch.int64)
+        return ix.dyn(wrapped, 0, size - 1)
+
+    def _const(self, value, dtype) -> str:
+        out = self._new(dtype, "c")
+        return self.emit(Constant(out, value, dtype), dtype, "c")
+
+    def _op(self, op: Op, args, dtype) -> str:
+        level = self._level(*[self.kernel.levels[a] for a in args])
+        out = self._new(dtype, level)
+        return self.emit(Compute(out, op, tuple(args)), dtype, level)
+
+    def _and_mask(self, mask, cond):
+        return cond if mask is None else self._op(Op.AND, (mask, cond), torch.bool)
+
+    def _in_range(self, index: ix.Lin, lo: int, hi: int) -> str:
+        value = self._new(torch.int64, self._level(index))
+        self.emit(IndexValue(value, index), torch.int64, self._level(index))
+        ge = self._op(Op.GE, (value, self._const(lo, torch.int64)), torch.bool)
+        lt = self._op(Op.LT, (value, self._const(hi, torch.int64)), torch.bool)
+        return self._op(Op.AND, (ge, lt), torch.bool)
+
+    def _cat(self, node: Node, idx, mask) -> str:
+        dim = node.args[0]
+        offset, result = 0, None
+        pieces = []
+        for src in node.inputs:
+            size = src.shape[dim]
+            cond = self._in_range(idx[dim], offset, offset + size)
+            src_idx = list(idx)
+            src_idx[dim] = ix.add(idx[dim], -offset)
+            value = self.compute(src, tuple(src_idx), self._and_mask(mask, cond))
+            pieces.append((cond, value))
+            offset += size
+        result = pieces[-1][1]
+        for cond, value in reversed(pieces[:-1]):
+            result = self._op(Op.WHERE, (cond, value, result), node.dtype)
+        return result
+
+    def _pad(self, node: Node, idx, mask) -> str:
+        pads, fill = node.args
+        src = node.inputs[0]
+        cond = None
+        src_idx = []
+        for d, ((lo, _), i) in enumerate(zip(pads, idx)):
+            src_idx.append(ix.add(i, -lo))
+            if pads[d] != (0, 0):
+                c = self._in_range(i, lo, lo + src.shape[d])
+                cond = c if cond is None else self._op(Op.AND, (cond, c), torch.bool)
+        value = self.compute(src, tuple(src_idx), self._and_mask(mask, cond))
+        return self._op(Op.WHERE, (cond, value, self._const(fill, node.dtype)), node.dtype)
+
+    def _index(self, node: Node, idx, mask) -> str:
+        src, index_nodes = node.inputs[0], node.inputs[1:]
+        dims = node.args[0]
+        bshape = index_nodes[0].shape
+        nb = len(bshape)
+        adjacent = list(dims) == list(range(dims[0], dims[0] + len(dims)))
+        start = dims[0] if adjacent else 0
+        bidx = tuple(idx[start:start + nb])
+        rest = list(idx[:start]) + list(idx[start + nb:])
+        src_idx, k = [], 0
+        for d in range(len(src.shape)):
+            if d in dims:
+                inode = index_nodes[dims.index(d)]
+                src_idx.append(self._index_value(inode, bidx, mask, src.shape[d]))
+            else:
+                src_idx.append(rest[k])
+                k += 1
+        return self.compute(src, tuple(src_idx), mask)
+
+    # ---- members --------------------------------------------------------------------------
+    def add_member(self, node: Node, store_as: tuple[str, object] | None):
+        """Compute a realized node at the kernel's own index; store it if others need it."""
+        self.members.add(node)
+        X, R = self.kernel.X, self.kernel.R
+        if node.op in GroupOp.REDUCTION:
+            n_red = node.args[0]
+            src = node.inputs[0]
+            kept, red = src.shape[: len(src.shape) - n_red], src.shape[len(src.shape) - n_red:]
+            if numel(kept) != X or numel(red) != R:
+                raise NotFusible("reduction domain differs from the kernel's")
+            at = ix.unravel(self.x, kept)
+            idx = at + ix.unravel(self.r, red)
+            value = self.compute(src, idx)
+            if R == 1:
+                value = self._reduce_trivial(node, value)
+            else:
+                out = self._new(node.dtype, "x")
+                value = self.emit(Reduce(out, node.op, value), node.dtype, "x")
+            self.reduced[node] = (value, at)
+            linear = self.x
+        else:
+            n = numel(node.shape)
+            if n == X * R:
+                linear = ix.add(ix.mul(self.x, R), self.r)
+            elif n == X:
+                linear = self.x
+            else:
+                raise NotFusible("pointwise size differs from the kernel's domain")
+            at = ix.unravel(linear, node.shape)
+            value = self.compute(node, at)
+        self.kernel.fused_ops += 1
+        if store_as is not None:
+            name, meta = store_as
+            if node.dtype != self.kernel.dtypes[value]:
+                cast = self._new(node.dtype, self.kernel.levels[value])
+                value = self.emit(Cast(cast, value, node.dtype), node.dtype, self.kernel.levels[value])
+            self.kernel.body.append(Store(name, ix.dot(ix.unravel(linear, node.shape),
+                                                       contiguous_strides(node.shape)), value))
+            self.kernel.outputs.append(Buffer(name, node.dtype, numel(node.shape)))
+
+    def _reduce_trivial(self, node: Node, value: str) -> str:
+        if node.op in (Op.ARGMAX, Op.ARGMIN):
+            return self._const(0, torch.int64)
+        if node.op in (Op.ANY, Op.ALL):
+            return self._op(Op.NE, (value, self._const(0, self.kernel.dtypes[value])), torch.bool) \
+                if self.kernel.dtypes[value] != torch.bool else value
+        if self.kernel.dtypes[value] != node.dtype:
+            out = self._new(node.dtype, self.kernel.levels[value])
+            return self.emit(Cast(out, value, node.dtype), node.dtype, self.kernel.levels[value])
+        return value
+
+    def finish(self) -> Kernel:
+        self.kernel.inputs = list(self.used_inputs.values())
+        return self.kernel

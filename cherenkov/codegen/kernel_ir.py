@@ -1,0 +1,132 @@
+"""Backend-neutral kernel IR: one kernel = an iteration domain and a list of SSA statements.
+
+The domain is (X, R): X independent rows (`x`), each reducing over R elements (`r`); a
+pointwise kernel has R == 1. A value lives at level "x" (one per row) or "xr" (one per
+element); renderers turn levels into tile shapes (Triton) or loop nests (C++). Nothing here
+knows about Triton.
+
+    kernel k0 (X=8, R=16)
+      t0 = load in0[r + x * 16]          # xr
+      t1 = reduce_max t0                 # x
+      t2 = sub t0 t1                     # xr
+      store out0[r + x * 16] = t2
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from cherenkov.codegen.indexing import Lin, render
+from cherenkov.ir.ops import Op
+
+
+@dataclass(frozen=True, slots=True)
+class Buffer:
+    name: str
+    dtype: torch.dtype
+    numel: int           # elements addressable (storage extent) for index-width decisions
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    out: str
+    buffer: str
+    index: Lin
+    mask: str | None = None     # extra boolean value ANDed with the level's mask
+
+
+@dataclass(frozen=True, slots=True)
+class IndexValue:
+    out: str
+    index: Lin
+
+
+@dataclass(frozen=True, slots=True)
+class Constant:
+    out: str
+    value: object
+    dtype: torch.dtype
+
+
+@dataclass(frozen=True, slots=True)
+class Compute:
+    out: str
+    op: Op
+    args: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Cast:
+    out: str
+    src: str
+    dtype: torch.dtype
+
+
+@dataclass(frozen=True, slots=True)
+class Reduce:
+    out: str
+    op: Op           # SUM, PROD, MAX, MIN, ARGMAX, ARGMIN, ANY, ALL
+    src: str
+
+
+@dataclass(frozen=True, slots=True)
+class Store:
+    buffer: str
+    index: Lin
+    src: str
+
+
+Statement = Load | IndexValue | Constant | Compute | Cast | Reduce | Store
+
+
+@dataclass
+class Kernel:
+    name: str
+    X: int
+    R: int
+    inputs: list[Buffer] = field(default_factory=list)
+    outputs: list[Buffer] = field(default_factory=list)
+    body: list[Statement] = field(default_factory=list)
+    dtypes: dict[str, torch.dtype] = field(default_factory=dict)   # value -> IR dtype
+    levels: dict[str, str] = field(default_factory=dict)           # value -> "c" | "x" | "xr"
+    fused_ops: int = 0                                             # IR nodes computed inside
+
+    @property
+    def is_reduction(self) -> bool:
+        return self.R > 1 or any(isinstance(s, Reduce) for s in self.body)
+
+    def bytes_moved(self) -> int:
+        """Bytes read and written, each buffer counted once (the roofline's memory term)."""
+        read = {s.buffer for s in self.body if isinstance(s, Load)}
+        total = 0
+        for b in self.inputs:
+            if b.name in read:
+                total += min(b.numel, self.X * self.R) * b.dtype.itemsize
+        for b in self.outputs:
+            total += b.numel * b.dtype.itemsize
+        return total
+
+    def __str__(self) -> str:
+        lines = [f"kernel {self.name} (X={self.X}, R={self.R})"]
+        for s in self.body:
+            lines.append("  " + format_statement(s) + f"    # {self.levels.get(getattr(s, 'out', ''), '')}")
+        return "\n".join(lines)
+
+
+def format_statement(s: Statement) -> str:
+    ident = lambda n: n  # noqa: E731
+    if isinstance(s, Load):
+        mask = f" if {s.mask}" if s.mask else ""
+        return f"{s.out} = load {s.buffer}[{render(s.index, ident)}]{mask}"
+    if isinstance(s, IndexValue):
+        return f"{s.out} = index {render(s.index, ident)}"
+    if isinstance(s, Constant):
+        return f"{s.out} = {s.value!r}"
+    if isinstance(s, Compute):
+        return f"{s.out} = {s.op.name.lower()} {' '.join(s.args)}"
+    if isinstance(s, Cast):
+        return f"{s.out} = cast[{s.dtype}] {s.src}"
+    if isinstance(s, Reduce):
+        return f"{s.out} = reduce_{s.op.name.lower()} {s.src}"
+    return f"store {s.buffer}[{render(s.index, ident)}] = {s.src}"

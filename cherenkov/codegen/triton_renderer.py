@@ -1,0 +1,352 @@
+"""Kernel IR → readable Triton source.
+
+Pointwise kernels (R == 1) tile x in 1-D blocks. Reduction kernels tile (XBLOCK, RBLOCK):
+persistent when a whole row fits in one tile, otherwise looped: reductions are staged (a
+reduction whose input needs an earlier reduction runs in a later loop over r), each loop
+recomputing the xr-level values it needs -- the same statements, so the same numerics.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from cherenkov.codegen import indexing as ix
+from cherenkov.codegen.kernel_ir import (Cast, Compute, Constant, IndexValue, Kernel, Load,
+                                         Reduce, Store)
+from cherenkov.codegen.triton_ops import register_type, render_op, storage_type
+from cherenkov.ir.ops import Op
+
+INT32_LIMIT = 2 ** 31 - 1
+
+
+@dataclass(frozen=True)
+class BlockConfig:
+    XBLOCK: int
+    RBLOCK: int = 1
+    persistent: bool = True
+    num_warps: int = 4
+
+
+@dataclass
+class RenderedKernel:
+    name: str
+    source: str
+    arg_names: list[str]        # buffer names in parameter order
+    grid: int
+    num_warps: int
+
+
+IDENTITY = {Op.SUM: "0", Op.PROD: "1", Op.MAX: "float('-inf')", Op.MIN: "float('inf')",
+            Op.ANY: "0", Op.ALL: "1"}
+
+
+def _const_literal(value, dtype: torch.dtype) -> str:
+    if dtype == torch.bool:
+        return "1" if value else "0"
+    if dtype.is_floating_point:
+        v = float(value)
+        if v != v:
+            return "float('nan')"
+        if v in (float("inf"), float("-inf")):
+            return f"float('{'-' if v < 0 else ''}inf')"
+        return repr(v)
+    return str(int(value))
+
+
+class _Renderer:
+    def __init__(self, kernel: Kernel, config: BlockConfig):
+        self.k = kernel
+        self.cfg = config
+        self.pointwise = kernel.R == 1
+        self.lines: list[str] = []
+        self.names = {b.name: f"in_{i}" for i, b in enumerate(kernel.inputs)}
+        self.names.update({b.name: f"out_{i}" for i, b in enumerate(kernel.outputs)})
+        self.stmt_of = {getattr(s, "out", None): s for s in kernel.body}
+
+    # ---- shapes of levels -----------------------------------------------------------------
+    def mask_of(self, level: str) -> str | None:
+        if level == "c":
+            return None
+        if level == "x" or self.pointwise:
+            return "xmask"
+        return "xmask & rmask"
+
+    def full_shape(self, level: str) -> str:
+        if self.pointwise:
+            return "[XBLOCK]"
+        return "[XBLOCK, RBLOCK]" if level == "xr" else "[XBLOCK, 1]"
+
+    def index(self, e: ix.Lin) -> str:
+        return ix.render(e, lambda n: {"x": "xindex", "r": "rindex"}.get(n, n))
+
+    # ---- statements -----------------------------------------------------------------------
+    def stmt(self, s, indent: str) -> None:
+        k, out = self.k, getattr(s, "out", None)
+        if isinstance(s, Load):
+            level = k.levels[out]
+            masks = [m for m in (self.mask_of(level), s.mask) if m]
+            mask = " & ".join(masks)
+            ptr = f"{self.names[s.buffer]} + ({self.index(s.index)})"
+            text = f"tl.load({ptr}, {mask}, other=0)" if mask else f"tl.load({ptr})"
+            dtype = k.dtypes[out]
+            if register_type(dtype) != storage_type(dtype):
+                text += f".to({register_type(dtype)})"
+            self.emit(indent, out, text)
+        elif isinstance(s, IndexValue):
+            text = self.index(s.index)
+            level = k.levels[out]
+            self.emit(indent, out, f"({text}) + tl.zeros({self.full_shape(level)}, tl.int64)"
+                      if level != "c" else f"tl.full([1], {text}, tl.int64)")
+        elif isinstance(s, Constant):
+            self.emit(indent, out, f"tl.full([1], {_const_literal(s.value, s.dtype)}, "
+                                   f"{register_type(s.dtype)})")
+        elif isinstance(s, Compute):
+            arg_dtypes = [k.dtypes[a] for a in s.args]
+            self.emit(indent, out, render_op(s.op, list(s.args), k.dtypes[out], arg_dtypes))
+        elif isinstance(s, Cast):
+            src_t, dst = k.dtypes[s.src], s.dtype
+            text = s.src
+            if dst in (torch.float16, torch.bfloat16) and src_t != dst:
+                text = f"{s.src}.to({storage_type(dst)}).to(tl.float32)"   # round, keep fp32
+            elif register_type(dst) != register_type(src_t):
+                text = f"{s.src}.to({register_type(dst)})"
+            self.emit(indent, out, text)
+        elif isinstance(s, Store):
+            level = k.levels.get(s.src, "c")
+            mask = self.mask_of(level if not (self.pointwise and level == "c") else "x")
+            value = s.src
+            if level == "c" or (level == "x" and not self.pointwise and False):
+                value = f"tl.broadcast_to({s.src}, {self.full_shape('x')})"
+            index = self.index(s.index)
+            if ix.variables(s.index) == set() and not self.pointwise:
+                index = f"({index}) + tl.zeros([XBLOCK, 1], tl.int32)"
+            elif ix.variables(s.index) == set():
+                index = f"({index}) + tl.zeros([XBLOCK], tl.int32)"
+            self.lines.append(f"{indent}tl.store({self.names[s.buffer]} + ({index}), {value}, {mask})")
+
+    def emit(self, indent: str, out: str, text: str) -> None:
+        self.lines.append(f"{indent}{out} = {text}")
+
+    # ---- reductions -----------------------------------------------------------------------
+    def reduce_value(self, s: Reduce) -> str:
+        v = s.src
+        if self.k.levels[v] != "xr":
+            v = f"tl.broadcast_to({v}, [XBLOCK, RBLOCK])"
+        return v
+
+    def persistent_reduce(self, s: Reduce, indent: str) -> None:
+        v = self.reduce_value(s)
+        m = "xmask & rmask"
+        src_t = self.k.dtypes[s.src]
+        if s.op in (Op.ARGMAX, Op.ARGMIN):
+            red = "tl.max" if s.op == Op.ARGMAX else "tl.min"
+            fill = "float('-inf')" if s.op == Op.ARGMAX else "float('inf')"
+            if not src_t.is_floating_point:
+                fill = "-9223372036854775807" if s.op == Op.ARGMAX else "9223372036854775807"
+            self.lines.append(f"{indent}{s.out}_v = tl.where({m}, {v}, {fill})")
+            self.lines.append(f"{indent}{s.out}_m = {red}({s.out}_v, 1)[:, None]")
+            self.lines.append(f"{indent}{s.out} = tl.min(tl.where({s.out}_v == {s.out}_m, "
+                              f"rindex + tl.zeros([XBLOCK, RBLOCK], tl.int64), {self.k.R}), 1)[:, None]")
+            return
+        if s.op in (Op.ANY, Op.ALL):
+            v = f"({v} != 0).to(tl.int32)"
+        ident = IDENTITY[s.op]
+        masked = f"tl.where({m}, {v}, {ident})"
+        fn = {Op.SUM: "tl.sum", Op.MAX: "tl.max", Op.MIN: "tl.min", Op.ANY: "tl.max",
+              Op.ALL: "tl.min", Op.PROD: "_prod"}[s.op]
+        text = f"{fn}({masked}, 1)[:, None]"
+        if s.op in (Op.ANY, Op.ALL):
+            text = f"({text} != 0)"
+        self.emit(indent, s.out, text)
+
+    # ---- whole kernel ---------------------------------------------------------------------
+    def render(self) -> RenderedKernel:
+        k, cfg = self.k, self.cfg
+        wide = max([k.X * k.R] + [b.numel for b in k.inputs + k.outputs]) > INT32_LIMIT
+        params = [self.names[b.name] for b in k.inputs + k.outputs]
+        head = [f"@triton.jit", f"def {k.name}({', '.join(params + ['XBLOCK: tl.constexpr'] + ([] if self.pointwise else ['RBLOCK: tl.constexpr']))}):"]
+        pid = "tl.program_id(0).to(tl.int64)" if wide else "tl.program_id(0)"
+        if self.pointwise:
+            self.lines += [f"    xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)",
+                           f"    xmask = xindex < {k.X}"]
+            for s in k.body:
+                self.stmt(s, "    ")
+        else:
+            self.lines += [f"    xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
+                           f"    xmask = xindex < {k.X}",
+                           f"    rbase = tl.arange(0, RBLOCK)[None, :]"]
+            if cfg.persistent:
+                self.lines += ["    rindex = rbase", f"    rmask = rindex < {k.R}"]
+                for s in k.body:
+                    if isinstance(s, Reduce):
+                        self.persistent_reduce(s, "    ")
+                    else:
+                        self.stmt(s, "    ")
+            else:
+                self.looped()
+        source = "\n".join(head + self.lines) + "\n"
+        grid = -(-k.X // cfg.XBLOCK)
+        return RenderedKernel(k.name, source, [b.name for b in k.inputs + k.outputs], grid,
+                              cfg.num_warps)
+
+    def looped(self) -> None:
+        k = self.k
+        stage: dict[str, int] = {}
+        for s in k.body:
+            out = getattr(s, "out", None)
+            deps = _deps(s)
+            st = max([stage.get(d, 0) for d in deps] + [0])
+            if isinstance(s, Reduce):
+                st += 1
+            if out:
+                stage[out] = st
+        sinks: dict[int, list] = {}
+        for s in k.body:
+            if isinstance(s, Reduce) and k.levels[s.src] == "xr":
+                sinks.setdefault(stage[s.src], []).append(s)
+            elif isinstance(s, Store) and k.levels.get(s.src) == "xr":
+                sinks.setdefault(stage[s.src], []).append(s)
+        last = max([stage.get(getattr(s, "out", None), 0) for s in k.body] + list(sinks) + [0])
+        for st in range(last + 1):
+            for s in k.body:      # x-level work of this stage, before its loop
+                out = getattr(s, "out", None)
+                if isinstance(s, Reduce):
+                    if stage[out] == st and k.levels[s.src] != "xr":
+                        self.persistent_reduce_x(s)
+                    elif stage[out] == st:
+                        self.finish_acc(s)
+                    continue
+                if isinstance(s, Store):
+                    if k.levels.get(s.src) != "xr" and stage.get(s.src, 0) == st:
+                        self.stmt(s, "    ")
+                    continue
+                if k.levels[out] != "xr" and stage[out] == st:
+                    self.stmt(s, "    ")
+            if st in sinks:
+                self.loop(sinks[st], stage)
+
+    def persistent_reduce_x(self, s: Reduce) -> None:
+        # reduction of a value constant along r: combine R copies
+        v = s.src
+        if s.op == Op.SUM:
+            self.emit("    ", s.out, f"{v} * {self.k.R}")
+        elif s.op in (Op.ARGMAX, Op.ARGMIN):
+            self.emit("    ", s.out, "tl.zeros([XBLOCK, 1], tl.int64)")
+        elif s.op in (Op.ANY, Op.ALL):
+            self.emit("    ", s.out, f"({v} != 0)")
+        elif s.op == Op.PROD:
+            raise NotImplementedError("product of a value constant along the reduction")
+        else:
+            self.emit("    ", s.out, v)
+
+    def loop(self, sinks, stage) -> None:
+        k = self.k
+        needed: set[str] = set()
+        stack = [d for s in sinks for d in _deps(s)]
+        while stack:
+            d = stack.pop()
+            if d in needed or k.levels.get(d) != "xr":
+                continue
+            needed.add(d)
+            stack.extend(_deps(self.stmt_of[d]))
+        for s in sinks:
+            if isinstance(s, Reduce):
+                self.init_acc(s)
+        self.lines += [f"    for roffset in range(0, {k.R}, RBLOCK):",
+                       "        rindex = roffset + rbase", f"        rmask = rindex < {k.R}"]
+        for s in k.body:
+            if getattr(s, "out", None) in needed:
+                self.stmt(s, "        ")
+        for s in sinks:
+            if isinstance(s, Reduce):
+                self.update_acc(s)
+            else:
+                self.stmt(s, "        ")
+
+    def acc_type(self, s: Reduce) -> str:
+        if s.op in (Op.ANY, Op.ALL):
+            return "tl.int32"
+        return register_type(self.k.dtypes[s.src])
+
+    def init_acc(self, s: Reduce) -> None:
+        t = self.acc_type(s)
+        if s.op in (Op.ARGMAX, Op.ARGMIN):
+            fill = "float('-inf')" if s.op == Op.ARGMAX else "float('inf')"
+            if not self.k.dtypes[s.src].is_floating_point:
+                fill = "-9223372036854775807" if s.op == Op.ARGMAX else "9223372036854775807"
+            self.lines.append(f"    {s.out}_acc = tl.full([XBLOCK, RBLOCK], {fill}, {t})")
+            self.lines.append(f"    {s.out}_idx = tl.zeros([XBLOCK, RBLOCK], tl.int64)")
+            return
+        self.lines.append(f"    {s.out}_acc = tl.full([XBLOCK, RBLOCK], {IDENTITY[s.op]}, {t})")
+
+    def update_acc(self, s: Reduce) -> None:
+        m, v, a = "xmask & rmask", s.src, f"{s.out}_acc"
+        ind = "        "
+        if s.op in (Op.ARGMAX, Op.ARGMIN):
+            cmp = ">" if s.op == Op.ARGMAX else "<"
+            self.lines.append(f"{ind}{s.out}_take = ({m}) & ({v} {cmp} {a})")
+            self.lines.append(f"{ind}{a} = tl.where({s.out}_take, {v}, {a})")
+            self.lines.append(f"{ind}{s.out}_idx = tl.where({s.out}_take, rindex + "
+                              f"tl.zeros([XBLOCK, RBLOCK], tl.int64), {s.out}_idx)")
+            return
+        if s.op in (Op.ANY, Op.ALL):
+            v = f"({v} != 0).to(tl.int32)"
+        masked = f"tl.where({m}, {v}, {IDENTITY[s.op]})"
+        combine = {Op.SUM: f"{a} + {masked}", Op.PROD: f"{a} * {masked}",
+                   Op.MAX: f"tl.maximum({a}, {masked})", Op.MIN: f"tl.minimum({a}, {masked})",
+                   Op.ANY: f"tl.maximum({a}, {masked})", Op.ALL: f"tl.minimum({a}, {masked})"}
+        self.lines.append(f"{ind}{a} = {combine[s.op]}")
+
+    def finish_acc(self, s: Reduce) -> None:
+        a = f"{s.out}_acc"
+        if s.op in (Op.ARGMAX, Op.ARGMIN):
+            red = "tl.max" if s.op == Op.ARGMAX else "tl.min"
+            self.lines.append(f"    {s.out}_m = {red}({a}, 1)[:, None]")
+            self.lines.append(f"    {s.out} = tl.min(tl.where({a} == {s.out}_m, {s.out}_idx, "
+                              f"{self.k.R}), 1)[:, None]")
+            return
+        fn = {Op.SUM: "tl.sum", Op.MAX: "tl.max", Op.MIN: "tl.min", Op.ANY: "tl.max",
+              Op.ALL: "tl.min", Op.PROD: "_prod"}[s.op]
+        text = f"{fn}({a}, 1)[:, None]"
+        if s.op in (Op.ANY, Op.ALL):
+            text = f"({text} != 0)"
+        self.lines.append(f"    {s.out} = {text}")
+
+
+def _deps(s) -> list[str]:
+    if isinstance(s, Load):
+        deps = [s.mask] if s.mask else []
+        return deps + sorted(ix.variables(s.index) - {"x", "r"})
+    if isinstance(s, IndexValue):
+        return sorted(ix.variables(s.index) - {"x", "r"})
+    if isinstance(s, Compute):
+        return list(s.args)
+    if isinstance(s, (Cast, Reduce)):
+        return [s.src]
+    if isinstance(s, Store):
+        return [s.src] + sorted(ix.variables(s.index) - {"x", "r"})
+    return []
+
+
+PRELUDE = '''import triton
+import triton.language as tl
+try:
+    from triton.language.extra import libdevice
+except ImportError:  # older Triton
+    from triton.language.math import libdevice  # type: ignore
+
+
+@triton.jit
+def _mul(a, b):
+    return a * b
+
+
+@triton.jit
+def _prod(x, axis):
+    return tl.reduce(x, axis, _mul)
+'''
+
+
+def render_triton(kernel: Kernel, config: BlockConfig) -> RenderedKernel:
+    return _Renderer(kernel, config).render()

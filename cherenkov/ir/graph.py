@@ -1,0 +1,127 @@
+"""Graph IR records: a value's metadata (`TensorMeta`), the nodes that make values, the graph.
+
+Nodes are small immutable records. A node is its own value: `inputs` are the nodes it reads,
+`args` are static parameters (dims, shapes, constants). Identity is by object, so a graph is a
+DAG of shared records; `toposort` walks it.
+
+    { lambda ; a:f32[8,16]. let b:f32[8,16] = exp a in (b,) }
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import torch
+
+from cherenkov.ir.ops import Op
+from cherenkov.ir.placement import Mesh, Placement, SINGLE_DEVICE
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for size in reversed(shape):
+        strides.append(acc)
+        acc *= max(size, 1)
+    return tuple(reversed(strides))
+
+
+def numel(shape: Iterable[int]) -> int:
+    total = 1
+    for s in shape:
+        total *= s
+    return total
+
+
+@dataclass(frozen=True, slots=True)
+class TensorMeta:
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    device: torch.device
+    stride: tuple[int, ...] | None = None      # layout when materialized; None = contiguous
+    storage_offset: int = 0
+    mesh: Mesh = SINGLE_DEVICE
+    placements: tuple[Placement, ...] = ()
+
+    @staticmethod
+    def of(t: torch.Tensor) -> "TensorMeta":
+        return TensorMeta(tuple(int(s) for s in t.shape), t.dtype, t.device,
+                          tuple(int(s) for s in t.stride()), int(t.storage_offset()))
+
+    @property
+    def numel(self) -> int:
+        return numel(self.shape)
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        return self.stride if self.stride is not None else contiguous_strides(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * self.dtype.itemsize
+
+    def replace(self, **changes) -> "TensorMeta":
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Node:
+    op: Op
+    inputs: tuple["Node", ...] = ()
+    args: tuple = ()
+    meta: TensorMeta | tuple[TensorMeta, ...] | None = None
+
+    def replace(self, **changes) -> "Node":
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.meta.shape
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.meta.dtype
+
+
+@dataclass(slots=True)
+class Graph:
+    """A whole graph: inputs in call order, outputs in return order (None for non-tensor outputs)."""
+    inputs: list[Node]
+    outputs: list[Node | None]
+    name: str = "graph"
+    # output positions that return Python scalars (e.g. sym sizes) instead of tensors
+    scalar_outputs: dict[int, object] = field(default_factory=dict)
+
+    def nodes(self) -> list[Node]:
+        return toposort([o for o in self.outputs if o is not None], self.inputs)
+
+    def users(self) -> dict[Node, list[Node]]:
+        users: dict[Node, list[Node]] = {}
+        for n in self.nodes():
+            for i in n.inputs:
+                users.setdefault(i, []).append(n)
+        return users
+
+
+def toposort(roots: Iterable[Node], first: Iterable[Node] = ()) -> list[Node]:
+    """Every node reachable from `roots`, inputs before users; `first` nodes lead in their order."""
+    order: list[Node] = list(first)
+    seen = set(order)
+    for root in roots:
+        if root in seen:
+            continue
+        stack = [(root, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                if node not in seen:
+                    seen.add(node)
+                    order.append(node)
+                continue
+            if node in seen:
+                continue
+            stack.append((node, True))
+            for inp in reversed(node.inputs):
+                if inp not in seen:
+                    stack.append((inp, False))
+    return order

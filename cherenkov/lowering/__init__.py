@@ -1,0 +1,1 @@
+"""lowering stage of the Cherenkov pipeline."""

@@ -1,0 +1,150 @@
+"""FX (aten, after our decompositions) → Cherenkov graph IR, for one set of concrete shapes.
+
+Each FX node runs once on fake tensors to learn its output (shape, dtype, strides); the
+registered lowering, if any, then builds IR nodes, and their shape and dtype are checked against
+the fake output. An op without a lowering, or whose lowering declines, becomes `extern`.
+"""
+from __future__ import annotations
+
+import logging
+import operator
+from dataclasses import dataclass, field
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._pytree import tree_map
+
+from cherenkov.ir.graph import Graph, Node, TensorMeta
+from cherenkov.ir.ops import Op
+from cherenkov.lowering import registry
+from cherenkov.lowering.context import LoweringContext
+from cherenkov.lowering.library import library_node
+from cherenkov.lowering.registry import Unsupported
+
+# importing these fills the registry
+from cherenkov.lowering import creation, elementwise, movement, prims, reductions  # noqa: F401
+
+log = logging.getLogger("cherenkov")
+
+
+class LoweringError(Exception):
+    """A lowering produced IR that disagrees with PyTorch (a bug in Cherenkov)."""
+
+
+@dataclass
+class LoweringReport:
+    externs: list[tuple[str, str]] = field(default_factory=list)   # (op name, reason)
+
+    def summary(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for name, _ in self.externs:
+            counts[name] = counts.get(name, 0) + 1
+        return counts
+
+
+def _op_name(target) -> str:
+    return str(getattr(target, "__name__", target))
+
+
+def lower_fx(gm: torch.fx.GraphModule, inputs: list, strict: bool = False,
+             name: str = "graph") -> tuple[Graph, LoweringReport]:
+    fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+    device = next((t.device for t in inputs if isinstance(t, torch.Tensor)), torch.device("cpu"))
+    ctx = LoweringContext(device)
+    report = LoweringReport()
+    env: dict[torch.fx.Node, object] = {}
+    fake_env: dict[torch.fx.Node, object] = {}
+    graph_inputs: list[Node] = []
+    outputs: list = []
+    scalar_outputs: dict[int, object] = {}
+    placeholder_index = 0
+
+    def ir_of(value):
+        return tree_map(lambda n: env[n] if isinstance(n, torch.fx.Node) else n, value)
+
+    def fake_of(value):
+        return tree_map(lambda n: fake_env[n] if isinstance(n, torch.fx.Node) else n, value)
+
+    for fx_node in gm.graph.nodes:
+        if fx_node.op == "placeholder":
+            value = inputs[placeholder_index]
+            if isinstance(value, torch.Tensor):
+                node = Node(Op.INPUT, (), (placeholder_index,), TensorMeta.of(value))
+                env[fx_node] = node
+                fake_env[fx_node] = fake_mode.from_tensor(value)
+            else:
+                node = Node(Op.INPUT, (), (placeholder_index,), None)
+                env[fx_node] = value
+                fake_env[fx_node] = value
+            graph_inputs.append(node)
+            placeholder_index += 1
+        elif fx_node.op == "get_attr":
+            tensor = getattr(gm, fx_node.target)
+            fake_env[fx_node] = fake_mode.from_tensor(tensor)
+            env[fx_node] = library_node(lambda t=tensor: t, (), {}, tensor, "constant tensor",
+                                        op=Op.EXTERN)
+        elif fx_node.op == "call_function":
+            target = fx_node.target
+            args, kwargs = ir_of(fx_node.args), ir_of(fx_node.kwargs)
+            if target is operator.getitem and isinstance(args[0], (list, tuple)):
+                env[fx_node] = args[0][args[1]]
+                fake_env[fx_node] = fake_of(fx_node.args)[0][args[1]]
+                continue
+            if target is operator.getitem and isinstance(args[0], Node):
+                node = args[0]
+                meta = node.meta[args[1]] if isinstance(node.meta, tuple) else None
+                env[fx_node] = Node(Op.GETITEM, (node,), (args[1],), meta)
+                fake_env[fx_node] = fake_of(fx_node.args)[0][args[1]]
+                continue
+            fake_args, fake_kwargs = fake_of(fx_node.args), fake_of(fx_node.kwargs)
+            if not isinstance(target, torch._ops.OpOverload):
+                # Python arithmetic on sizes (sym ints), specialized to concrete values
+                env[fx_node] = fake_env[fx_node] = target(*fake_args, **fake_kwargs)
+                continue
+            with fake_mode:
+                fake_out = target(*fake_args, **fake_kwargs)
+            fake_env[fx_node] = fake_out
+            env[fx_node] = _lower_call(ctx, target, args, kwargs, fake_out, report, strict)
+        elif fx_node.op == "output":
+            for i, value in enumerate(ir_of(fx_node.args[0])):
+                if isinstance(value, Node):
+                    outputs.append(value)
+                else:
+                    outputs.append(None)
+                    scalar_outputs[i] = value
+    return Graph(graph_inputs, outputs, name, scalar_outputs), report
+
+
+def _lower_call(ctx, target, args, kwargs, fake_out, report: LoweringReport, strict: bool):
+    fn = registry.lookup(target)
+    reason = f"no lowering for {_op_name(target)}"
+    if fn is not None:
+        ctx.out, ctx.target = fake_out, target
+        try:
+            result = fn(ctx, *args, **kwargs)
+            _check(target, result, fake_out)
+            return result
+        except Unsupported as e:
+            reason = f"{_op_name(target)}: {e}"
+        except LoweringError:
+            if strict:
+                raise
+            reason = f"{_op_name(target)}: lowering mismatch (bug), ran as extern"
+    node = library_node(target, args, kwargs, fake_out, reason)
+    if node.op == Op.EXTERN:
+        report.externs.append((_op_name(target), reason))
+        log.info("cherenkov extern: %s", reason)
+    return node
+
+
+def _check(target, result, fake_out):
+    if isinstance(result, (list, tuple)):
+        for r, f in zip(result, fake_out):
+            _check(target, r, f)
+        return
+    if not isinstance(result, Node) or not isinstance(fake_out, torch.Tensor):
+        raise LoweringError(f"{_op_name(target)} lowered to {type(result)}")
+    shape = tuple(int(s) for s in fake_out.shape)
+    if result.shape != shape or result.dtype != fake_out.dtype:
+        raise LoweringError(f"{_op_name(target)}: lowering gives {result.dtype}{list(result.shape)}"
+                            f", PyTorch gives {fake_out.dtype}{list(shape)}")

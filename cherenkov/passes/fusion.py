@@ -1,0 +1,245 @@
+"""Fusion: decide which IR values are materialized and which kernels compute them together.
+
+1. Realize: reductions, values read by library ops (matmul, attention, extern), and graph
+   outputs get buffers; other elementwise and movement nodes are inlined into the kernels that
+   read them (views become index arithmetic). Pure views of a buffer read by a library op or
+   returned are passed as PyTorch views, never copied.
+2. Merge: kernels are merged greedily when their domains agree ((X, R) equal, or a pointwise
+   kernel of X*R or X elements joining an (X, R) reduction) and the cost model says the merged
+   kernel moves fewer bytes than the two apart -- shared inputs read once, intermediates never
+   written. A merge that would create a cycle, or that the kernel builder cannot express (a
+   reduction read at another index), is skipped.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cherenkov.codegen.builder import KernelBuilder, NotFusible
+from cherenkov.codegen.kernel_ir import Kernel
+from cherenkov.ir.graph import Graph, Node, TensorMeta, numel
+from cherenkov.ir.ops import GroupOp, Op
+
+VIEW_OPS = frozenset({Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SLICE})
+
+
+@dataclass(eq=False)
+class Group:
+    members: list[Node]
+    X: int
+    R: int
+    kernel: Kernel | None = None
+    reads: set = field(default_factory=set)      # realized nodes read from outside
+
+
+@dataclass
+class FusionResult:
+    groups: list[Group]
+    realized: set                         # nodes with buffers (members that are stored)
+    views: dict[Node, Node]               # view node -> base buffer node
+    buffer_meta: dict[Node, TensorMeta]
+
+
+def is_library(node: Node) -> bool:
+    return node.op in GroupOp.LIBRARY or (node.op == Op.GETITEM)
+
+
+def is_buffer_source(node: Node) -> bool:
+    return node.op == Op.INPUT or is_library(node)
+
+
+def view_base(node: Node) -> Node | None:
+    """The buffer a chain of views reads, if `node` is only views of one."""
+    while node.op in VIEW_OPS:
+        node = node.inputs[0]
+    return node if is_buffer_source(node) and node.meta is not None else None
+
+
+def domain_of(node: Node) -> tuple[int, int]:
+    if node.op in GroupOp.REDUCTION:
+        src = node.inputs[0]
+        return numel(node.shape), numel(src.shape[len(src.shape) - node.args[0]:])
+    return numel(node.shape), 1
+
+
+def merged_domain(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int] | None:
+    if a == b:
+        return a
+    (xa, ra), (xb, rb) = a, b
+    if ra > 1 and rb > 1:
+        return None
+    if rb == 1 and ra > 1 and xb in (xa * ra, xa):
+        return a
+    if ra == 1 and rb > 1 and xa in (xb * rb, xb):
+        return b
+    return None
+
+
+def fuse(graph: Graph, enable: bool = True) -> FusionResult:
+    nodes = graph.nodes()
+    users: dict[Node, list[Node]] = {}
+    for n in nodes:
+        for i in n.inputs:
+            users.setdefault(i, []).append(n)
+    outputs = {o for o in graph.outputs if o is not None}
+
+    views: dict[Node, Node] = {}
+    realized: set[Node] = set()
+    for n in nodes:
+        if n.op == Op.INPUT or is_library(n):
+            continue
+        needed_outside = n in outputs or any(is_library(u) for u in users.get(n, []))
+        if n.op in GroupOp.REDUCTION:
+            realized.add(n)
+        elif needed_outside:
+            base = view_base(n)
+            if base is not None:
+                views[n] = base
+            else:
+                realized.add(n)
+
+    groups = [Group([n], *domain_of(n)) for n in nodes if n in realized]
+    for g in groups:
+        g.reads = _reads(g.members, realized, views)
+    if enable:
+        order = {n: i for i, n in enumerate(nodes)}
+        groups = _merge(groups, realized, views, users, outputs, order)
+    for i, g in enumerate(groups):
+        g.kernel = build_kernel(g, users, outputs, f"k{i}")
+    return FusionResult(groups, realized, views, {})
+
+
+def _reads(members, realized, views) -> set[Node]:
+    """Buffers (realized nodes, inputs, library outputs) the members' inlined subtrees read."""
+    seen, reads = set(), set()
+    stack = [i for m in members for i in m.inputs]
+    member_set = set(members)
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n in member_set:
+            stack.extend(n.inputs) if n not in realized else None
+            continue
+        if n in realized or is_buffer_source(n):
+            reads.add(n)
+            continue
+        stack.extend(n.inputs)
+    return reads
+
+
+def _depends(group_of, start: "Group", target: "Group") -> bool:
+    """Does `start` read, transitively (through other groups, library calls and views),
+    something `target` produces?"""
+    seen_nodes, seen_groups = set(), {start}
+    stack = list(start.reads)
+    while stack:
+        n = stack.pop()
+        if n in seen_nodes:
+            continue
+        seen_nodes.add(n)
+        h = group_of.get(n)
+        if h is target:
+            return True
+        if h is not None:
+            if h not in seen_groups:
+                seen_groups.add(h)
+                stack.extend(h.reads)
+            continue
+        stack.extend(n.inputs)      # library call, view or input: look through it
+    return False
+
+
+def _bytes(node: Node) -> int:
+    return node.meta.nbytes if isinstance(node.meta, TensorMeta) else 0
+
+
+def _merge(groups, realized, views, users, outputs, order):
+    group_of = {m: g for g in groups for m in g.members}
+    forbidden: set[frozenset] = set()
+    while True:
+        best = None
+        for a, b in _candidate_pairs(groups, group_of):
+            if frozenset((a, b)) in forbidden:
+                continue
+            dom = merged_domain((a.X, a.R), (b.X, b.R))
+            if dom is None:
+                continue
+            shared = a.reads & b.reads
+            produced = {r for r in b.reads if group_of.get(r) is a}
+            produced |= {r for r in a.reads if group_of.get(r) is b}
+            saving = sum(_bytes(n) for n in shared | produced)
+            if saving > 0 and (best is None or saving > best[0]):
+                best = (saving, a, b, dom)
+        if best is None:
+            return groups
+        _, a, b, dom = best
+        if _cycle(group_of, a, b):
+            forbidden.add(frozenset((a, b)))
+            continue
+        merged = Group(sorted(a.members + b.members, key=order.__getitem__), *dom)
+        merged.reads = _reads(merged.members, realized, views)
+        try:
+            build_kernel(merged, users, outputs, "probe")
+        except NotFusible:
+            forbidden.add(frozenset((a, b)))
+            continue
+        groups = [g for g in groups if g is not a and g is not b] + [merged]
+        for m in merged.members:
+            group_of[m] = merged
+
+
+def _candidate_pairs(groups, group_of):
+    """Pairs that share an input buffer, or where one reads what the other produces."""
+    readers: dict[Node, list[Group]] = {}
+    for g in groups:
+        for r in g.reads:
+            readers.setdefault(r, []).append(g)
+    seen = set()
+    for r, gs in readers.items():
+        producer = group_of.get(r)
+        pool = gs + ([producer] if producer is not None else [])
+        for i, a in enumerate(pool):
+            for b in pool[i + 1:]:
+                key = frozenset((a, b))
+                if a is not b and key not in seen:
+                    seen.add(key)
+                    yield a, b
+
+
+def _cycle(group_of, a, b) -> bool:
+    """Merging makes a cycle if one reads, through anything outside the pair, what the other
+    produces."""
+    for x, y in ((a, b), (b, a)):
+        for r in x.reads:
+            h = group_of.get(r)
+            if h is a or h is b:
+                continue
+            if h is not None and _depends(group_of, h, y):
+                return True
+            if h is None and any(_reaches(group_of, i, y) for i in r.inputs):
+                return True
+    return False
+
+
+def _reaches(group_of, node, target) -> bool:
+    probe = Group([], 0, 0)
+    probe.reads = {node}
+    return _depends(group_of, probe, target)
+
+
+def build_kernel(group: Group, users, outputs, name: str) -> Kernel:
+    members = set(group.members)
+    buffers = {}
+    for r in group.reads:
+        buffers[r] = (buffer_name(r), r.meta)
+    builder = KernelBuilder(name, group.X, group.R, buffers)
+    for m in group.members:
+        outside = m in outputs or any(u not in members for u in users.get(m, []))
+        store = (buffer_name(m), m.meta) if outside else None
+        builder.add_member(m, store)
+    return builder.finish()
+
+
+def buffer_name(node: Node) -> str:
+    return f"buf{id(node):x}"

@@ -1,0 +1,1 @@
+"""runtime stage of the Cherenkov pipeline."""

@@ -1,0 +1,220 @@
+"""A compiled graph: its kernels and a flat execution plan, run with little per-call Python.
+
+The plan is a list of steps in dependency order -- kernel launches, library calls (cuBLAS,
+SDPA, any aten op), and views of buffers -- over a list of slots. Every buffer is dropped from
+its slot right after its last use, so PyTorch's caching allocator reuses its memory for later
+buffers (buffer reuse by lifetime). On CUDA with static shapes the plan can be captured once
+in a CUDA graph and replayed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from cherenkov.codegen.triton_renderer import RenderedKernel
+from cherenkov.ir.graph import Graph, Node
+from cherenkov.ir.ops import Op
+from cherenkov.lowering.library import fill_template
+from cherenkov.passes.fusion import FusionResult, Group, is_library
+
+
+@dataclass
+class Step:
+    kind: str                 # "kernel" | "library" | "view" | "getitem"
+    run: object               # callable(env) -> None
+    label: str
+    frees: tuple = ()         # slots whose last use is this step
+
+
+class CompiledGraph:
+    def __init__(self, graph: Graph, fusion: FusionResult, kernels: dict[Group, tuple],
+                 device: torch.device):
+        self.graph = graph
+        self.device = device
+        self.slot: dict[Node, int] = {}
+        for i, node in enumerate(graph.inputs):
+            self.slot[node] = i
+        self.n_inputs = len(graph.inputs)
+        self.steps: list[Step] = []
+        self._plan(fusion, kernels)
+
+    # ---- planning -------------------------------------------------------------------------
+    def _slot_of(self, node: Node) -> int:
+        if node not in self.slot:
+            self.slot[node] = len(self.slot)
+        return self.slot[node]
+
+    def _plan(self, fusion: FusionResult, kernels) -> None:
+        producer: dict[Node, object] = {}
+        for g in fusion.groups:
+            for m in g.members:
+                producer[m] = g
+        work = []       # (item, dependencies)
+        order = self.graph.nodes()
+        for node in order:
+            if is_library(node):
+                work.append((node, list(node.inputs)))
+            elif node in fusion.views:
+                work.append((node, [fusion.views[node]]))
+        for g in fusion.groups:
+            work.append((g, list(g.reads)))
+        # topological order of work items by the node order of what they produce
+        position = {n: i for i, n in enumerate(order)}
+        def key(item):
+            obj = item[0]
+            return min(position[m] for m in obj.members) if isinstance(obj, Group) else position[obj]
+        work.sort(key=key)
+        done: set = set()
+        pending = list(work)
+        planned = []
+        while pending:
+            progressed = False
+            for item in list(pending):
+                obj, deps = item
+                ready = all(self._available(d, done, producer, fusion) for d in deps)
+                if ready:
+                    planned.append(obj)
+                    if isinstance(obj, Group):
+                        done.update(obj.members)
+                    else:
+                        done.add(obj)
+                    pending.remove(item)
+                    progressed = True
+                    break
+            if not progressed:
+                raise RuntimeError("cherenkov: execution plan has a cycle")
+        for obj in planned:
+            if isinstance(obj, Group):
+                self.steps.append(self._kernel_step(obj, kernels[obj]))
+            elif obj in fusion.views:
+                self.steps.append(self._view_step(obj, fusion.views[obj]))
+            elif obj.op == Op.GETITEM:
+                self.steps.append(self._getitem_step(obj))
+            else:
+                self.steps.append(self._library_step(obj))
+        self.output_slots = [None if o is None else self.slot[o] for o in self.graph.outputs]
+        self._lifetimes()
+
+    def _available(self, dep: Node, done, producer, fusion) -> bool:
+        return dep.op == Op.INPUT or dep in done or dep.op == Op.CONST and dep not in producer \
+            and dep not in fusion.views
+
+    def _lifetimes(self) -> None:
+        last: dict[int, int] = {}
+        for i, step in enumerate(self.steps):
+            for s in step.reads:
+                last[s] = i
+        keep = set(s for s in self.output_slots if s is not None)
+        frees: dict[int, list[int]] = {}
+        for s, i in last.items():
+            if s not in keep and s >= self.n_inputs:
+                frees.setdefault(i, []).append(s)
+        for i, step in enumerate(self.steps):
+            step.frees = tuple(frees.get(i, ()))
+
+    # ---- steps ----------------------------------------------------------------------------
+    def _kernel_step(self, group: Group, compiled) -> Step:
+        rendered, fn, cfg, launch_kwargs = compiled
+        by_name = {}
+        for r in group.reads:
+            by_name[_buffer_name(r)] = self._slot_of(r)
+        outs = []
+        for m in group.members:
+            name = _buffer_name(m)
+            if name in rendered.arg_names:
+                by_name[name] = self._slot_of(m)
+                outs.append((self.slot[m], tuple(m.shape), m.dtype))
+        arg_slots = [by_name[n] for n in rendered.arg_names]
+        grid = (rendered.grid,)
+        device = self.device
+        launcher = fn[grid]
+
+        def run(env):
+            for slot, shape, dtype in outs:
+                env[slot] = torch.empty(shape, dtype=dtype, device=device)
+            launcher(*[env[s] for s in arg_slots], **launch_kwargs)
+
+        step = Step("kernel", run, rendered.name)
+        step.reads = [s for s in arg_slots]
+        return step
+
+    def _library_step(self, node: Node) -> Step:
+        target, t_args, t_kwargs, _ = node.args
+        in_slots = [self._slot_of(i) for i in node.inputs]
+        out = self._slot_of(node)
+
+        def run(env):
+            values = [env[s] for s in in_slots]
+            env[out] = target(*fill_template(t_args, values), **fill_template(t_kwargs, values))
+
+        step = Step("library", run, getattr(target, "__name__", str(target)))
+        step.reads = in_slots
+        return step
+
+    def _getitem_step(self, node: Node) -> Step:
+        src, index, out = self._slot_of(node.inputs[0]), node.args[0], self._slot_of(node)
+
+        def run(env):
+            env[out] = env[src][index]
+
+        step = Step("getitem", run, "getitem")
+        step.reads = [src]
+        return step
+
+    def _view_step(self, node: Node, base: Node) -> Step:
+        chain = []
+        n = node
+        while n is not base:
+            chain.append(n)
+            n = n.inputs[0]
+        chain.reverse()
+        ops = [_torch_view(v) for v in chain]
+        src, out = self._slot_of(base), self._slot_of(node)
+
+        def run(env):
+            t = env[src]
+            for op in ops:
+                t = op(t)
+            env[out] = t
+
+        step = Step("view", run, "view")
+        step.reads = [src]
+        return step
+
+    # ---- running --------------------------------------------------------------------------
+    def __call__(self, inputs: list):
+        env = list(inputs) + [None] * (len(self.slot) - self.n_inputs)
+        for step in self.steps:
+            step.run(env)
+            for s in step.frees:
+                env[s] = None
+        outs = []
+        for i, s in enumerate(self.output_slots):
+            outs.append(self.graph.scalar_outputs.get(i) if s is None else env[s])
+        return outs
+
+    @property
+    def kernel_count(self) -> int:
+        return sum(1 for s in self.steps if s.kind == "kernel")
+
+
+def _buffer_name(node: Node) -> str:
+    from cherenkov.passes.fusion import buffer_name
+    return buffer_name(node)
+
+
+def _torch_view(node: Node):
+    op, args, shape = node.op, node.args, node.shape
+    if op == Op.RESHAPE:
+        return lambda t: t.reshape(shape)
+    if op == Op.PERMUTE:
+        return lambda t: t.permute(args[0])
+    if op == Op.EXPAND:
+        return lambda t: t.expand(shape)
+    if op == Op.SLICE:
+        dim, start, step = args
+        length = shape[dim]
+        return lambda t: t.narrow(dim, start, 1 + (length - 1) * step)[
+            (slice(None),) * dim + (slice(None, None, step),)] if length else t.narrow(dim, start, 0)
+    raise ValueError(op)

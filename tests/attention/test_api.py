@@ -1,0 +1,179 @@
+"""attention() through the Triton interpreter vs the fp64 math reference: outputs and gradients."""
+import logging
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+from cherenkov.attention import (alibi, alibi_slopes, attention, attention_math, block_mask,
+                                 causal, document, prefix_lm, relative_bias, sliding_window,
+                                 tanh_softcap)
+from cherenkov.attention import launch
+from cherenkov.attention.codegen import kernel_source
+from cherenkov.attention.trace import trace_mods
+
+BLOCK = (16, 16)
+
+
+def make_qkv(B, H, HK, Q, KV, D, dtype=torch.float32, grad=True):
+    mk = lambda *s: torch.randn(*s, dtype=dtype).requires_grad_(grad)
+    return mk(B, H, Q, D), mk(B, HK, KV, D), mk(B, HK, KV, D)
+
+
+def check(q, k, v, factory=None, mask_mod=None, captured=(), tol=1e-4, grads=True):
+    """`factory(*captured)` builds the score_mod, so the reference can use fp64 copies."""
+    B, H, Q, _ = q.shape
+    gqa = H != k.shape[1]
+    bm = block_mask(mask_mod, B, H, Q, k.shape[2], block=BLOCK) if mask_mod else None
+    score_mod = factory(*captured) if factory else None
+    out, lse = attention(q, k, v, score_mod=score_mod, mask_mod=mask_mod, block_mask=bm,
+                         enable_gqa=gqa, return_lse=True)
+    ins = [t.detach().double().requires_grad_(t.requires_grad) for t in (q, k, v)]
+    caps = [c.detach().double().requires_grad_(c.requires_grad) for c in captured]
+    ref, ref_lse = attention_math(*ins, factory(*caps) if factory else None, mask_mod,
+                                  enable_gqa=gqa, return_lse=True)
+    assert not out.isnan().any()
+    torch.testing.assert_close(out.double(), ref, rtol=tol, atol=tol)
+    finite = torch.isfinite(ref_lse)
+    assert torch.equal(torch.isfinite(lse), finite)
+    torch.testing.assert_close(lse.double()[finite], ref_lse[finite], rtol=tol, atol=tol)
+    if not grads:
+        return out
+    go = torch.randn_like(ref)
+    ours = torch.autograd.grad(out, (q, k, v, *captured), go.to(out.dtype))
+    theirs = torch.autograd.grad(ref, (*ins, *caps), go)
+    for name, a, b in zip(["dq", "dk", "dv"] + [f"captured{i}" for i in range(len(caps))],
+                          ours, theirs):
+        scale = max(1.0, b.abs().max().item())
+        torch.testing.assert_close(a.double(), b, rtol=tol, atol=tol * scale, msg=name)
+    return out
+
+
+DOC_IDS = torch.tensor([0] * 20 + [1] * 50 + [2] * 31)
+MASK_MODS = {
+    "causal": causal,
+    "sliding_window": sliding_window(12),
+    "prefix_lm": prefix_lm(20),
+    "document": document(DOC_IDS[:37].clone(), causal=False),
+    "user_strided": lambda b, h, q, kv: ((q - kv) % 3 != 0) | (q == kv),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MASK_MODS))
+def test_mask_mods(name):
+    check(*make_qkv(1, 2, 2, 37, 37 if name == "document" else 101, 16), mask_mod=MASK_MODS[name])
+
+
+def test_alibi_with_slope_gradients():
+    slopes = alibi_slopes(4).requires_grad_()
+    check(*make_qkv(1, 4, 4, 37, 101, 16), alibi, causal, captured=(slopes,))
+
+
+def test_tanh_softcap():
+    check(*make_qkv(2, 2, 2, 37, 101, 16), lambda: tanh_softcap(1.5))
+
+
+def test_relative_bias_with_table_gradients():
+    table = torch.randn(2, 2 * 101 - 1).requires_grad_()
+    check(*make_qkv(1, 2, 2, 37, 101, 16), relative_bias, captured=(table,))
+
+
+def test_user_score_mod_reading_captured_tensors():
+    """Per-head gain, per-key bias (even keys only) and per-query bias, all learned."""
+    gain = (1.0 + 0.3 * torch.randn(2)).requires_grad_()
+    key_bias = torch.randn(101).requires_grad_()
+    query_bias = torch.randn(37).requires_grad_()
+
+    def factory(gain, key_bias, query_bias):
+        def user_mod(score, b, h, q_idx, kv_idx):
+            even = torch.where(kv_idx % 2 == 0, key_bias[kv_idx], 0.0)
+            return score * gain[h] + even - query_bias[q_idx] * 0.5
+        return user_mod
+    check(*make_qkv(2, 2, 2, 37, 101, 16), factory, sliding_window(30),
+          captured=(gain, key_bias, query_bias))
+
+
+def test_user_score_mod_without_captures():
+    check(*make_qkv(1, 2, 2, 37, 101, 16),
+          lambda: lambda s, b, h, q, kv: torch.where(kv > q, s * 0.5, torch.sigmoid(s) * 2.0))
+
+
+def test_head_dim_80_gqa_and_odd_lengths():
+    check(*make_qkv(2, 4, 2, 37, 101, 80), mask_mod=causal)
+
+
+def test_mqa_with_alibi():
+    slopes = alibi_slopes(4)
+    check(*make_qkv(1, 4, 1, 33, 47, 32), lambda: alibi(slopes), causal)
+
+
+def test_fully_masked_rows_give_zero_output_and_no_nan():
+    q, k, v = make_qkv(1, 2, 2, 37, 101, 16)
+    mask = lambda b, h, q_idx, kv_idx: (q_idx >= 10) & (kv_idx <= q_idx)
+    out = check(q, k, v, mask_mod=mask)
+    assert torch.equal(out[:, :, :10], torch.zeros_like(out[:, :, :10]))
+    _, lse = attention(q, k, v, mask_mod=mask, return_lse=True)
+    assert bool((lse[:, :, :10] == -math.inf).all()) and bool(torch.isfinite(lse[:, :, 10:]).all())
+    dq, = torch.autograd.grad(attention(q, k, v, mask_mod=mask).sum(), q)
+    assert not dq.isnan().any() and torch.equal(dq[:, :, :10], torch.zeros_like(dq[:, :, :10]))
+
+
+def test_fp16():
+    q, k, v = make_qkv(1, 2, 2, 37, 101, 64, dtype=torch.float16)
+    out = check(q, k, v, lambda: tanh_softcap(20.0), causal, tol=5e-3)
+    assert out.dtype == torch.float16
+
+
+def test_no_mask_default_block_mask_and_scale():
+    q, k, v = make_qkv(1, 1, 1, 40, 70, 16, grad=False)
+    out = attention(q, k, v, scale=0.3)
+    torch.testing.assert_close(out.double(), attention_math(q.double(), k.double(), v.double(),
+                                                            scale=0.3), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("Q, groups, splits", [(1, 8, 2), (5, 2, 3), (16, 1, 7)])
+def test_decode_kernel(Q, groups, splits):
+    B, HK, KV, D = 2, 2, 300, 64
+    q, k, v = make_qkv(B, HK * groups, HK, Q, KV, D, grad=False)
+    mask = lambda b, h, q_idx, kv_idx: kv_idx <= q_idx + 250 + 10 * h      # varies with h
+    bm = block_mask(mask, B, HK * groups, Q, KV, block=(16, 32))
+    traced = trace_mods(None, mask)
+    from cherenkov.attention.codegen import load_kernels
+    plan = launch.Plan(load_kernels(traced, interpret=True), traced, bm, D ** -0.5, True)
+    out, lse = launch.decode(plan, q, k, v, [], num_splits=splits)
+    ref, ref_lse = attention_math(q.double(), k.double(), v.double(), mask_mod=mask,
+                                  enable_gqa=True, return_lse=True)
+    torch.testing.assert_close(out.double(), ref, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(launch.natural_lse(lse).double(), ref_lse, rtol=1e-4, atol=1e-4)
+
+
+def test_decode_through_api_with_score_mod():
+    slopes = alibi_slopes(8)
+    q, k, v = make_qkv(1, 8, 2, 1, 257, 32, grad=False)
+    check(q, k, v, lambda: alibi(slopes), grads=False)
+
+
+def test_untraceable_mod_falls_back_to_math(caplog):
+    q, k, v = make_qkv(1, 1, 1, 8, 8, 16, grad=False)
+    weird = lambda s, b, h, q_idx, kv_idx: torch.erf(s)
+    with caplog.at_level(logging.WARNING, logger="cherenkov.attention"):
+        out = attention(q, k, v, score_mod=weird)
+    torch.testing.assert_close(out, attention_math(q, k, v, score_mod=weird))
+    assert "math implementation" in caplog.text
+
+
+def test_generated_source_contains_rendered_mods():
+    text = kernel_source(trace_mods(tanh_softcap(30.0), sliding_window(8)))
+    assert "def _score_mod(score, b, h, q_idx, kv_idx, ):" in text
+    assert "_t1 = (_t0 < 8)" in text and "tl.exp2(_t0 * 2.88539" in text
+
+
+@settings(max_examples=6, deadline=None)
+@given(B=st.integers(1, 2), HK=st.integers(1, 2), groups=st.integers(1, 2),
+       Q=st.integers(1, 40), KV=st.integers(1, 40), D=st.sampled_from([16, 24, 40]),
+       mask=st.sampled_from(["none", "causal", "window"]), seed=st.integers(0, 2 ** 16))
+def test_random_shapes(B, HK, groups, Q, KV, D, mask, seed):
+    torch.manual_seed(seed)
+    mask_mod = {"none": None, "causal": causal, "window": sliding_window(7)}[mask]
+    check(*make_qkv(B, HK * groups, HK, Q, KV, D), mask_mod=mask_mod)
