@@ -23,6 +23,7 @@ from cherenkov.ir.ops import Op
 from cherenkov.ir.printer import format_graph
 from cherenkov.ir.verifier import verify
 from cherenkov.lowering.from_fx import lower_fx
+from cherenkov.passes.cse import eliminate_common_subexpressions
 from cherenkov.passes.fusion import fuse
 from cherenkov.runtime.compiled_graph import CompiledGraph
 from cherenkov.runtime.loader import load_module
@@ -58,6 +59,8 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
     graph, report = lower_fx(gm, inputs, strict=config.strict, name=name)
     if config.strict:
         verify(graph)
+    lowered = graph
+    graph = eliminate_common_subexpressions(graph)
     device = next((t.device for t in inputs if isinstance(t, torch.Tensor)), torch.device("cpu"))
     fusion = fuse(graph, enable=config.fusion)
     interpret = uses_interpreter(device, config)
@@ -84,17 +87,18 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
             info.library_calls[kind] = info.library_calls.get(kind, 0) + 1
     compiled = CompiledGraph(graph, fusion, kernels, device)
     if config.dump_dir:
-        _dump(Path(config.dump_dir) / name, gm, graph, fusion, sources, info)
+        _dump(Path(config.dump_dir) / name, gm, lowered, graph, fusion, sources, info)
     if config.log_fallbacks:
         for op, reason in report.externs:
             log.warning("cherenkov [%s] extern %s: %s", name, op, reason)
     return compiled, info
 
 
-def _dump(folder: Path, gm, graph, fusion, sources, info: CompileInfo) -> None:
+def _dump(folder: Path, gm, lowered, graph, fusion, sources, info: CompileInfo) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "0_fx_graph.txt").write_text(gm.print_readable(print_output=False))
-    (folder / "1_ir.txt").write_text(format_graph(graph) + "\n")
+    (folder / "1_ir_lowered.txt").write_text(format_graph(lowered) + "\n")
+    (folder / "2_ir_after_cse.txt").write_text(format_graph(graph) + "\n")
     lines = []
     for group, rendered in sources:
         members = ", ".join(m.op.name.lower() for m in group.members)
@@ -102,5 +106,5 @@ def _dump(folder: Path, gm, graph, fusion, sources, info: CompileInfo) -> None:
         lines.append(str(group.kernel))
         lines.append("")
         (folder / f"kernel_{rendered.name}.py").write_text(PRELUDE + "\n\n" + rendered.source)
-    (folder / "2_ir_fused.txt").write_text("\n".join(lines))
+    (folder / "3_kernels.txt").write_text("\n".join(lines))
     (folder / "summary.json").write_text(json.dumps(info.summary(), indent=2) + "\n")

@@ -331,10 +331,10 @@ def _deps(s) -> list[str]:
 
 PRELUDE = '''import triton
 import triton.language as tl
-try:
+if triton.knobs.runtime.interpret if hasattr(triton, "knobs") else False:
+    from cherenkov.codegen import interpreter_libdevice as libdevice
+else:
     from triton.language.extra import libdevice
-except ImportError:  # older Triton
-    from triton.language.math import libdevice  # type: ignore
 
 
 @triton.jit

@@ -104,7 +104,8 @@ def fuse(graph: Graph, enable: bool = True) -> FusionResult:
         order = {n: i for i, n in enumerate(nodes)}
         groups = _merge(groups, realized, views, users, outputs, order)
     for i, g in enumerate(groups):
-        g.kernel = build_kernel(g, users, outputs, f"k{i}")
+        others = [h for h in groups if h is not g]
+        g.kernel = build_kernel(g, _needed(others, users, outputs), f"k{i}")
     return FusionResult(groups, realized, views, {})
 
 
@@ -179,8 +180,9 @@ def _merge(groups, realized, views, users, outputs, order):
             continue
         merged = Group(sorted(a.members + b.members, key=order.__getitem__), *dom)
         merged.reads = _reads(merged.members, realized, views)
+        others = [g for g in groups if g is not a and g is not b]
         try:
-            build_kernel(merged, users, outputs, "probe")
+            build_kernel(merged, _needed(others, users, outputs), "probe")
         except NotFusible:
             forbidden.add(frozenset((a, b)))
             continue
@@ -228,16 +230,23 @@ def _reaches(group_of, node, target) -> bool:
     return _depends(group_of, probe, target)
 
 
-def build_kernel(group: Group, users, outputs, name: str) -> Kernel:
-    members = set(group.members)
-    buffers = {}
-    for r in group.reads:
-        buffers[r] = (buffer_name(r), r.meta)
+def _library_read(users) -> set[Node]:
+    return {n for n, us in users.items() if any(is_library(u) for u in us)}
+
+
+def _needed(groups, users, outputs) -> set[Node]:
+    """Values some other kernel, library call or the caller reads: these must be stored."""
+    needed = set(outputs) | _library_read(users)
+    for g in groups:
+        needed |= g.reads
+    return needed
+
+
+def build_kernel(group: Group, needed: set[Node], name: str) -> Kernel:
+    buffers = {r: (buffer_name(r), r.meta) for r in group.reads}
     builder = KernelBuilder(name, group.X, group.R, buffers)
     for m in group.members:
-        outside = m in outputs or any(u not in members for u in users.get(m, []))
-        store = (buffer_name(m), m.meta) if outside else None
-        builder.add_member(m, store)
+        builder.add_member(m, (buffer_name(m), m.meta) if m in needed else None)
     return builder.finish()
 
 

@@ -37,6 +37,8 @@ class LayerTimes:
     recompute: float
     params: float          # parameters stored per device (before ZeRO)
     saved: dict            # recompute mode -> saved activation bytes
+    fwd_comm_bytes: float = 0.0
+    bwd_comm_bytes: float = 0.0
 
 
 def grad_axis(plan) -> MeshAxis:
@@ -69,8 +71,10 @@ def layer_times(plan, sol, costs, with_cp: bool) -> LayerTimes:
         fwd_comm += costs.collective("all_gather", kv, cp.size, cp.spans_nodes, cp.per_node)
         bwd_comm += costs.collective("reduce_scatter", kv, cp.size, cp.spans_nodes, cp.per_node)
     rec = sol.recompute_seconds[c.recompute] if c.recompute in sol.recompute_seconds else 0.0
+    fb = sum(it[1].nbytes for it in sol.forward if it[0] == "comm")
+    bb = sum(it[1].nbytes for it in sol.backward if it[0] == "comm")
     return LayerTimes(sol.seconds("fwd", "compute"), fwd_comm, sol.seconds("bwd", "compute"),
-                      bwd_comm, rec, sol.params_per_device, sol.saved_bytes)
+                      bwd_comm, rec, sol.params_per_device, sol.saved_bytes, fb, bb)
 
 
 def p2p_seconds(plan, costs) -> tuple[float, float]:
@@ -156,12 +160,13 @@ def build_tasks(plan, costs) -> tuple[list[Task], dict[int, float]]:
             saved += ht.saved["none"]
         prev = deps
 
-        def chain(name, seconds, comm_s, cat="compute", alloc=0.0, free=0.0, extra=()):
+        def chain(name, seconds, comm_s, cat="compute", alloc=0.0, comm_bytes=0.0, extra=()):
             nonlocal prev
             i = add(Task(name, p, "compute", seconds, tuple(prev) + tuple(extra), cat, alloc=alloc))
             last = i
             if comm_s > 0:
-                last = add(Task(name + ".comm", p, tp_level, comm_s, (i,), "comm"))
+                last = add(Task(name + ".comm", p, tp_level, comm_s, (i,), "comm",
+                                nbytes=comm_bytes, axis="tp"))
             prev = [last]
             return i, last
 
@@ -179,7 +184,8 @@ def build_tasks(plan, costs) -> tuple[list[Task], dict[int, float]]:
                                       (), "comm", nbytes=layer_grad_bytes, axis="dp"))
                         st["gathered"][key] = ag
                         extra = (ag,)
-                chain(f"F{mb}.c{chunk}.l{l}", lt.fwd, lt.fwd_comm, alloc=alloc, extra=extra)
+                chain(f"F{mb}.c{chunk}.l{l}", lt.fwd, lt.fwd_comm, alloc=alloc,
+                      comm_bytes=lt.fwd_comm_bytes, extra=extra)
                 alloc = 0.0
             if last_vs:
                 chain(f"F{mb}.head", ht.fwd, ht.fwd_comm)
@@ -200,7 +206,8 @@ def build_tasks(plan, costs) -> tuple[list[Task], dict[int, float]]:
             if lt.recompute > 0:
                 chain(f"B{mb}.c{chunk}.l{l}.recompute", lt.recompute, 0.0, "recompute", extra=extra)
                 extra = ()
-            i, last = chain(f"B{mb}.c{chunk}.l{l}", lt.bwd, lt.bwd_comm, extra=extra)
+            i, last = chain(f"B{mb}.c{chunk}.l{l}", lt.bwd, lt.bwd_comm,
+                            comm_bytes=lt.bwd_comm_bytes, extra=extra)
             if gax.size > 1 and (zero >= 2 or last_mb):
                 st["sync"].append(add(Task(f"B{mb}.{sync_kind}{chunk}.{l}", p, g_level, sync_s,
                                            (i,), "comm", nbytes=layer_grad_bytes, axis="dp")))

@@ -95,7 +95,8 @@ class Timeline:
         tail = self.step_time - clock
         if tail > 1e-15:  # after its last kernel: own collectives still running, then waiting
             own = max((self.end[j] for j, t in enumerate(self.tasks)
-                       if t.device == device and t.stream != "compute"), default=clock)
+                       if t.device == device and t.stream != "compute"
+                       and t.category != "p2p"), default=clock)
             comm = max(0.0, min(own, self.step_time) - clock)
             out["exposed_comm"] += comm
             out["bubble"] += tail - comm

@@ -1,0 +1,39 @@
+"""Common-subexpression elimination on the graph IR: one node per distinct computation.
+
+Decompositions often compute the same thing twice (layer norm's mean, once for the mean and
+once inside the variance); merging structurally equal nodes lets fusion see one reduction.
+Library calls (matmul, attention, RNG, extern) are never merged: RNG must not be.
+"""
+from __future__ import annotations
+
+from cherenkov.ir.graph import Graph, Node
+from cherenkov.ir.ops import GroupOp
+
+
+def _hashable(value) -> bool:
+    try:
+        hash(value)
+        return True
+    except TypeError:
+        return False
+
+
+def eliminate_common_subexpressions(graph: Graph) -> Graph:
+    canon: dict = {}
+    replaced: dict[Node, Node] = {}
+    for node in graph.nodes():
+        inputs = tuple(replaced.get(i, i) for i in node.inputs)
+        if inputs != node.inputs:
+            node_new = node.replace(inputs=inputs)
+        else:
+            node_new = node
+        if node.op not in GroupOp.LIBRARY and node.op.name != "INPUT" and _hashable(node.args):
+            key = (node.op, tuple(id(i) for i in inputs), node.args, node.meta)
+            if key in canon:
+                node_new = canon[key]
+            else:
+                canon[key] = node_new
+        if node_new is not node:
+            replaced[node] = node_new
+    outputs = [None if o is None else replaced.get(o, o) for o in graph.outputs]
+    return Graph(graph.inputs, outputs, graph.name, graph.scalar_outputs)

@@ -1,0 +1,288 @@
+"""The OpInfo sweep: PyTorch's own op database, compiled by Cherenkov and compared with eager.
+
+For one OpInfo (`torch.testing._internal.common_methods_invocations.op_db`) and a few of its
+sample inputs, `sweep_op` compiles `fn(*tensors) = op(sample.input, *sample.args,
+**sample.kwargs)` with `cherenkov.compile(fn, strict=True)` and compares with eager:
+
+    fp32 forward      every op whose fp32 graphs have no extern node ("lowered")
+    fp32 backward     grads of the inputs, where the op supports autograd
+    bf16 forward      where the op supports bf16
+
+An op whose compiled graphs contain an `extern` node is not one Cherenkov lowers: it is
+reported as `extern` (with the reasons) and its other cases are not run. `summary_table` prints
+passed/failed/skipped counts by op; `sweep_report` is the same as a JSON-able dict.
+"""
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass, field
+
+import cherenkov  # noqa: F401 -- before anything imports triton: picks the interpreter on CPU
+import torch
+from torch.utils._pytree import tree_flatten, tree_unflatten
+
+from cherenkov import backend
+
+FP32_TOL = dict(rtol=1e-4, atol=1e-5)
+BF16_TOL = dict(rtol=2e-2, atol=2e-2)
+GRAD_TOL = dict(rtol=1e-3, atol=1e-4)
+
+# ~25 representative ops run by default: (OpInfo name, variant_test_name)
+FAST_OPS = [
+    ("add", ""), ("mul", ""), ("div", "no_rounding_mode"), ("div", "trunc_rounding"),
+    ("div", "floor_rounding"), ("exp", ""), ("tanh", ""), ("sigmoid", ""), ("where", ""),
+    ("clamp", ""), ("sum", ""), ("mean", ""), ("amax", ""), ("argmax", ""), ("var", ""),
+    ("softmax", ""), ("log_softmax", ""), ("nn.functional.layer_norm", ""),
+    ("nn.functional.gelu", ""), ("nn.functional.silu", ""), ("cat", ""), ("stack", ""),
+    ("permute", ""), ("transpose", ""), ("expand", ""), ("narrow", ""), ("index_select", ""),
+    ("gather", ""), ("nn.functional.embedding", ""), ("constant_pad_nd", ""), ("flip", ""),
+    ("repeat", ""),
+]
+
+
+@dataclass
+class CaseResult:
+    kind: str               # "fp32_forward" | "fp32_backward" | "bf16_forward" | ...
+    sample: int
+    status: str             # "pass" | "fail" | "skip" | "extern"
+    reason: str = ""
+
+
+@dataclass
+class OpResult:
+    name: str
+    lowered: bool = False
+    externs: set = field(default_factory=set)
+    kernels: int = 0
+    cases: list = field(default_factory=list)
+
+    def count(self, status: str) -> int:
+        return sum(c.status == status for c in self.cases)
+
+    @property
+    def verdict(self) -> str:
+        if not self.lowered:
+            return "extern" if self.externs else "skip"
+        if self.count("fail"):
+            return "fail"
+        return "pass" if self.count("pass") else "skip"
+
+
+def op_name(op) -> str:
+    return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+
+
+def find_ops(names=None):
+    """OpInfos by (name, variant) pairs; all of op_db when `names` is None."""
+    from torch.testing._internal.common_methods_invocations import op_db
+    if names is None:
+        return list(op_db)
+    by_key = {(op.name, op.variant_test_name): op for op in op_db}
+    return [by_key[key] for key in names]
+
+
+# ---- one case ----------------------------------------------------------------------------
+
+def _as_function(op, sample):
+    """fn(*tensors) applying `op` to `sample`, and the sample's tensors in order."""
+    leaves, spec = tree_flatten((sample.input, sample.args, sample.kwargs))
+    positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+
+    def fn(*tensors):
+        filled = list(leaves)
+        for i, t in zip(positions, tensors):
+            filled[i] = t
+        x, args, kwargs = tree_unflatten(filled, spec)
+        return sample.output_process_fn_grad(op(x, *args, **kwargs))
+    return fn, [leaves[i] for i in positions]
+
+
+def _fresh(tensors):
+    return [t.detach().clone().requires_grad_(t.requires_grad) for t in tensors]
+
+
+def _float_outputs(out):
+    leaves, _ = tree_flatten(out)
+    return [t for t in leaves if isinstance(t, torch.Tensor) and t.requires_grad
+            and (t.dtype.is_floating_point or t.dtype.is_complex)]
+
+
+def _grads(fn, tensors, cotangent_seed=0):
+    out = fn(*tensors)
+    outs = _float_outputs(out)
+    wrt = [t for t in tensors if t.requires_grad]
+    if not outs or not wrt:
+        return None
+    gen = torch.Generator().manual_seed(cotangent_seed)
+    cot = [torch.randn(o.shape, generator=gen, dtype=torch.float32).to(o.dtype) for o in outs]
+    grads = torch.autograd.grad(outs, wrt, cot, allow_unused=True)
+    return [torch.zeros_like(w) if g is None else g for g, w in zip(grads, wrt)]
+
+
+def run_case(op, sample, kind: str, index: int) -> tuple[CaseResult, list]:
+    """Compile `op` on `sample`, compare with eager; returns the result and the CompileInfos."""
+    fn, tensors = _as_function(op, sample)
+    backward = kind.endswith("backward")
+    tol = BF16_TOL if kind.startswith("bf16") else (GRAD_TOL if backward else FP32_TOL)
+    run = _grads if backward else (lambda f, ts: f(*ts))
+    try:
+        expected = run(fn, _fresh(tensors))
+    except Exception as e:  # noqa: BLE001 -- eager itself rejects this sample
+        return CaseResult(kind, index, "skip", f"eager raises {type(e).__name__}"), []
+    if backward and expected is None:
+        return CaseResult(kind, index, "skip", "no differentiable output"), []
+    torch._dynamo.reset()
+    start = len(backend.COMPILED)
+    try:
+        compiled = cherenkov.compile(fn, strict=True)
+        actual = run(compiled, _fresh(tensors))
+    except Exception as e:  # noqa: BLE001
+        infos = [info for _, info in backend.COMPILED[start:]]
+        return CaseResult(kind, index, "fail", _short(e)), infos
+    finally:
+        torch._dynamo.reset()
+    infos = [info for _, info in backend.COMPILED[start:]]
+    if any(info.externs for info in infos):
+        reasons = sorted({r for info in infos for _, r in info.externs})
+        return CaseResult(kind, index, "extern", "; ".join(reasons)), infos
+    try:
+        torch.testing.assert_close(actual, expected, equal_nan=True, **tol)
+    except Exception as e:  # noqa: BLE001
+        return CaseResult(kind, index, "fail", _short(e)), infos
+    return CaseResult(kind, index, "pass"), infos
+
+
+def _short(e: BaseException) -> str:
+    text = f"{type(e).__name__}: {e}".strip()
+    lines = [line for line in text.splitlines() if line.strip()]
+    return " | ".join(lines[:4])[:400]
+
+
+def _is_random(op, fn, tensors) -> bool:
+    """Ops whose eager output depends on the RNG (dropout, rand_like, ...) are not compared."""
+    try:
+        torch.manual_seed(1)
+        a = fn(*_fresh(tensors))
+        torch.manual_seed(2)
+        b = fn(*_fresh(tensors))
+        torch.testing.assert_close(a, b, equal_nan=True, rtol=0, atol=0)
+    except AssertionError:
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+    return False
+
+
+# ---- one op ------------------------------------------------------------------------------
+
+def _forward_dtype(op) -> torch.dtype | None:
+    for dtype in (torch.float32, torch.int64, torch.bool):
+        if op.supports_dtype(dtype, "cpu"):
+            return dtype
+    return None
+
+
+def _samples(op, dtype, requires_grad, limit):
+    torch.manual_seed(0)
+    out = []
+    try:
+        for sample in op.sample_inputs("cpu", dtype, requires_grad=requires_grad):
+            out.append(sample)
+            if len(out) == limit:
+                break
+    except Exception:  # noqa: BLE001 -- the OpInfo cannot make samples for this dtype
+        pass
+    return out
+
+
+def sweep_op(op, samples_per_case: int = 2, backward: bool = True, bf16: bool = True) -> OpResult:
+    result = OpResult(op_name(op))
+    dtype = _forward_dtype(op)
+    if dtype is None:
+        result.cases.append(CaseResult("forward", 0, "skip", "no fp32/int64/bool support"))
+        return result
+    kind = "fp32_forward" if dtype == torch.float32 else f"{str(dtype)[6:]}_forward"
+    samples = _samples(op, dtype, False, samples_per_case)
+    if not samples:
+        result.cases.append(CaseResult(kind, 0, "skip", "no samples"))
+        return result
+    fn, tensors = _as_function(op, samples[0])
+    if _is_random(op, fn, tensors):
+        result.cases.append(CaseResult(kind, 0, "skip", "random op"))
+        return result
+    result.lowered = True
+    for i, sample in enumerate(samples):
+        case, infos = run_case(op, sample, kind, i)
+        result.kernels += sum(len(info.kernels) for info in infos)
+        result.externs |= {name for info in infos for name, _ in info.externs}
+        result.cases.append(case)
+    if result.externs:
+        result.lowered = False
+        return result
+    if backward and op.supports_autograd and dtype == torch.float32:
+        for i, sample in enumerate(_samples(op, torch.float32, True, samples_per_case)):
+            result.cases.append(run_case(op, sample, "fp32_backward", i)[0])
+    if bf16 and op.supports_dtype(torch.bfloat16, "cpu") and dtype == torch.float32:
+        for i, sample in enumerate(_samples(op, torch.bfloat16, False, samples_per_case)):
+            result.cases.append(run_case(op, sample, "bf16_forward", i)[0])
+    return result
+
+
+def sweep(ops, progress=None, **kwargs) -> list[OpResult]:
+    results = []
+    for op in ops:
+        try:
+            r = sweep_op(op, **kwargs)
+        except Exception:  # noqa: BLE001 -- a harness error is a failure of that op, not the sweep
+            r = OpResult(op_name(op), lowered=True)
+            r.cases.append(CaseResult("harness", 0, "fail", traceback.format_exc(limit=2)[-400:]))
+        results.append(r)
+        if progress:
+            progress(r)
+    return results
+
+
+# ---- reporting ---------------------------------------------------------------------------
+
+def sweep_report(results: list[OpResult]) -> dict:
+    lowered = [r for r in results if r.lowered]
+    passed = [r for r in lowered if r.verdict == "pass"]
+    failed = [r for r in lowered if r.verdict == "fail"]
+    return {
+        "ops": len(results),
+        "lowered": len(lowered),
+        "passed": len(passed),
+        "failed": len(failed),
+        "skipped": len([r for r in lowered if r.verdict == "skip"]),
+        "extern": len([r for r in results if r.verdict == "extern"]),
+        "pass_rate": len(passed) / max(len(passed) + len(failed), 1),
+        "by_op": {
+            r.name: {
+                "verdict": r.verdict, "kernels": r.kernels, "externs": sorted(r.externs),
+                "passed": r.count("pass"), "failed": r.count("fail"),
+                "skipped": r.count("skip"),
+                "failures": [f"{c.kind}[{c.sample}]: {c.reason}" for c in r.cases
+                             if c.status == "fail"],
+                "skips": sorted({f"{c.kind}: {c.reason}" for c in r.cases if c.status == "skip"}),
+            } for r in results
+        },
+    }
+
+
+def summary_table(results: list[OpResult]) -> str:
+    rows = [f"{'op':40} {'verdict':8} {'pass':>4} {'fail':>4} {'skip':>4} {'kern':>4}  note"]
+    for r in sorted(results, key=lambda r: (r.verdict, r.name)):
+        note = ""
+        if r.verdict == "fail":
+            note = next(f"{c.kind}[{c.sample}]: {c.reason}" for c in r.cases if c.status == "fail")
+        elif r.verdict == "extern":
+            note = "extern: " + ", ".join(sorted(r.externs))
+        elif r.verdict == "skip":
+            note = next((c.reason for c in r.cases if c.status == "skip"), "")
+        rows.append(f"{r.name:40} {r.verdict:8} {r.count('pass'):>4} {r.count('fail'):>4} "
+                    f"{r.count('skip'):>4} {r.kernels:>4}  {note[:150]}")
+    rep = sweep_report(results)
+    rows.append(f"ops {rep['ops']}, lowered {rep['lowered']}: passed {rep['passed']}, failed "
+                f"{rep['failed']}, skipped {rep['skipped']}; extern {rep['extern']}; "
+                f"pass rate {100 * rep['pass_rate']:.1f}%")
+    return "\n".join(rows)
