@@ -23,6 +23,9 @@ import time
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SMOKE = "--smoke" in sys.argv      # tiny shapes on CPU (Triton interpreter): checks the script only
+if SMOKE:
+    os.environ["TRITON_INTERPRET"] = "1"       # before triton is imported
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -33,11 +36,8 @@ import cherenkov.attention as ca  # noqa: E402
 
 START = time.time()
 BUDGET_S = 330
-SMOKE = "--smoke" in sys.argv      # tiny shapes on CPU (Triton interpreter): checks the script only
 DEV = "cpu" if SMOKE else "cuda"
 DT = torch.float32 if SMOKE else torch.bfloat16
-if SMOKE:
-    os.environ["TRITON_INTERPRET"] = "1"
 RESULTS: list[dict] = []
 CHECKS: list[dict] = []
 

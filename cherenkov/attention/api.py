@@ -36,13 +36,20 @@ def _log_once(reason: str) -> None:
         log.warning("cherenkov.attention: using the math implementation: %s", reason)
 
 
-def _kernel_mode(device: torch.device) -> str | None:
-    """'jit' on CUDA, 'interpret' on CPU when Triton imports, else None (math fallback)."""
+def _kernel_mode(device: torch.device) -> tuple[str | None, str]:
+    """('jit', _) on CUDA, ('interpret', _) on CPU when the interpreter can run, else
+    (None, reason) for the math fallback."""
     try:
         import triton  # noqa: F401
     except Exception:
-        return None
-    return "jit" if device.type == "cuda" else "interpret"
+        return None, "Triton is not available"
+    if device.type == "cuda":
+        return "jit", ""
+    from .codegen import interpreter_ready
+    if interpreter_ready():
+        return "interpret", ""
+    return None, ("CPU tensors need Triton's interpreter, which needs TRITON_INTERPRET=1 "
+                  "set before triton.language is first imported")
 
 
 class _AttentionFunction(torch.autograd.Function):
@@ -99,10 +106,10 @@ def attention(q, k, v, score_mod=None, mask_mod=None, block_mask: BlockMask | No
         mask_mod = block_mask.mask_mod
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
 
-    mode = _kernel_mode(q.device)
+    mode, reason = _kernel_mode(q.device)
     traced = None
     if mode is None:
-        _log_once("Triton is not available")
+        _log_once(reason)
     else:
         try:
             traced = trace_mods(score_mod, mask_mod)

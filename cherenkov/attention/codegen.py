@@ -91,6 +91,23 @@ def _interpret(flag: bool):
                 os.environ["TRITON_INTERPRET"] = old
 
 
+def interpreter_ready() -> bool:
+    """Can kernels run in Triton's interpreter in this process?
+
+    The interpreter can only call triton.language's own @jit helpers (tl.zeros, tl.sum, ...)
+    if they were built in interpreter mode, i.e. triton.language was first imported with
+    TRITON_INTERPRET=1. If it is not imported yet and there is no GPU to compile for, import
+    it that way now; otherwise the answer is whatever the first import decided.
+    """
+    import torch
+    if "triton.language" not in sys.modules and not torch.cuda.is_available():
+        with _interpret(True):
+            import triton.language  # noqa: F401
+    import triton.language as tl
+    from triton.runtime.interpreter import InterpretedFunction
+    return isinstance(tl.zeros, InterpretedFunction)
+
+
 def _dump(name: str, text: str) -> None:
     try:
         from cherenkov.config import current

@@ -80,7 +80,7 @@ def forward(plan: Plan, q, k, v, captured) -> tuple[torch.Tensor, torch.Tensor]:
         plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m,
         D=D, D_PAD=max(16, next_power_of_2(D)), BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
         SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % cfg.block_m == 0,
-        EVEN_N=KV_LEN % cfg.block_n == 0, HAS_SCORE_MOD=plan.has_score_mod,
+        EVEN_N=KV_LEN % m.block[1] == 0, HAS_SCORE_MOD=plan.has_score_mod,
         DOT_PREC=_dot_precision(q.dtype), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     return o, lse
 
@@ -111,7 +111,7 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad):
         *_mask_strides(m.q_num_blocks, m.q_indices, B, H),
         plan.scale, Q_LEN, KV_LEN, H, HK, H // HK,
         D=D, D_PAD=D_PAD, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
-        SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % cfg.block_m == 0,
+        SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % m.block[0] == 0,
         EVEN_N=KV_LEN % cfg.block_n == 0, HAS_SCORE_MOD=plan.has_score_mod, DOT_PREC=prec,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
@@ -129,7 +129,7 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad):
         plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m,
         D=D, D_PAD=D_PAD, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
         SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % cfg.block_m == 0,
-        EVEN_N=KV_LEN % cfg.block_n == 0, HAS_SCORE_MOD=plan.has_score_mod,
+        EVEN_N=KV_LEN % m.block[1] == 0, HAS_SCORE_MOD=plan.has_score_mod,
         HAS_CAPTURE_GRADS=bool(grad_ks), DOT_PREC=prec,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
@@ -181,7 +181,7 @@ def decode(plan: Plan, q, k, v, captured, num_splits: int | None = None):
         *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
         plan.scale, Q_LEN, KV_LEN, HK, G, num_splits, per_split, n_kv,
         D=D, D_PAD=D_PAD, ROWS=ROWS, BLOCK_N=cfg.block_n, SPARSE_N=m.block[1],
-        EVEN_N=KV_LEN % cfg.block_n == 0, HAS_SCORE_MOD=plan.has_score_mod,
+        EVEN_N=KV_LEN % m.block[1] == 0, HAS_SCORE_MOD=plan.has_score_mod,
         HAS_MASK=plan.traced.mask is not None, DOT_PREC=_dot_precision(q.dtype),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     o = torch.empty_like(q, memory_format=torch.contiguous_format)

@@ -34,7 +34,7 @@ FAST_OPS = [
     ("clamp", ""), ("sum", ""), ("mean", ""), ("amax", ""), ("argmax", ""), ("var", ""),
     ("softmax", ""), ("log_softmax", ""), ("nn.functional.layer_norm", ""),
     ("nn.functional.gelu", ""), ("nn.functional.silu", ""), ("cat", ""), ("stack", ""),
-    ("permute", ""), ("transpose", ""), ("expand", ""), ("narrow", ""), ("index_select", ""),
+    ("permute", ""), ("transpose", ""), ("expand", ""), ("narrow", ""), ("slice", ""), ("index_select", ""),
     ("gather", ""), ("nn.functional.embedding", ""), ("constant_pad_nd", ""), ("flip", ""),
     ("repeat", ""),
 ]

@@ -22,10 +22,11 @@ def test_small_model_large_batch_is_data_parallel():
 
 
 def test_layer_weights_dominating_use_tensor_parallel_in_node():
-    """A 13B-parameter stack on one node: replicas do not fit, tp shards weights over NVLink."""
-    pred = plan_training(Request(MID, cluster("8xH100"), 8, 4096, {"pp": 1}))
+    """A 7B-parameter stack on one node without ZeRO: a replica's 112 GB of training state does
+    not fit, so tensor parallelism shards the weights over NVLink."""
+    pred = plan_training(Request(MID, cluster("8xH100"), 8, 4096, {"pp": 1, "zero": 0}))
     c = pred.plan.choice
-    assert c.tp == 8 and not pred.plan.mesh.axis("tp").spans_nodes
+    assert c.tp > 1 and c.dp * c.tp == 8 and not pred.plan.mesh.axis("tp").spans_nodes
     assert pred.plan.layer.chosen["fc2"].name == "row"
     assert pred.peak_memory_bytes_per_device <= 0.9 * cluster("8xH100").device.memory_bytes
 
