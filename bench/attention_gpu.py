@@ -88,7 +88,7 @@ def check_case(name, S, D, score_mod, mask_mod):
     del ref, ref_grads, ref_in
     ok = all(math.isfinite(e) for e in errs.values()) and errs["out"] < 3e-2 and \
         max(errs["dq"], errs["dk"], errs["dv"]) < 5e-2
-    CHECKS.append({"case": name, "ok": ok, **{k_: round(v_, 5) for k_, v_ in errs.items()}})
+    CHECKS.append({"case": name, "ok": ok, **{k_: float(f"{v_:.3g}") for k_, v_ in errs.items()}})
     print(f"check {name}: {'ok' if ok else 'MISMATCH'} {errs}", flush=True)
     return ok
 
@@ -148,7 +148,7 @@ def run_case(name, B, H, S, D, score_mod=None, mask_mod=None, sdpa_causal=False)
         try:
             with torch.no_grad():
                 diff = (ours(*args) - flex_fn(*args)).abs().max().item()
-            CHECKS.append({"case": name, "ours_vs_flex_full_shape": round(diff, 5)})
+            CHECKS.append({"case": name, "ours_vs_flex_full_shape": float(f"{diff:.3g}")})
         except Exception as e:
             CHECKS.append({"case": name, "ours_vs_flex_error": str(e)[:200]})
 

@@ -21,7 +21,7 @@ import torch
 from . import launch
 from .block_mask import BlockMask, block_mask as build_block_mask
 from .reference import attention_math
-from .trace import TraceError, trace_mods
+from .trace import TraceError
 
 log = logging.getLogger("cherenkov.attention")
 _LOGGED: set[str] = set()
@@ -70,11 +70,13 @@ class _AttentionFunction(torch.autograd.Function):
 
 
 def _full_mask(B, H, Q_LEN, KV_LEN, device) -> BlockMask:
-    key = (Q_LEN, KV_LEN, str(device))
+    """The all-full block mask of an unmasked call, kept per shape (it costs a few launches)."""
+    key = (B, H, Q_LEN, KV_LEN, str(device))
     if key not in _FULL_MASKS:
-        _FULL_MASKS[key] = build_block_mask(None, 1, 1, Q_LEN, KV_LEN, DEFAULT_BLOCK, device)
-    m = _FULL_MASKS[key]
-    return BlockMask(**{**m.__dict__, "shape": (B, H, Q_LEN, KV_LEN)})
+        if len(_FULL_MASKS) > 64:
+            _FULL_MASKS.clear()
+        _FULL_MASKS[key] = build_block_mask(None, B, H, Q_LEN, KV_LEN, DEFAULT_BLOCK, device)
+    return _FULL_MASKS[key]
 
 
 def _check_inputs(q, k, v, enable_gqa):
@@ -111,20 +113,19 @@ def attention(q, k, v, score_mod=None, mask_mod=None, block_mask: BlockMask | No
     if mode is None:
         _log_once(reason)
     else:
+        from .codegen import compile_mods
         try:
-            traced = trace_mods(score_mod, mask_mod)
+            traced, kernels = compile_mods(score_mod, mask_mod, interpret=mode == "interpret")
         except TraceError as e:
             _log_once(f"the mods cannot be traced ({e})")
     if traced is None:
         return attention_math(q, k, v, score_mod, mask_mod, scale, enable_gqa, return_lse)
 
-    from .codegen import load_kernels
     if block_mask is None:
         block_mask = (_full_mask(B, H, Q_LEN, KV_LEN, q.device) if mask_mod is None else
                       build_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, DEFAULT_BLOCK, q.device))
     launch.check_mask(block_mask, B, H, Q_LEN, KV_LEN)
-    plan = launch.Plan(load_kernels(traced, interpret=mode == "interpret"), traced, block_mask,
-                       scale, mode == "interpret")
+    plan = launch.Plan(kernels, traced, block_mask, scale, mode == "interpret")
     q, k, v = _unit_stride(q), _unit_stride(k), _unit_stride(v)
     captured = [t.to(q.device) if t.device != q.device else t for t in traced.captured]
 

@@ -141,17 +141,16 @@ def _state_torch(mask_mod, B, H, Q_LEN, KV_LEN, block, device) -> torch.Tensor:
 
 def _state_triton(mask_mod, B, H, Q_LEN, KV_LEN, block, device) -> torch.Tensor:
     """Tile states from a generated Triton kernel (one program per tile): CUDA only."""
-    from .codegen import load_kernels
+    from .codegen import compile_mods
     from .launch import capture_args
-    from .trace import depends_on, trace_mods
-    traced = trace_mods(None, mask_mod)
+    from .trace import depends_on
+    traced, kernels = compile_mods(None, mask_mod, interpret=device.type != "cuda")
     deps = depends_on(traced.mask) if traced.mask is not None else set()
     Bm = B if "b" in deps else 1
     Hm = H if "h" in deps else 1
     bq, bk = block
     nq, nk = math.ceil(Q_LEN / bq), math.ceil(KV_LEN / bk)
     state = torch.empty(Bm, Hm, nq, nk, dtype=torch.int8, device=device)
-    kernels = load_kernels(traced, interpret=device.type != "cuda")
     kernels._block_state[(nq * nk, Bm * Hm)](
         state, *capture_args(traced.captured, device), Q_LEN, KV_LEN, Hm, nk,
         BLOCK_Q=bq, BLOCK_KV=bk, num_warps=4)

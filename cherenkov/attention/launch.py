@@ -163,7 +163,10 @@ def decode(plan: Plan, q, k, v, captured, num_splits: int | None = None):
     cfg = choose_config("decode", D, q.dtype, m.block, plan.interpret)
     D_PAD = max(16, next_power_of_2(D))
     ROWS = max(16, next_power_of_2(G * Q_LEN))
-    num, idx, full = _decode_blocks(m, B, H, HK)
+    cache = m.__dict__.setdefault("_decode_lists", {})     # per mask: built once per (B, H, HK)
+    if (B, H, HK) not in cache:
+        cache[(B, H, HK)] = _decode_blocks(m, B, H, HK)
+    num, idx, full = cache[(B, H, HK)]
     n_kv = idx.shape[-1]
     if num_splits is None:
         if plan.interpret:

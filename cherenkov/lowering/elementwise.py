@@ -49,12 +49,16 @@ def _register_unary(target, op):
         return ctx.unary(op, x)
 
 
+# bool arithmetic is logic: Triton's int1 multiply/bitwise ops are not numpy's bool ones
+BOOL_OPS = {Op.BITWISE_AND: Op.AND, Op.BITWISE_OR: Op.OR, Op.BITWISE_XOR: Op.XOR, Op.MUL: Op.AND,
+            Op.ADD: Op.OR, Op.MAXIMUM: Op.OR, Op.MINIMUM: Op.AND}
+
+
 def _register_binary(target, op):
     @lowering(target)
     def lower(ctx, a, b):
-        if op in (Op.BITWISE_AND, Op.BITWISE_OR, Op.BITWISE_XOR) and ctx.out.dtype == torch.bool:
-            op_ = {Op.BITWISE_AND: Op.AND, Op.BITWISE_OR: Op.OR, Op.BITWISE_XOR: Op.XOR}[op]
-            return ctx.binary(op_, a, b)
+        if ctx.out.dtype == torch.bool and op in BOOL_OPS:
+            return ctx.binary(BOOL_OPS[op], a, b)
         return ctx.binary(op, a, b)
 
 
@@ -123,6 +127,8 @@ def _bitwise_not(ctx, x):
 
 @lowering(aten.add)
 def _add(ctx, a, b, alpha=1):
+    if ctx.out.dtype == torch.bool:
+        return ctx.binary(Op.OR, a, b)
     if alpha != 1:
         b = ctx.binary(Op.MUL, b, alpha)
     return ctx.binary(Op.ADD, a, b)
@@ -225,3 +231,24 @@ def _gelu(ctx, x, approximate="none"):
     cdf = ctx.binary(Op.MUL, ctx.binary(Op.ADD, ctx.unary(
         Op.ERF, ctx.binary(Op.MUL, x, 0.7071067811865476)), 1.0), 0.5)
     return ctx.binary(Op.MUL, x, cdf, dtype)
+
+
+@lowering(aten.pow.Tensor_Scalar)
+def _pow_scalar(ctx, x, exponent):
+    """Strength-reduce small constant exponents: x**2 is a multiply, not a libdevice pow."""
+    if ctx.out.dtype.is_complex or x.dtype.is_complex:
+        raise Unsupported("complex dtypes")
+    if exponent == 2:
+        return ctx.binary(Op.MUL, x, x)
+    if exponent == 3:
+        return ctx.binary(Op.MUL, ctx.binary(Op.MUL, x, x), x)
+    if exponent == 1:
+        return ctx.cast(x, ctx.out.dtype)
+    if exponent == 0.5 and ctx.out.dtype.is_floating_point:
+        return ctx.unary(Op.SQRT, x)
+    if exponent == -0.5 and ctx.out.dtype.is_floating_point:
+        return ctx.unary(Op.RSQRT, x)
+    if exponent == -1 and ctx.out.dtype.is_floating_point:
+        return ctx.unary(Op.RECIPROCAL, x)
+    return ctx.binary(Op.POW, x, exponent)
+

@@ -1,0 +1,19 @@
+"""Test-wide setup: generated kernels run in Triton's interpreter on CPU.
+
+TRITON_INTERPRET must be set before triton is first imported; slow tests (the full OpInfo
+sweep) run only with CHERENKOV_SLOW_TESTS=1.
+"""
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("CHERENKOV_SLOW_TESTS") == "1":
+        return
+    skip = pytest.mark.skip(reason="slow: set CHERENKOV_SLOW_TESTS=1")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)

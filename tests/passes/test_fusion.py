@@ -1,0 +1,50 @@
+"""Fusion decisions, read off compiled graphs: one kernel for add+LayerNorm, one for softmax."""
+import torch
+import torch.nn.functional as F
+
+import cherenkov
+from cherenkov.backend import COMPILED
+
+
+def compile_and_count(fn, *args):
+    start = len(COMPILED)
+    out = cherenkov.compile(fn, strict=True)(*args)
+    torch.testing.assert_close(out, fn(*args), rtol=1e-5, atol=1e-5)
+    infos = [info for _, info in COMPILED[start:]]
+    assert infos, "nothing was compiled"
+    return infos
+
+
+def test_add_layernorm_forward_is_one_kernel():
+    x, r = torch.randn(6, 80), torch.randn(6, 80)
+    w, b = torch.randn(80), torch.randn(80)
+    infos = compile_and_count(lambda x, r, w, b: F.layer_norm(x + r, (80,), w, b), x, r, w, b)
+    assert len(infos[0].kernels) == 1
+    assert infos[0].externs == [] and infos[0].library_calls == {}
+
+
+def test_softmax_forward_is_one_kernel():
+    infos = compile_and_count(lambda x: torch.softmax(x, -1), torch.randn(5, 37))
+    assert len(infos[0].kernels) == 1
+
+
+def test_pointwise_chain_is_one_kernel_with_views_folded():
+    fn = lambda x, y: (x.t().sin() * 2 + y).relu().reshape(-1)  # noqa: E731
+    infos = compile_and_count(fn, torch.randn(7, 5), torch.randn(5, 7))
+    assert len(infos[0].kernels) == 1
+
+
+def test_layernorm_backward_uses_few_kernels():
+    x = torch.randn(9, 40, requires_grad=True)
+    w = torch.randn(40, requires_grad=True)
+    b = torch.randn(40, requires_grad=True)
+    start = len(COMPILED)
+    fn = lambda x, w, b: F.layer_norm(x, (40,), w, b)  # noqa: E731
+    out = cherenkov.compile(fn, strict=True)(x, w, b)
+    g = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (x, w, b), g)
+    ref = torch.autograd.grad(fn(x, w, b), (x, w, b), g)
+    for a, e in zip(grads, ref):
+        torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-5)
+    backward = [info for _, info in COMPILED[start:] if info.name.startswith("backward")]
+    assert backward and len(backward[0].kernels) <= 3   # row reductions + column reductions

@@ -1,0 +1,77 @@
+"""The backend's promises: graph breaks and unlowered ops keep eager's answers; a graph that
+fails to compile runs in eager with a warning (strict raises); new shapes recompile."""
+import pytest
+import torch
+
+import cherenkov
+import cherenkov.backend as backend
+from cherenkov.config import Config
+
+
+def test_graph_break_and_data_dependent_branch_match_eager(capsys):
+    def fn(x):
+        y = x.sin() * 2
+        print("inside")
+        if y.sum() > 0:
+            return y.exp()
+        return y.cos()
+    x = torch.randn(17)
+    torch.testing.assert_close(cherenkov.compile(fn, strict=True)(x), fn(x))
+    torch.testing.assert_close(cherenkov.compile(fn, strict=True)(-x.abs()), fn(-x.abs()))
+
+
+def test_op_without_lowering_runs_as_extern_with_reason():
+    start = len(backend.COMPILED)
+    fn = lambda x: torch.cumsum(x.exp(), 0) + 1  # noqa: E731
+    x = torch.randn(33)
+    torch.testing.assert_close(cherenkov.compile(fn, strict=True)(x), fn(x))
+    externs = [e for _, info in backend.COMPILED[start:] for e in info.externs]
+    assert any("cumsum" in op and "no lowering" in reason for op, reason in externs)
+
+
+def test_failure_runs_in_eager_with_a_warning(monkeypatch):
+    def boom(*args, **kwargs):
+        raise RuntimeError("planted failure")
+    monkeypatch.setattr(backend, "compile_fx", boom)
+    fn = lambda x: x.tanh() + 1  # noqa: E731
+    x = torch.randn(5)
+    with pytest.warns(UserWarning, match="planted failure"):
+        out = cherenkov.compile(fn)(x)
+    torch.testing.assert_close(out, fn(x))
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="planted failure"):
+        cherenkov.compile(fn, strict=True)(x)
+
+
+def test_new_shapes_recompile_and_stay_correct():
+    fn = lambda x: torch.softmax(x * 3, -1)  # noqa: E731
+    compiled = cherenkov.compile(fn, strict=True, dynamic=False)
+    for shape in [(4, 10), (3, 7), (4, 10), (2, 33)]:
+        x = torch.randn(shape)
+        torch.testing.assert_close(compiled(x), fn(x))
+
+
+def test_config_from_env_and_unknown_options():
+    cfg = Config.from_env({"CHERENKOV_STRICT": "1", "CHERENKOV_CACHE_SIZE": "3",
+                           "CHERENKOV_DUMP": "/tmp/d"})
+    assert cfg.strict and cfg.cache_size == 3 and cfg.dump_dir == "/tmp/d"
+    with pytest.raises(TypeError, match="unknown Cherenkov option"):
+        cherenkov.compile(lambda x: x, not_an_option=1)
+    with pytest.raises(ValueError, match="CHERENKOV_CACHE_SIZE"):
+        Config.from_env({"CHERENKOV_CACHE_SIZE": "many"})
+
+
+def test_backend_name_is_registered():
+    fn = torch.compile(lambda x: x.relu() * 2, backend="cherenkov")
+    x = torch.randn(10)
+    torch.testing.assert_close(fn(x), x.relu() * 2)
+
+
+def test_dump_writes_every_stage(tmp_path):
+    fn = lambda x: torch.softmax(x, -1)  # noqa: E731
+    cherenkov.compile(fn, strict=True, dump_dir=str(tmp_path))(torch.randn(4, 9))
+    graph_dir = next(tmp_path.iterdir())
+    names = {p.name for p in graph_dir.iterdir()}
+    assert {"0_fx_graph.txt", "1_ir_lowered.txt", "2_ir_after_cse.txt", "3_kernels.txt",
+            "summary.json"} <= names
+    assert any(n.startswith("kernel_") and n.endswith(".py") for n in names)
