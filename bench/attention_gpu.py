@@ -114,7 +114,8 @@ def time_impl(case, impl, fn, args, flops_fwd):
     print(row, flush=True)
 
 
-def run_case(name, B, H, S, D, score_mod=None, mask_mod=None, sdpa_causal=False):
+def run_case(name, B, H, S, D, score_mod=None, mask_mod=None, sdpa_causal=False,
+             extra_blocks=()):
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
     if left() < 20:
         RESULTS.append({"case": name, "impl": "-", "error": "skipped: time budget"})
@@ -143,6 +144,12 @@ def run_case(name, B, H, S, D, score_mod=None, mask_mod=None, sdpa_causal=False)
     ours = lambda q, k, v: ca.attention(q, k, v, score_mod=score_mod, mask_mod=mask_mod,
                                         block_mask=bm)
     time_impl(name, "cherenkov", ours, args, flops)
+    for block in extra_blocks:        # other mask tiles, to guide choose_config
+        if left() > 30:
+            bm_b = ca.block_mask(mask_mod, B, H, S, S, block=block, device=DEV)
+            time_impl(name, f"cherenkov mask{block[0]}x{block[1]}",
+                      lambda q, k, v, bm_b=bm_b: ca.attention(q, k, v, score_mod=score_mod,
+                                                              block_mask=bm_b), args, flops)
     if flex_fn is not None and any(r["case"] == name and r["impl"] == "flex" and "error" not in r
                                    for r in RESULTS):
         try:
@@ -288,7 +295,7 @@ def main() -> int:
     slopes = ca.alibi_slopes(H, device=DEV)
     docs = ca.document(offsets=_doc_offsets(S, 8), causal=True)
     cases = [
-        ("causal", dict(mask_mod=ca.causal, sdpa_causal=True)),
+        ("causal", dict(mask_mod=ca.causal, sdpa_causal=True, extra_blocks=[(128, 128)])),
         ("causal+softcap30", dict(score_mod=ca.tanh_softcap(30.0), mask_mod=ca.causal)),
         ("sliding_window1024", dict(mask_mod=ca.sliding_window(S // 4))),
         ("document8", dict(mask_mod=docs)),

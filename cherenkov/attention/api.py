@@ -20,6 +20,7 @@ import torch
 
 from . import launch
 from .block_mask import BlockMask, block_mask as build_block_mask
+from .codegen import compile_mods, kernel_mode
 from .reference import attention_math
 from .trace import TraceError
 
@@ -34,22 +35,6 @@ def _log_once(reason: str) -> None:
     if reason not in _LOGGED:
         _LOGGED.add(reason)
         log.warning("cherenkov.attention: using the math implementation: %s", reason)
-
-
-def _kernel_mode(device: torch.device) -> tuple[str | None, str]:
-    """('jit', _) on CUDA, ('interpret', _) on CPU when the interpreter can run, else
-    (None, reason) for the math fallback."""
-    try:
-        import triton  # noqa: F401
-    except Exception:
-        return None, "Triton is not available"
-    if device.type == "cuda":
-        return "jit", ""
-    from .codegen import interpreter_ready
-    if interpreter_ready():
-        return "interpret", ""
-    return None, ("CPU tensors need Triton's interpreter, which needs TRITON_INTERPRET=1 "
-                  "set before triton.language is first imported")
 
 
 class _AttentionFunction(torch.autograd.Function):
@@ -108,12 +93,11 @@ def attention(q, k, v, score_mod=None, mask_mod=None, block_mask: BlockMask | No
         mask_mod = block_mask.mask_mod
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
 
-    mode, reason = _kernel_mode(q.device)
+    mode, reason = kernel_mode(q.device)
     traced = None
     if mode is None:
         _log_once(reason)
     else:
-        from .codegen import compile_mods
         try:
             traced, kernels = compile_mods(score_mod, mask_mod, interpret=mode == "interpret")
         except TraceError as e:

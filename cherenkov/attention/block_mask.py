@@ -141,10 +141,13 @@ def _state_torch(mask_mod, B, H, Q_LEN, KV_LEN, block, device) -> torch.Tensor:
 
 def _state_triton(mask_mod, B, H, Q_LEN, KV_LEN, block, device) -> torch.Tensor:
     """Tile states from a generated Triton kernel (one program per tile): CUDA only."""
-    from .codegen import compile_mods
+    from .codegen import compile_mods, kernel_mode
     from .launch import capture_args
     from .trace import depends_on
-    traced, kernels = compile_mods(None, mask_mod, interpret=device.type != "cuda")
+    mode, reason = kernel_mode(device)
+    if mode is None:
+        raise RuntimeError(reason)
+    traced, kernels = compile_mods(None, mask_mod, interpret=mode == "interpret")
     deps = depends_on(traced.mask) if traced.mask is not None else set()
     Bm = B if "b" in deps else 1
     Hm = H if "h" in deps else 1
@@ -162,7 +165,8 @@ def block_mask(mask_mod, B: int, H: int, Q_LEN: int, KV_LEN: int, block=(128, 64
     """Build the BlockMask of `mask_mod` for (B, H, Q_LEN, KV_LEN) attention.
 
     `block` = (BLOCK_Q, BLOCK_KV), powers of two >= 16. `use_kernel` picks the generated
-    Triton builder (default: on CUDA when the mask_mod traces) over the torch one.
+    Triton builder (default: when kernels compile for the device and the mask_mod traces)
+    over the torch one.
     """
     device = torch.device(device) if device is not None else torch.device("cpu")
     bq, bk = block
@@ -174,7 +178,8 @@ def block_mask(mask_mod, B: int, H: int, Q_LEN: int, KV_LEN: int, block=(128, 64
         state = torch.full((1, 1, nq, nk), FULL, dtype=torch.int8, device=device)
         return BlockMask.from_state(state, block, (B, H, Q_LEN, KV_LEN), None)
     if use_kernel is None:
-        use_kernel = device.type == "cuda"
+        from .codegen import kernel_mode
+        use_kernel = device.type == "cuda" and kernel_mode(device)[0] == "jit"
     state = None
     if use_kernel:
         from .trace import TraceError

@@ -108,6 +108,25 @@ def interpreter_ready() -> bool:
     return isinstance(tl.zeros, InterpretedFunction)
 
 
+def kernel_mode(device) -> tuple[str | None, str]:
+    """How kernels run for tensors on `device`: ("jit", ""), ("interpret", "") or
+    (None, reason) when only the math implementation can.
+
+    CUDA tensors compile, unless triton.language was imported in interpreter mode
+    (TRITON_INTERPRET=1), which rules compiling out for the process: then they interpret too.
+    """
+    try:
+        import triton  # noqa: F401
+    except Exception:
+        return None, "Triton is not available"
+    if interpreter_ready():
+        return "interpret", ""
+    if getattr(device, "type", str(device)) == "cuda":
+        return "jit", ""
+    return None, ("CPU tensors need Triton's interpreter, which needs TRITON_INTERPRET=1 "
+                  "set before triton.language is first imported")
+
+
 def _dump(name: str, text: str) -> None:
     try:
         from cherenkov.config import current

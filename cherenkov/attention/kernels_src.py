@@ -81,7 +81,7 @@ def _attn_fwd(Q, K, V, O, LSE, __CAPS__
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, D_PAD], tl.float32)
-    R: tl.constexpr = SPARSE_N // BLOCK_N
+    R = SPARSE_N // BLOCK_N
     row = b * snb + h * snh + (start_m // SPARSE_M) * snm
     irow = b * sib + h * sih + (start_m // SPARSE_M) * sim
     n_partial = tl.load(KV_NUM + row)
@@ -183,7 +183,7 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, DELTA, __CAPS__
                 mask=kv_mask, other=0.0)
     dk = tl.zeros([BLOCK_N, D_PAD], tl.float32)
     dv = tl.zeros([BLOCK_N, D_PAD], tl.float32)
-    R: tl.constexpr = SPARSE_M // BLOCK_M
+    R = SPARSE_M // BLOCK_M
     for g in range(0, GROUPS):
         h = hk * GROUPS + g
         Q_base = Q + b * stride_qb + h * stride_qh
@@ -280,7 +280,7 @@ def _attn_bwd_dq(Q, K, V, DO, DQ, LSE, DELTA, __CAPS__ __GRADS__
     K_base = K + b * stride_kb + hk * stride_kh
     V_base = V + b * stride_vb + hk * stride_vh
     dq = tl.zeros([BLOCK_M, D_PAD], tl.float32)
-    R: tl.constexpr = SPARSE_N // BLOCK_N
+    R = SPARSE_N // BLOCK_N
     row = b * snb + h * snh + (start_m // SPARSE_M) * snm
     irow = b * sib + h * sih + (start_m // SPARSE_M) * sim
     n_partial = tl.load(KV_NUM + row)
@@ -329,7 +329,7 @@ def _attn_decode_split(Q, K, V, O_PART, LSE_PART, __CAPS__
     m_i = tl.full([ROWS], float("-inf"), tl.float32)
     l_i = tl.zeros([ROWS], tl.float32)
     acc = tl.zeros([ROWS, D_PAD], tl.float32)
-    R: tl.constexpr = SPARSE_N // BLOCK_N
+    R = SPARSE_N // BLOCK_N
     n_blocks = tl.load(BLK_NUM + bhk)
     first = split * BLOCKS_PER_SPLIT
     last = tl.minimum(n_blocks, first + BLOCKS_PER_SPLIT)

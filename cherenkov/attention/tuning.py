@@ -57,4 +57,7 @@ def choose_config(kernel: str, head_dim: int, dtype: torch.dtype, sparse_block=(
     if kernel == "decode":       # block_m is unused: the decode tile holds GROUPS x Q rows
         return KernelConfig(cfg.block_m, min(cfg.block_n, sparse_block[1]), cfg.num_warps,
                             cfg.num_stages)
-    return cfg.clip(sparse_block)
+    cfg = cfg.clip(sparse_block)
+    if kernel == "dkdv" and cfg.block_n <= 64 and cfg.num_warps > 4:
+        cfg = KernelConfig(cfg.block_m, cfg.block_n, 4, cfg.num_stages)   # one warpgroup
+    return cfg

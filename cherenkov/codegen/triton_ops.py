@@ -39,6 +39,9 @@ BINARY = {
     Op.BITWISE_XOR: "({0} ^ {1})", Op.SHL: "({0} << {1})", Op.SHR: "({0} >> {1})",
 }
 
+# the correctly-rounded fp32 intrinsics above have no fp64 form; fp64's `/` and sqrt are IEEE
+FP64 = {Op.DIV: "({0} / {1})", Op.SQRT: "tl.sqrt({0})"}
+
 
 def is_float(dtype: torch.dtype) -> bool:
     return dtype.is_floating_point
@@ -73,6 +76,8 @@ def render_op(op: Op, args: list[str], dtype: torch.dtype, arg_dtypes) -> str:
         return _division(op, args, arg_dtypes[0])
     if op == Op.ABS and arg_dtypes[0] == torch.bool:
         return args[0]
+    if dtype == torch.float64 and op in FP64:
+        return FP64[op].format(*args)
     if op in UNARY:
         return UNARY[op].format(*args)
     if op in BINARY:

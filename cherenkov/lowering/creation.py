@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 
 from cherenkov.ir.ops import Op
+from cherenkov.lowering.elementwise import cast_value
 from cherenkov.lowering.registry import lowering
 
 aten = torch.ops.aten
@@ -58,7 +59,7 @@ def _arange(ctx, *args, **kwargs):
     compute = torch.float64 if dtype.is_floating_point else torch.int64
     idx = ctx.cast(ctx.iota((n,), 0), compute)
     value = ctx.binary(Op.ADD, ctx.binary(Op.MUL, idx, step, compute), start, compute)
-    return ctx.cast(value, dtype)
+    return cast_value(ctx, value, dtype)
 
 
 @lowering(torch.ops.prims.iota.default)

@@ -195,13 +195,22 @@ def _masked_fill(ctx, x, mask, value):
     return ctx.where(mask, value, x)
 
 
+def cast_value(ctx, x, dtype):
+    """x cast to dtype; to a 16-bit float from anything but fp32 it goes through fp32 (one more
+    rounding only past 2**24), because Triton's interpreter casts int/f64 -> bf16 wrongly."""
+    if (dtype in (torch.bfloat16, torch.float16) and hasattr(x, "meta")
+            and x.dtype not in (torch.float32, torch.bfloat16, torch.float16)):
+        x = ctx.cast(x, torch.float32)
+    return ctx.cast(x, dtype)
+
+
 @lowering(aten._to_copy, aten.to.dtype, aten.to.dtype_layout)
 def _to_copy(ctx, x, *args, **kwargs):
     if ctx.out.device != x.meta.device:
         raise Unsupported("device change")
     if ctx.out.dtype.is_complex or x.dtype.is_complex:
         raise Unsupported("complex dtypes")
-    return ctx.cast(x, ctx.out.dtype)
+    return cast_value(ctx, x, ctx.out.dtype)
 
 
 @lowering(aten.lerp.Scalar, aten.lerp.Tensor)

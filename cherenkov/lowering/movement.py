@@ -105,7 +105,7 @@ def _split(ctx, x, *args, **kwargs):
     return outs
 
 
-@lowering(aten.cat)
+@lowering(aten.cat, empty_inputs=True)
 def _cat(ctx, tensors, dim=0):
     tensors = [t for t in tensors if not (len(t.shape) == 1 and t.shape[0] == 0)]
     if not tensors:

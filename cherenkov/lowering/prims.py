@@ -10,7 +10,8 @@ prims = torch.ops.prims
 
 @lowering(prims.convert_element_type.default)
 def _convert(ctx, x, dtype):
-    return ctx.cast(x, dtype)
+    from cherenkov.lowering.elementwise import cast_value
+    return cast_value(ctx, x, dtype)
 
 
 @lowering(prims.broadcast_in_dim.default)

@@ -15,9 +15,12 @@ aten = torch.ops.aten
 
 
 def _dims(x, dims):
+    """The reduced dims, non-negative; None or () means all. A 0-d tensor has none to reduce."""
+    ndim = len(x.shape)
     if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
-        return list(range(len(x.shape)))
-    return [dims] if isinstance(dims, int) else list(dims)
+        return list(range(ndim))
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    return sorted({d % ndim for d in dims}) if ndim else []
 
 
 def _acc_dtype(dtype):

@@ -7,12 +7,18 @@ A lowering receives the `LoweringContext` and the FX node's arguments with tenso
 IR nodes. It returns an IR node (or a list of them for multi-output ops). An op with no entry
 here, or whose lowering raises `Unsupported`, becomes an `extern` node run by PyTorch, with the
 reason recorded -- never a crash, never a wrong answer.
+
+Tensors with zero elements need no kernel: a lowering whose output (or, unless it says
+`empty_inputs=True`, one of whose inputs) has no elements declines, and the op runs as extern.
 """
 from __future__ import annotations
 
 from typing import Callable
 
+import functools
+
 import torch
+from torch.utils._pytree import tree_leaves
 
 LOWERINGS: dict[object, Callable] = {}
 
@@ -21,8 +27,27 @@ class Unsupported(Exception):
     """Raised by a lowering for an input it does not handle; the op then runs as extern."""
 
 
-def lowering(*targets):
+def _is_empty(value) -> bool:
+    shape = getattr(value, "shape", None)
+    return shape is not None and any(int(s) == 0 for s in shape)
+
+
+def _declining_empty(fn, empty_inputs: bool):
+    @functools.wraps(fn)
+    def lower(ctx, *args, **kwargs):
+        outs = ctx.out if isinstance(ctx.out, (list, tuple)) else [ctx.out]
+        if any(isinstance(o, torch.Tensor) and _is_empty(o) for o in outs):
+            raise Unsupported("zero-element output")
+        if not empty_inputs and any(hasattr(v, "meta") and _is_empty(v)
+                                    for v in tree_leaves((args, kwargs))):
+            raise Unsupported("zero-element input")
+        return fn(ctx, *args, **kwargs)
+    return lower
+
+
+def lowering(*targets, empty_inputs: bool = False):
     def register(fn):
+        fn = _declining_empty(fn, empty_inputs)
         for target in targets:
             if isinstance(target, torch._ops.OpOverloadPacket):
                 for name in target.overloads():

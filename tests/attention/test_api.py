@@ -99,8 +99,23 @@ def test_user_score_mod_without_captures():
           lambda: lambda s, b, h, q, kv: torch.where(kv > q, s * 0.5, torch.sigmoid(s) * 2.0))
 
 
-def test_head_dim_80_gqa_and_odd_lengths():
-    check(*make_qkv(2, 4, 2, 37, 101, 80), mask_mod=causal)
+@pytest.mark.parametrize("D", [80, 96])
+def test_padded_head_dims_gqa_and_odd_lengths(D):
+    check(*make_qkv(2, 4, 2, 37, 101, D), mask_mod=causal)
+
+
+def test_transposed_inputs_sequence_major_layout():
+    """q, k, v viewed from (B, S, H, D) storage, as attention layers usually hold them."""
+    mk = lambda S: torch.randn(1, S, 2, 32).transpose(1, 2).requires_grad_()
+    q, k, v = mk(37), mk(45), mk(45)
+    assert not q.is_contiguous()
+    check(q, k, v, mask_mod=causal)
+
+
+def test_gqa_needs_enable_gqa():
+    q, k, v = make_qkv(1, 4, 2, 8, 8, 16, grad=False)
+    with pytest.raises(ValueError, match="enable_gqa"):
+        attention(q, k, v)
 
 
 def test_mqa_with_alibi():
@@ -177,7 +192,7 @@ def test_kernel_tiles_smaller_than_mask_tiles(Q, KV, block):
     check(*make_qkv(1, 2, 2, Q, KV, 32), mask_mod=causal, block=block)
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=12, deadline=None)
 @given(B=st.integers(1, 2), HK=st.integers(1, 2), groups=st.integers(1, 2),
        Q=st.integers(1, 70), KV=st.integers(1, 70), D=st.sampled_from([16, 24, 40]),
        mask=st.sampled_from(["none", "causal", "window"]),

@@ -1,0 +1,86 @@
+"""Compile the generated attention kernels for sm_90 (Hopper) without a GPU.
+
+Run in a fresh process without TRITON_INTERPRET (test_compile_sm90.py does): Triton's
+frontend, its GPU passes and ptxas all run on the CPU, so errors that the interpreter
+cannot see (types, layouts, shared memory) show up here. Prints one line per kernel.
+"""
+import sys
+
+import torch
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+from cherenkov.attention import mods
+from cherenkov.attention.codegen import load_kernels
+from cherenkov.attention.trace import trace_mods
+
+POINTERS = {"Q", "K", "V", "O", "DO", "DK", "DV", "DQ"}
+FLOAT_POINTERS = {"LSE", "DELTA", "O_PART", "LSE_PART"}
+INT8_POINTERS = {"BLK_FULL", "STATE"}
+INT_POINTERS = {"KV_NUM", "KV_IDX", "FULL_NUM", "FULL_IDX", "Q_NUM", "Q_IDX", "BLK_NUM", "BLK_IDX"}
+
+
+def signature(fn, constexprs, captured_types):
+    sig = {}
+    for name in fn.arg_names:
+        if name in constexprs:
+            sig[name] = "constexpr"
+        elif name in POINTERS:
+            sig[name] = "*bf16"
+        elif name in FLOAT_POINTERS or (name[0] == "G" and name[1:].isdigit()):
+            sig[name] = "*fp32"
+        elif name in INT8_POINTERS:
+            sig[name] = "*i8"
+        elif name in INT_POINTERS:
+            sig[name] = "*i32"
+        elif name in captured_types:
+            sig[name] = captured_types[name]
+        elif name == "sm_scale":
+            sig[name] = "fp32"
+        else:
+            sig[name] = "i32"
+    return sig
+
+
+def compile_one(fn, constexprs, captured_types, num_warps, num_stages):
+    src = ASTSource(fn=fn, signature=signature(fn, constexprs, captured_types),
+                    constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
+    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                            options={"num_warps": num_warps, "num_stages": num_stages})
+    print(f"{fn.__name__}: ok, shared memory {kernel.metadata.shared} bytes", flush=True)
+
+
+def main() -> int:
+    slopes = torch.randn(16, requires_grad=True)
+    ids = torch.zeros(64, dtype=torch.int64)
+    variants = [(None, mods.causal), (mods.tanh_softcap(30.0), mods.document(ids)),
+                (mods.alibi(slopes), mods.causal)]
+    for score_mod, mask_mod in variants:
+        traced = trace_mods(score_mod, mask_mod)
+        kernels = load_kernels(traced, interpret=False)
+        captured_types = {}
+        for k, t in enumerate(traced.captured):
+            captured_types[f"C{k}"] = "*fp32" if t.is_floating_point() else "*i64"
+        base = dict(D=80, D_PAD=128, HAS_SCORE_MOD=score_mod is not None, DOT_PREC="tf32",
+                    SPARSE_M=128, SPARSE_N=64, EVEN_M=False, EVEN_N=False)
+        compile_one(kernels._attn_fwd, dict(base, BLOCK_M=128, BLOCK_N=64), captured_types, 8, 3)
+        compile_one(kernels._attn_bwd_delta, dict(D=80, D_PAD=128, BLOCK_M=64),
+                    captured_types, 4, 1)
+        compile_one(kernels._attn_bwd_dkdv, dict(base, BLOCK_M=64, BLOCK_N=64),
+                    captured_types, 4, 2)
+        compile_one(kernels._attn_bwd_dq, dict(base, BLOCK_M=128, BLOCK_N=64,
+                                               HAS_CAPTURE_GRADS=bool(traced.grad_loads())),
+                    captured_types, 8, 2)
+        compile_one(kernels._attn_decode_split,
+                    dict(D=80, D_PAD=128, ROWS=16, BLOCK_N=64, SPARSE_N=64, EVEN_N=False,
+                         HAS_SCORE_MOD=score_mod is not None, HAS_MASK=True, DOT_PREC="tf32"),
+                    captured_types, 4, 3)
+        compile_one(kernels._attn_decode_combine,
+                    dict(D=80, D_PAD=128, ROWS=16, SPLITS_PAD=32), captured_types, 4, 1)
+        compile_one(kernels._block_state, dict(BLOCK_Q=128, BLOCK_KV=64), captured_types, 4, 1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
