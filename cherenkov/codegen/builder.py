@@ -246,6 +246,8 @@ class KernelBuilder:
         """Compute a realized node at the kernel's own index; store it if others need it."""
         self.members.add(node)
         X, R = self.kernel.X, self.kernel.R
+        if node.op in GroupOp.SCATTER:
+            return self._scatter_add(node, store_as)
         if node.op in GroupOp.REDUCTION:
             n_red = node.args[0]
             src = node.inputs[0]
@@ -281,6 +283,32 @@ class KernelBuilder:
             self.kernel.body.append(Store(name, ix.dot(ix.unravel(linear, node.shape),
                                                        contiguous_strides(node.shape)), value))
             self.kernel.outputs.append(Buffer(name, node.dtype, numel(node.shape)))
+
+    def _scatter_add(self, node: Node, store_as) -> None:
+        """out[dest(i)] += values[i] for every element i of values (out pre-filled with base)."""
+        base, values, indices = node.inputs[0], node.inputs[1], node.inputs[2:]
+        if numel(values.shape) != self.kernel.X or self.kernel.R != 1:
+            raise NotFusible("scatter domain differs from the kernel's")
+        vidx = ix.unravel(self.x, values.shape)
+        value = self.compute(values, vidx)
+        mode, where = node.args
+        if mode == "index":
+            d0, nb = where[0], len(indices[0].shape)
+            bidx = vidx[d0:d0 + nb]
+            dest = list(vidx[:d0])
+            dest += [self._index_value(i, bidx, None, base.shape[d]) for i, d in zip(indices, where)]
+            dest += list(vidx[d0 + nb:])
+        else:
+            dest = list(vidx)
+            dest[where] = self._index_value(indices[0], vidx, None, base.shape[where])
+        name, meta = store_as
+        if self.kernel.dtypes[value] != node.dtype:
+            cast = self._new(node.dtype, self.kernel.levels[value])
+            value = self.emit(Cast(cast, value, node.dtype), node.dtype, self.kernel.levels[value])
+        self.kernel.body.append(Store(name, ix.dot(dest, contiguous_strides(node.shape)), value,
+                                      atomic_add=True))
+        self.kernel.outputs.append(Buffer(name, node.dtype, numel(node.shape)))
+        self.kernel.fused_ops += 1
 
     def _reduce_trivial(self, node: Node, value: str) -> str:
         if node.op in (Op.ARGMAX, Op.ARGMIN):

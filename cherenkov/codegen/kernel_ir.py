@@ -75,6 +75,7 @@ class Store:
     buffer: str
     index: Lin
     src: str
+    atomic_add: bool = False    # add into the buffer (scatter-add) instead of overwriting
 
 
 Statement = Load | IndexValue | Constant | Compute | Cast | Reduce | Store
@@ -129,4 +130,5 @@ def format_statement(s: Statement) -> str:
         return f"{s.out} = cast[{s.dtype}] {s.src}"
     if isinstance(s, Reduce):
         return f"{s.out} = reduce_{s.op.name.lower()} {s.src}"
-    return f"store {s.buffer}[{render(s.index, ident)}] = {s.src}"
+    op = "+=" if s.atomic_add else "="
+    return f"store {s.buffer}[{render(s.index, ident)}] {op} {s.src}"

@@ -123,7 +123,8 @@ class _Renderer:
                 index = f"({index}) + tl.zeros([XBLOCK, 1], tl.int32)"
             elif ix.variables(s.index) == set():
                 index = f"({index}) + tl.zeros([XBLOCK], tl.int32)"
-            self.lines.append(f"{indent}tl.store({self.names[s.buffer]} + ({index}), {value}, {mask})")
+            fn = "tl.atomic_add" if s.atomic_add else "tl.store"
+            self.lines.append(f"{indent}{fn}({self.names[s.buffer]} + ({index}), {value}, {mask})")
 
     def emit(self, indent: str, out: str, text: str) -> None:
         self.lines.append(f"{indent}{out} = {text}")

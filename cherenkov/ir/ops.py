@@ -57,7 +57,7 @@ class Op(Enum):
     ALL_REDUCE = auto(); ALL_GATHER = auto(); REDUCE_SCATTER = auto(); ALL_TO_ALL = auto()
     # anything run by PyTorch as it is
     EXTERN = auto()       # args = (aten target, argument template, reason)
-    SCATTER_ADD = auto()  # inputs (base, index, src); args = (dim,) -- runs as an accumulating kernel
+    SCATTER_ADD = auto()  # inputs (base, values, *indices); args = ("index", dims) | ("dim", dim)
 
 
 class GroupOp:
@@ -86,7 +86,9 @@ class GroupOp:
     # what the fusion pass may put inside a generated kernel
     FUSIBLE = ELEMENTWISE | REDUCTION | MOVEMENT | frozenset({Op.INPUT})
     # what runs as a call into PyTorch (cuBLAS, SDPA, RNG, NCCL, anything else)
-    LIBRARY = MATMUL | ATTENTION | RANDOM | COLLECTIVE | EXTERN | frozenset({Op.SCATTER_ADD})
+    LIBRARY = MATMUL | ATTENTION | RANDOM | COLLECTIVE | EXTERN
+    # writes at run-time indices with atomic adds: a kernel of its own, never merged
+    SCATTER = frozenset({Op.SCATTER_ADD})
 
 
 def kind_of(op: Op) -> str:

@@ -86,6 +86,18 @@ class LoweringContext:
             return node
         return Node(Op.EXPAND, (node,), (shape,), node.meta.replace(shape=shape, stride=None))
 
+    def slice_to(self, node: Node, dim: int, length: int) -> Node:
+        """The first `length` entries of `node` along `dim`."""
+        return self.slice_to_shape(node, tuple(length if d == dim else s
+                                               for d, s in enumerate(node.shape)))
+
+    def slice_to_shape(self, node: Node, shape) -> Node:
+        from cherenkov.lowering.movement import slice_node
+        for d, (have, want) in enumerate(zip(node.shape, shape)):
+            if have != want:
+                node = slice_node(self, node, d, 0, want, 1)
+        return node
+
     # ---- elementwise ----------------------------------------------------------------------
     def as_node(self, value, dtype: torch.dtype) -> Node:
         return value if isinstance(value, Node) else self.const(value, dtype)

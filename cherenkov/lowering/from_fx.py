@@ -22,7 +22,8 @@ from cherenkov.lowering.library import library_node
 from cherenkov.lowering.registry import Unsupported
 
 # importing these fills the registry
-from cherenkov.lowering import creation, elementwise, movement, prims, reductions  # noqa: F401
+from cherenkov.lowering import (creation, elementwise, movement, prims, reductions,  # noqa: F401
+                                scatter)
 
 log = logging.getLogger("cherenkov")
 

@@ -54,7 +54,20 @@ def view_base(node: Node) -> Node | None:
     return node if is_buffer_source(node) and node.meta is not None else None
 
 
+def const_fill(node: Node):
+    """The value a node is filled with, if it is a constant broadcast (e.g. zeros)."""
+    while node.op in (Op.EXPAND, Op.RESHAPE):
+        node = node.inputs[0]
+    return node.args[0] if node.op == Op.CONST else None
+
+
+def is_scatter(group: "Group") -> bool:
+    return any(m.op in GroupOp.SCATTER for m in group.members)
+
+
 def domain_of(node: Node) -> tuple[int, int]:
+    if node.op in GroupOp.SCATTER:
+        return numel(node.inputs[1].shape), 1
     if node.op in GroupOp.REDUCTION:
         src = node.inputs[0]
         return numel(node.shape), numel(src.shape[len(src.shape) - node.args[0]:])
@@ -88,7 +101,15 @@ def fuse(graph: Graph, enable: bool = True) -> FusionResult:
         if n.op == Op.INPUT or is_library(n):
             continue
         needed_outside = n in outputs or any(is_library(u) for u in users.get(n, []))
-        if n.op in GroupOp.REDUCTION:
+        if n.op in GroupOp.SCATTER:
+            realized.add(n)
+            base = n.inputs[0]
+            if const_fill(base) is None and not is_buffer_source(base):
+                if view_base(base) is not None:
+                    views[base] = view_base(base)
+                else:
+                    realized.add(base)
+        elif n.op in GroupOp.REDUCTION:
             realized.add(n)
         elif needed_outside:
             base = view_base(n)
@@ -112,7 +133,14 @@ def fuse(graph: Graph, enable: bool = True) -> FusionResult:
 def _reads(members, realized, views) -> set[Node]:
     """Buffers (realized nodes, inputs, library outputs) the members' inlined subtrees read."""
     seen, reads = set(), set()
-    stack = [i for m in members for i in m.inputs]
+    stack = []
+    for m in members:
+        if m.op in GroupOp.SCATTER:          # base pre-fills the output: read whole, not inlined
+            stack.extend(m.inputs[1:])
+            if const_fill(m.inputs[0]) is None:
+                reads.add(m.inputs[0])
+        else:
+            stack.extend(m.inputs)
     member_set = set(members)
     while stack:
         n = stack.pop()
@@ -161,7 +189,7 @@ def _merge(groups, realized, views, users, outputs, order):
     while True:
         best = None
         for a, b in _candidate_pairs(groups, group_of):
-            if frozenset((a, b)) in forbidden:
+            if frozenset((a, b)) in forbidden or is_scatter(a) or is_scatter(b):
                 continue
             dom = merged_domain((a.X, a.R), (b.X, b.R))
             if dom is None:

@@ -14,9 +14,9 @@ import torch
 
 from cherenkov.codegen.triton_renderer import RenderedKernel
 from cherenkov.ir.graph import Graph, Node
-from cherenkov.ir.ops import Op
+from cherenkov.ir.ops import GroupOp, Op
 from cherenkov.lowering.library import fill_template
-from cherenkov.passes.fusion import FusionResult, Group, is_library
+from cherenkov.passes.fusion import FusionResult, Group, const_fill, is_library
 
 
 @dataclass
@@ -119,12 +119,17 @@ class CompiledGraph:
         by_name = {}
         for r in group.reads:
             by_name[_buffer_name(r)] = self._slot_of(r)
-        outs = []
+        outs, prefills = [], []
         for m in group.members:
             name = _buffer_name(m)
             if name in rendered.arg_names:
                 by_name[name] = self._slot_of(m)
-                outs.append((self.slot[m], tuple(m.shape), m.dtype))
+                if m.op in GroupOp.SCATTER:      # scatter-add into a copy of its base
+                    fill = const_fill(m.inputs[0])
+                    src = None if fill is not None else self._slot_of(m.inputs[0])
+                    prefills.append((self.slot[m], tuple(m.shape), m.dtype, fill, src))
+                else:
+                    outs.append((self.slot[m], tuple(m.shape), m.dtype))
         arg_slots = [by_name[n] for n in rendered.arg_names]
         grid = (rendered.grid,)
         device = self.device
@@ -133,10 +138,13 @@ class CompiledGraph:
         def run(env):
             for slot, shape, dtype in outs:
                 env[slot] = torch.empty(shape, dtype=dtype, device=device)
+            for slot, shape, dtype, fill, src in prefills:
+                env[slot] = (torch.full(shape, fill, dtype=dtype, device=device) if src is None
+                             else env[src].to(dtype).contiguous().clone())
             launcher(*[env[s] for s in arg_slots], **launch_kwargs)
 
         step = Step("kernel", run, rendered.name)
-        step.reads = [s for s in arg_slots]
+        step.reads = list(arg_slots) + [p[4] for p in prefills if p[4] is not None]
         return step
 
     def _library_step(self, node: Node) -> Step:

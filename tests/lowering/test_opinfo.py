@@ -15,7 +15,7 @@ import os
 import pytest
 import torch
 
-from tests.lowering import opinfo_sweep as sweep
+from . import opinfo_sweep as sweep
 
 SLOW = os.environ.get("CHERENKOV_SLOW_TESTS", "").strip().lower() in ("1", "true", "yes", "on")
 REPORT = os.environ.get("CHERENKOV_OPINFO_REPORT")

@@ -1,0 +1,71 @@
+"""Lowerings of scatters: writes at run-time indices.
+
+- `scatter(self, dim, index, value|src)` with one index per row (index.size(dim) == 1, the
+  shape cross-entropy's backward makes) is a pointwise select: out[.., j, ..] is the scattered
+  value where j == index[.., 0, ..], else self. No atomics, fuses with its neighbours.
+- `index_put(base, indices, values, accumulate=True)` (embedding's backward) and
+  `scatter_add` become `SCATTER_ADD`: a kernel that adds each value into a copy of base at its
+  index with atomic adds.
+"""
+from __future__ import annotations
+
+import torch
+
+from cherenkov.ir.graph import Node
+from cherenkov.ir.ops import Op
+from cherenkov.lowering.registry import Unsupported, lowering
+
+aten = torch.ops.aten
+
+ATOMIC_DTYPES = {torch.float32, torch.int32, torch.int64}
+
+
+@lowering(aten.scatter.value, aten.scatter.src)
+def _scatter(ctx, x, dim, index, value):
+    dim = dim % max(len(x.shape), 1)
+    want = tuple(1 if d == dim else s for d, s in enumerate(x.shape))
+    if index.shape != want:
+        raise Unsupported("scatter with more than one index per row")
+    if isinstance(value, Node):
+        if value.shape != index.shape and value.shape != x.shape:
+            raise Unsupported("scatter source of another shape")
+        value = ctx.expand(ctx.slice_to(value, dim, 1), x.shape) if value.shape == x.shape \
+            else ctx.expand(value, x.shape)
+    hit = ctx.pointwise(Op.EQ, [ctx.iota(x.shape, dim), ctx.expand(index, x.shape)],
+                        torch.bool, torch.int64)
+    return ctx.where(hit, value, x)
+
+
+@lowering(aten.index_put.default, aten._unsafe_index_put.default)
+def _index_put(ctx, base, indices, values, accumulate=False):
+    if not accumulate:
+        raise Unsupported("index_put without accumulate (last write wins)")
+    if ctx.out.dtype not in ATOMIC_DTYPES:
+        raise Unsupported(f"atomic add of {ctx.out.dtype}")
+    dims, nodes = [], []
+    for d, idx in enumerate(indices):
+        if idx is None:
+            continue
+        if idx.dtype == torch.bool:
+            raise Unsupported("boolean mask index_put")
+        dims.append(d)
+        nodes.append(idx)
+    if not nodes or dims != list(range(dims[0], dims[0] + len(dims))):
+        raise Unsupported("index_put with non-adjacent index dims")
+    bshape = torch.broadcast_shapes(*[n.shape for n in nodes])
+    nodes = [ctx.expand(n, bshape) for n in nodes]
+    # values broadcast to the indexed view's shape: base[:d0] + bshape + base[d0+len:]
+    view_shape = base.shape[: dims[0]] + tuple(bshape) + base.shape[dims[0] + len(dims):]
+    values = ctx.expand(ctx.cast(values, ctx.out.dtype), view_shape)
+    return Node(Op.SCATTER_ADD, (base, values, *nodes), ("index", tuple(dims)), ctx.out_meta())
+
+
+@lowering(aten.scatter_add.default)
+def _scatter_add(ctx, x, dim, index, src):
+    if ctx.out.dtype not in ATOMIC_DTYPES:
+        raise Unsupported(f"atomic add of {ctx.out.dtype}")
+    dim = dim % max(len(x.shape), 1)
+    if index.shape != src.shape:
+        src = ctx.slice_to_shape(src, index.shape)
+    return Node(Op.SCATTER_ADD, (x, ctx.cast(src, ctx.out.dtype), index), ("dim", dim),
+                ctx.out_meta())
