@@ -86,6 +86,8 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
             kind = node.op.name.lower()
             info.library_calls[kind] = info.library_calls.get(kind, 0) + 1
     compiled = CompiledGraph(graph, fusion, kernels, device)
+    if config.cuda_graphs:
+        compiled.use_cuda_graphs()
     if config.dump_dir:
         _dump(Path(config.dump_dir) / name, gm, lowered, graph, fusion, sources, info)
     if config.log_fallbacks:

@@ -75,3 +75,24 @@ def test_dump_writes_every_stage(tmp_path):
     assert {"0_fx_graph.txt", "1_ir_lowered.txt", "2_ir_after_cse.txt", "3_kernels.txt",
             "summary.json"} <= names
     assert any(n.startswith("kernel_") and n.endswith(".py") for n in names)
+
+
+def test_cuda_graph_option_is_skipped_cleanly_on_cpu():
+    fn = lambda x: (x * 2).sigmoid().sum(-1)  # noqa: E731
+    compiled = cherenkov.compile(fn, strict=True, cuda_graphs=True)
+    for _ in range(3):
+        x = torch.randn(4, 6)
+        torch.testing.assert_close(compiled(x), fn(x))
+
+
+def test_intermediate_buffers_are_released_after_last_use():
+    from cherenkov.compiler import compile_fx
+    from torch.fx.experimental.proxy_tensor import make_fx
+    fn = lambda x, w: torch.softmax(x @ w, -1) @ w.t()  # noqa: E731
+    x, w = torch.randn(5, 7), torch.randn(7, 7)
+    gm = make_fx(fn)(x, w)
+    compiled, _ = compile_fx(gm, [x, w], Config(strict=True))
+    freed = {s for step in compiled.steps for s in step.frees}
+    assert freed, "no intermediate buffer is ever released"
+    assert not freed & {s for s in compiled.output_slots if s is not None}
+    torch.testing.assert_close(compiled([x, w])[0], fn(x, w))

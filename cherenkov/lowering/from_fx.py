@@ -107,7 +107,10 @@ def lower_fx(gm: torch.fx.GraphModule, inputs: list, strict: bool = False,
             fake_env[fx_node] = fake_out
             env[fx_node] = _lower_call(ctx, target, args, kwargs, fake_out, report, strict)
         elif fx_node.op == "output":
-            for i, value in enumerate(ir_of(fx_node.args[0])):
+            returned = ir_of(fx_node.args[0])
+            if not isinstance(returned, (list, tuple)):
+                returned = [returned]
+            for i, value in enumerate(returned):
                 if isinstance(value, Node):
                     outputs.append(value)
                 else:

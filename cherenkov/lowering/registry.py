@@ -8,8 +8,9 @@ IR nodes. It returns an IR node (or a list of them for multi-output ops). An op 
 here, or whose lowering raises `Unsupported`, becomes an `extern` node run by PyTorch, with the
 reason recorded -- never a crash, never a wrong answer.
 
-Tensors with zero elements need no kernel: a lowering whose output (or, unless it says
-`empty_inputs=True`, one of whose inputs) has no elements declines, and the op runs as extern.
+Two kinds of tensor never reach a lowering, which then declines and the op runs as extern:
+complex ones (kernels compute on real dtypes only), and zero-element ones, which need no
+kernel (a lowering registered with `empty_inputs=True`, like cat, still sees empty inputs).
 """
 from __future__ import annotations
 
@@ -28,18 +29,20 @@ class Unsupported(Exception):
 
 
 def _is_empty(value) -> bool:
-    shape = getattr(value, "shape", None)
-    return shape is not None and any(int(s) == 0 for s in shape)
+    return any(int(s) == 0 for s in value.shape)
 
 
-def _declining_empty(fn, empty_inputs: bool):
+def _declining(fn, empty_inputs: bool):
+    """`fn`, declining complex and zero-element tensors before it sees them."""
     @functools.wraps(fn)
     def lower(ctx, *args, **kwargs):
-        outs = ctx.out if isinstance(ctx.out, (list, tuple)) else [ctx.out]
-        if any(isinstance(o, torch.Tensor) and _is_empty(o) for o in outs):
+        outs = [o for o in tree_leaves(ctx.out) if isinstance(o, torch.Tensor)]
+        ins = [v for v in tree_leaves((args, kwargs)) if getattr(v, "meta", None) is not None]
+        if any(t.dtype.is_complex for t in outs + ins):
+            raise Unsupported("complex dtypes")
+        if any(_is_empty(o) for o in outs):
             raise Unsupported("zero-element output")
-        if not empty_inputs and any(hasattr(v, "meta") and _is_empty(v)
-                                    for v in tree_leaves((args, kwargs))):
+        if not empty_inputs and any(_is_empty(v) for v in ins):
             raise Unsupported("zero-element input")
         return fn(ctx, *args, **kwargs)
     return lower
@@ -47,7 +50,7 @@ def _declining_empty(fn, empty_inputs: bool):
 
 def lowering(*targets, empty_inputs: bool = False):
     def register(fn):
-        fn = _declining_empty(fn, empty_inputs)
+        fn = _declining(fn, empty_inputs)
         for target in targets:
             if isinstance(target, torch._ops.OpOverloadPacket):
                 for name in target.overloads():

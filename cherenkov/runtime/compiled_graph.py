@@ -38,6 +38,7 @@ class CompiledGraph:
         self.n_inputs = len(graph.inputs)
         self.steps: list[Step] = []
         self._plan(fusion, kernels)
+        self._call = self.run_plan
 
     # ---- planning -------------------------------------------------------------------------
     def _slot_of(self, node: Node) -> int:
@@ -191,7 +192,16 @@ class CompiledGraph:
         return step
 
     # ---- running --------------------------------------------------------------------------
+    def use_cuda_graphs(self) -> None:
+        """Replay the plan through a CUDA graph from the third call on (see cuda_graphs.py)."""
+        from cherenkov.runtime.cuda_graphs import GraphedPlan
+        if self.device.type == "cuda":
+            self._call = GraphedPlan(self.run_plan, self.graph.name)
+
     def __call__(self, inputs: list):
+        return self._call(inputs)
+
+    def run_plan(self, inputs: list):
         env = list(inputs) + [None] * (len(self.slot) - self.n_inputs)
         for step in self.steps:
             step.run(env)
