@@ -56,13 +56,16 @@ def uses_interpreter(device: torch.device, config: Config) -> bool:
 
 def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str | None = None):
     name = name or f"graph{next(_graph_ids)}"
-    graph, report = lower_fx(gm, inputs, strict=config.strict, name=name)
+    graph, report = lower_fx(gm, inputs, strict=config.strict, name=name,
+                             route_attention=config.attention == "cherenkov")
     if config.strict:
         verify(graph)
     lowered = graph
     graph = eliminate_common_subexpressions(graph)
     device = next((t.device for t in inputs if isinstance(t, torch.Tensor)), torch.device("cpu"))
-    fusion = fuse(graph, enable=config.fusion)
+    from cherenkov import hw
+    spec = hw.current_device(device) if config.device == "auto" else hw.device(config.device)
+    fusion = fuse(graph, enable=config.fusion, device=spec)
     interpret = uses_interpreter(device, config)
     info = CompileInfo(name, externs=list(report.externs))
     kernels = {}

@@ -15,6 +15,8 @@ Every option lives in `Config`; every environment variable is read here and nowh
 |                             |                | always do)                                           |
 | CHERENKOV_CACHE_SIZE=n      | cache_size     | recompiles kept per graph for static shapes          |
 | CHERENKOV_DEVICE=name       | device         | hardware preset to plan for ("auto" = probe)         |
+| CHERENKOV_ATTENTION=name    | attention      | "cherenkov": SDPA calls run our attention kernels;   |
+|                             |                | "sdpa": PyTorch's own                                |
 """
 from __future__ import annotations
 
@@ -37,6 +39,13 @@ class Config:
     interpret: bool = field(default=False, metadata={"env": "CHERENKOV_INTERPRET"})
     cache_size: int = field(default=8, metadata={"env": "CHERENKOV_CACHE_SIZE"})
     device: str = field(default="auto", metadata={"env": "CHERENKOV_DEVICE"})
+    attention: str = field(default="cherenkov", metadata={"env": "CHERENKOV_ATTENTION"})
+
+    def __post_init__(self):
+        if self.attention not in ("cherenkov", "sdpa"):
+            raise ValueError(f"attention={self.attention!r}: expected 'cherenkov' or 'sdpa'")
+        if self.cache_size < 1:
+            raise ValueError(f"cache_size={self.cache_size}: must be at least 1")
 
     def replace(self, **changes) -> "Config":
         unknown = set(changes) - {f.name for f in fields(self)}

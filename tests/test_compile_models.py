@@ -79,3 +79,19 @@ def test_transformer_blocks(arch):
     for info in infos:
         assert not info.externs, info.externs
         assert set(info.library_calls) <= {"matmul", "attention"}
+
+
+@pytest.mark.parametrize("attention", ["cherenkov", "sdpa"])
+def test_sdpa_in_captured_graphs_routes_to_our_attention_kernels(attention, tmp_path):
+    def fn(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    q, k, v = (torch.randn(1, 2, 37, 16, requires_grad=True) for _ in range(3))
+    out = cherenkov.compile(fn, strict=True, attention=attention, dump_dir=str(tmp_path))(q, k, v)
+    g = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v), g)
+    ref = fn(q, k, v)
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
+    for a, e in zip(grads, torch.autograd.grad(ref, (q, k, v), g)):
+        torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-5)
+    text = "".join(p.read_text() for p in tmp_path.rglob("2_ir_after_cse.txt"))
+    assert ("cherenkov_flash_attention" in text) == (attention == "cherenkov")

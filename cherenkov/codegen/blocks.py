@@ -1,33 +1,123 @@
 """Block sizes, warps and persistent-vs-looped for a kernel, from the device it runs on.
 
-Rows that fit in registers are reduced persistently (one pass over memory); longer rows loop.
-The tile budget (elements per program) comes from the device: on a GPU, enough 16-byte
-vectors per thread to keep loads in flight without spilling; under the Triton interpreter
-(CPU), big tiles so that few program instances run (each costs milliseconds there).
+Everything on a GPU is derived from the hardware model (`cherenkov.hw`):
+
+- vector width: a thread loads 16 bytes at a time (8 bf16 or 4 fp32 elements), the widest
+  global access; each thread handles 2 such vectors per tile so loads stay in flight;
+- register budget: at half occupancy a thread may hold registers_per_sm / (max_threads_per_sm
+  / 2) registers (64 on Hopper); a row value lives in fp32, about LIVE_ROW_VALUES copies of it
+  at once (input, centred value, output), so a thread keeps at most 16 row elements;
+- a persistent reduction (whole row in registers, one pass over memory) is chosen when the
+  row fits in one program at that budget: max warps (1024 threads) x 16 = 16384 elements;
+  longer rows loop over r in vector-aligned RBLOCK chunks;
+- enough programs: short rows pack several per program, but never so many that fewer than
+  PROGRAMS_PER_SM programs per SM remain.
+
+Under the Triton interpreter (CPU) tiles are big instead, so few program instances run
+(each costs milliseconds there).
+
+    >>> h200 = hw.device("h200")
+    >>> gpu_blocks(32768, 4096, 2, h200)       # add + LayerNorm rows, bf16
+    BlockConfig(XBLOCK=1, RBLOCK=4096, persistent=True, num_warps=8)
+    >>> gpu_blocks(16384, 128256, 2, h200)     # cross-entropy over a 128256 vocab
+    BlockConfig(XBLOCK=1, RBLOCK=4096, persistent=False, num_warps=8)
 """
 from __future__ import annotations
 
+from cherenkov import hw
 from cherenkov.codegen.kernel_ir import Kernel
 from cherenkov.codegen.triton_renderer import BlockConfig
+
+VECTOR_BYTES = 16          # widest global load/store per thread (LDG.128)
+VECTORS_PER_THREAD = 2     # 16-byte vectors each thread handles per tile
+LIVE_ROW_VALUES = 3        # fp32 copies of a row element alive at once in a persistent row
+MAX_BLOCK_THREADS = 1024   # CUDA / HIP limit on threads per program
+POINTWISE_WARPS = 4
+LOOPED_WARPS = 8
+PROGRAMS_PER_SM = 2        # keep at least this many programs per SM when packing rows
 
 
 def next_pow2(n: int) -> int:
     return 1 << max(0, (int(n) - 1).bit_length())
 
 
-def choose_blocks(kernel: Kernel, interpret: bool, max_persistent: int = 16384,
-                  tile_elements: int = 4096) -> BlockConfig:
-    if interpret:
-        tile_elements, max_persistent = 1 << 16, 1 << 16
+def prev_pow2(n: int) -> int:
+    return 1 << max(0, int(n).bit_length() - 1)
+
+
+def element_bytes(kernel: Kernel) -> int:
+    """Size of the narrowest element type among the kernel's full-size buffers (those with a
+    value per (x, r)): it sets how many elements make one 16-byte vector."""
+    full = [b.dtype.itemsize for b in kernel.inputs + kernel.outputs
+            if b.numel >= kernel.X * kernel.R]
+    return min(full) if full else 4
+
+
+def row_elements_per_thread(spec: hw.DeviceSpec) -> int:
+    """fp32 row elements one thread may keep in registers (16 on NVIDIA datacenter GPUs)."""
+    regs = spec.registers_per_sm // max(1, spec.max_threads_per_sm // 2)
+    return prev_pow2(max(1, regs // LIVE_ROW_VALUES))
+
+
+def max_warps(spec: hw.DeviceSpec) -> int:
+    return max(1, MAX_BLOCK_THREADS // spec.warp_size)
+
+
+def persistent_capacity(spec: hw.DeviceSpec) -> int:
+    """Longest row (elements) reduced with the whole row in registers."""
+    return max_warps(spec) * spec.warp_size * row_elements_per_thread(spec)
+
+
+def gpu_blocks(X: int, R: int, elem_bytes: int, spec: hw.DeviceSpec) -> BlockConfig:
+    """Block configuration for an (X, R) domain on the GPU `spec` describes."""
+    warp = spec.warp_size
+    vec = max(1, VECTOR_BYTES // elem_bytes)
+    per_thread = min(VECTORS_PER_THREAD * vec, max(vec, row_elements_per_thread(spec)))
+    min_programs = PROGRAMS_PER_SM * spec.sm_count
+    if R == 1:
+        warps = POINTWISE_WARPS
+        xblock = warps * warp * per_thread
+        while xblock > warp * vec and -(-X // xblock) < min_programs:
+            xblock //= 2
+        warps = max(1, min(warps, xblock // (warp * vec)))
+        return BlockConfig(XBLOCK=xblock, num_warps=warps)
+    rblock = next_pow2(R)
+    if rblock > persistent_capacity(spec):
+        return BlockConfig(XBLOCK=1, RBLOCK=LOOPED_WARPS * warp * per_thread, persistent=False,
+                           num_warps=LOOPED_WARPS)
+    row_threads = max(1, rblock // per_thread)
+    if row_threads >= POINTWISE_WARPS * warp:          # a long row: one row per program
+        return BlockConfig(XBLOCK=1, RBLOCK=rblock, persistent=True,
+                           num_warps=min(max_warps(spec), row_threads // warp))
+    xblock = max(1, min(next_pow2(X), POINTWISE_WARPS * warp * per_thread // rblock))
+    while xblock > 1 and -(-X // xblock) < min_programs:
+        xblock //= 2
+    warps = max(1, min(POINTWISE_WARPS, xblock * rblock // (warp * per_thread)))
+    return BlockConfig(XBLOCK=xblock, RBLOCK=rblock, persistent=True, num_warps=warps)
+
+
+def interpreter_blocks(kernel: Kernel) -> BlockConfig:
+    """Big tiles, few programs: the Triton interpreter pays per program instance."""
+    tile_elements, max_persistent = 1 << 16, 1 << 16
     X, R = kernel.X, kernel.R
     if R == 1:
-        xblock = min(next_pow2(X), 1024 if not interpret else 1 << 16)
+        xblock = min(next_pow2(X), 1 << 16)
         return BlockConfig(XBLOCK=max(xblock, 16), num_warps=4 if xblock >= 512 else 2)
     rblock = next_pow2(R)
     persistent = rblock <= max_persistent
     if not persistent:
-        rblock = 2048 if not interpret else 1 << 14
+        rblock = 1 << 14
     xblock = max(1, min(next_pow2(X), tile_elements // rblock))
     elems = xblock * rblock
     num_warps = 16 if elems >= 16384 else 8 if elems >= 2048 else 4 if elems >= 512 else 2
     return BlockConfig(XBLOCK=xblock, RBLOCK=rblock, persistent=persistent, num_warps=num_warps)
+
+
+def choose_blocks(kernel: Kernel, interpret: bool,
+                  device: hw.DeviceSpec | None = None) -> BlockConfig:
+    """The block configuration for `kernel`: interpreter tiles, or from `device` (default:
+    the live device, `cherenkov.hw.current_device()`)."""
+    if interpret:
+        return interpreter_blocks(kernel)
+    spec = device if device is not None else hw.current_device()
+    return gpu_blocks(kernel.X, kernel.R, element_bytes(kernel), spec)

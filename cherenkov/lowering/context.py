@@ -13,8 +13,9 @@ from cherenkov.lowering.registry import Unsupported
 
 
 class LoweringContext:
-    def __init__(self, device: torch.device):
+    def __init__(self, device: torch.device, route_attention: bool = True):
         self.device = device
+        self.route_attention = route_attention   # SDPA calls to Cherenkov's attention kernels
         self.out = None          # fake output of the op being lowered
         self.target = None
 

@@ -4,11 +4,14 @@
    outputs get buffers; other elementwise and movement nodes are inlined into the kernels that
    read them (views become index arithmetic). Pure views of a buffer read by a library op or
    returned are passed as PyTorch views, never copied.
-2. Merge: kernels are merged greedily when their domains agree ((X, R) equal, or a pointwise
-   kernel of X*R or X elements joining an (X, R) reduction) and the cost model says the merged
-   kernel moves fewer bytes than the two apart -- shared inputs read once, intermediates never
-   written. A merge that would create a cycle, or that the kernel builder cannot express (a
-   reduction read at another index), is skipped.
+2. Merge: candidate pairs (sharing an input, or one reading what the other writes) are tried
+   in order of the bytes a merge would save, when their domains agree ((X, R) equal, or a
+   pointwise kernel of X*R or X elements joining an (X, R) reduction). The cost model
+   (`cherenkov.cost.kernel_time` on the device's spec: roofline plus launch overhead) decides:
+   merge when the merged kernel is predicted faster than the two apart -- shared inputs read
+   once, intermediates never written, but recomputed work counted. A merge that would create a
+   cycle, or that the kernel builder cannot express (a reduction read at another index), is
+   skipped.
 """
 from __future__ import annotations
 
@@ -87,7 +90,19 @@ def merged_domain(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int] | N
     return None
 
 
-def fuse(graph: Graph, enable: bool = True) -> FusionResult:
+def predicted_time(kernel: Kernel, device) -> float:
+    """Roofline time of a kernel: its FLOPs (one per computed element) and bytes moved."""
+    from cherenkov import cost
+    flops = sum(kernel.X * (kernel.R if kernel.levels.get(s.out) == "xr" else 1)
+                for s in kernel.body if type(s).__name__ in ("Compute", "Reduce"))
+    return cost.kernel_time(device, flops, kernel.bytes_moved())
+
+
+def fuse(graph: Graph, enable: bool = True, device=None) -> FusionResult:
+    """`device`: a `cherenkov.hw.DeviceSpec` for the cost model (default: the generic CPU)."""
+    if device is None:
+        from cherenkov import hw
+        device = hw.device("cpu")
     nodes = graph.nodes()
     users: dict[Node, list[Node]] = {}
     for n in nodes:
@@ -123,7 +138,7 @@ def fuse(graph: Graph, enable: bool = True) -> FusionResult:
         g.reads = _reads(g.members, realized, views)
     if enable:
         order = {n: i for i, n in enumerate(nodes)}
-        groups = _merge(groups, realized, views, users, outputs, order)
+        groups = _merge(groups, realized, views, users, outputs, order, device)
     for i, g in enumerate(groups):
         others = [h for h in groups if h is not g]
         g.kernel = build_kernel(g, _needed(others, users, outputs), f"k{i}")
@@ -183,9 +198,16 @@ def _bytes(node: Node) -> int:
     return node.meta.nbytes if isinstance(node.meta, TensorMeta) else 0
 
 
-def _merge(groups, realized, views, users, outputs, order):
+def _merge(groups, realized, views, users, outputs, order, device):
     group_of = {m: g for g in groups for m in g.members}
     forbidden: set[frozenset] = set()
+
+    def time_of(g: Group) -> float:
+        if g.kernel is None:
+            others = [h for h in groups if h is not g]
+            g.kernel = build_kernel(g, _needed(others, users, outputs), "probe")
+        return predicted_time(g.kernel, device)
+
     while True:
         best = None
         for a, b in _candidate_pairs(groups, group_of):
@@ -210,8 +232,12 @@ def _merge(groups, realized, views, users, outputs, order):
         merged.reads = _reads(merged.members, realized, views)
         others = [g for g in groups if g is not a and g is not b]
         try:
-            build_kernel(merged, _needed(others, users, outputs), "probe")
+            merged.kernel = build_kernel(merged, _needed(others, users, outputs), "probe")
+            apart = time_of(a) + time_of(b)
         except NotFusible:
+            forbidden.add(frozenset((a, b)))
+            continue
+        if predicted_time(merged.kernel, device) >= apart:
             forbidden.add(frozenset((a, b)))
             continue
         groups = [g for g in groups if g is not a and g is not b] + [merged]

@@ -152,10 +152,21 @@ class CompiledGraph:
         target, t_args, t_kwargs, _ = node.args
         in_slots = [self._slot_of(i) for i in node.inputs]
         out = self._slot_of(node)
+        # kernels read library outputs with the strides PyTorch's fake run promised
+        metas = node.meta if isinstance(node.meta, tuple) else (node.meta,)
+        layouts = [(m.shape, m.strides) if m is not None else None for m in metas]
+        many = isinstance(node.meta, tuple)
 
         def run(env):
             values = [env[s] for s in in_slots]
-            env[out] = target(*fill_template(t_args, values), **fill_template(t_kwargs, values))
+            result = target(*fill_template(t_args, values), **fill_template(t_kwargs, values))
+            parts = list(result) if many else [result]
+            for i, (t, layout) in enumerate(zip(parts, layouts)):
+                if layout is not None and isinstance(t, torch.Tensor) and t.numel() > 1 \
+                        and tuple(t.stride()) != layout[1]:
+                    parts[i] = torch.empty_strided(layout[0], layout[1], dtype=t.dtype,
+                                                   device=t.device).copy_(t)
+            env[out] = tuple(parts) if many else parts[0]
 
         step = Step("library", run, getattr(target, "__name__", str(target)))
         step.reads = in_slots

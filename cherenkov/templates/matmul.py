@@ -172,11 +172,11 @@ _COMPILED: dict = {}
 
 def compile_spec(spec: MatmulSpec, persistent: bool, interpret: bool):
     """The kernel for `spec` (rendered, written to the template cache, imported)."""
-    key = (spec, persistent, interpret)
+    folder = cache_root() / "templates"
+    key = (spec, persistent, interpret, str(folder))
     if key not in _COMPILED:
         source = render(spec, persistent)
         digest = hashlib.sha256(source.encode()).hexdigest()[:12]
-        folder = cache_root() / "templates"
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"matmul_{spec.tag}{'_persistent' if persistent else ''}_{digest}.py"
         if not path.exists():

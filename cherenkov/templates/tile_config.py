@@ -5,8 +5,7 @@ L2 grouping of program ids, warps, pipeline stages and whether programs loop ove
 (persistent, one program per SM). `candidates(problem, device)` draws the configs worth
 timing for one problem from the device's figures:
 
-    stages   as many (A, B) K-slices as fit the SM's shared memory (at most 5), and the
-             epilogue's (BLOCK_M, BLOCK_N) fp32 tile must fit too;
+    stages   as many (A, B) K-slices as fit the SM's shared memory (at most 5);
     warps    the fp32 accumulator must fit in registers: BLOCK_M*BLOCK_N / threads <= 128;
     blocks   not much larger than the problem (a 64-row problem gets no 256-row tile);
     ranked   by predicted waves (tiles / SMs, rounded up, so a 133-tile grid on 132 SMs

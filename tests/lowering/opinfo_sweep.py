@@ -144,6 +144,8 @@ def run_case(op, sample, kind: str, index: int) -> tuple[CaseResult, list]:
     finally:
         torch._dynamo.reset()
     infos = [info for _, info in backend.COMPILED[start:]]
+    if not infos:
+        return CaseResult(kind, index, "skip", "no graph compiled (Dynamo ran it in eager)"), []
     if any(info.externs for info in infos):
         reasons = sorted({r for info in infos for _, r in info.externs})
         return CaseResult(kind, index, "extern", "; ".join(reasons)), infos
@@ -267,6 +269,7 @@ def sweep_report(results: list[OpResult]) -> dict:
         "failed": len(failed),
         "skipped": len([r for r in lowered if r.verdict == "skip"]),
         "extern": len([r for r in results if r.verdict == "extern"]),
+        "lowered_with_kernels": len([r for r in lowered if r.kernels]),
         "pass_rate": len(passed) / max(len(passed) + len(failed), 1),
         "by_op": {
             r.name: {
@@ -295,7 +298,8 @@ def summary_table(results: list[OpResult]) -> str:
         rows.append(f"{r.name:40} {r.verdict:8} {r.count('pass'):>4} {r.count('fail'):>4} "
                     f"{r.count('skip'):>4} {r.count('extern'):>4} {r.kernels:>4}  {note[:150]}")
     rep = sweep_report(results)
-    rows.append(f"ops {rep['ops']}, lowered {rep['lowered']}: passed {rep['passed']}, failed "
+    rows.append(f"ops {rep['ops']}, lowered {rep['lowered']} ({rep['lowered_with_kernels']} "
+                f"generate kernels): passed {rep['passed']}, failed "
                 f"{rep['failed']}, skipped {rep['skipped']}; extern {rep['extern']}; "
                 f"pass rate {100 * rep['pass_rate']:.1f}%")
     return "\n".join(rows)

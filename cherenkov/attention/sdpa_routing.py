@@ -1,0 +1,75 @@
+"""SDPA calls found in captured graphs, run by Cherenkov's attention kernels.
+
+PyTorch's flash-attention aten ops (forward and backward, CUDA and CPU) are replaced one for
+one: same arguments, same outputs (the output, the natural-log row logsumexp, and empty
+placeholders for the RNG state that dropout-free attention never uses), so a forward run by
+us and a backward run by PyTorch (or the reverse) still agree. Causal or unmasked, no dropout.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from . import launch
+from .block_mask import block_mask as build_block_mask
+from .codegen import compile_mods, kernel_mode
+from .mods import causal
+
+LN2 = math.log(2.0)
+_PLANS: dict[tuple, launch.Plan] = {}
+
+
+def supported(q_shape, k_shape, v_shape, dropout_p: float, attn_mask=None) -> str | None:
+    """None if our kernels take this call, else the reason they don't."""
+    if dropout_p:
+        return "dropout"
+    if attn_mask is not None:
+        return "explicit attention mask"
+    if len(q_shape) != 4 or k_shape != v_shape or q_shape[-1] != k_shape[-1]:
+        return "shapes"
+    if q_shape[1] != k_shape[1]:
+        return "heads (GQA arrives expanded)"
+    if q_shape[-1] > 256:
+        return "heads"
+        return "head dim above 256"
+    return None
+
+
+def _plan(q, k, is_causal: bool, scale: float | None) -> launch.Plan:
+    B, H, Q_LEN, D = q.shape
+    KV_LEN = k.shape[2]
+    mode, reason = kernel_mode(q.device)
+    if mode is None:
+        raise RuntimeError(f"attention kernels unavailable: {reason}")
+    scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
+    key = (B, H, Q_LEN, KV_LEN, is_causal, scale, str(q.device), mode)
+    plan = _PLANS.get(key)
+    if plan is None:
+        mask_mod = causal if is_causal else None
+        traced, kernels = compile_mods(None, mask_mod, interpret=mode == "interpret")
+        mask = build_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, (128, 64), q.device)
+        plan = launch.Plan(kernels, traced, mask, scale, mode == "interpret")
+        if len(_PLANS) > 64:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    return plan
+
+
+def _unit(x):
+    return x if x.stride(-1) == 1 else x.contiguous()
+
+
+def forward(q, k, v, is_causal: bool, scale=None):
+    """(out, natural-log lse of shape (B, H, Q))."""
+    q, k, v = _unit(q), _unit(k), _unit(v)
+    out, lse2 = launch.forward(_plan(q, k, is_causal, scale), q, k, v, [])
+    return out, launch.natural_lse(lse2)
+
+
+def backward(do, q, k, v, out, lse, is_causal: bool, scale=None):
+    q, k, v = _unit(q), _unit(k), _unit(v)
+    lse2 = torch.where(torch.isinf(lse), float("inf"), lse / LN2)   # back to the kernels' log2
+    dq, dk, dv, _ = launch.backward(_plan(q, k, is_causal, scale), q, k, v, out.contiguous(),
+                                    lse2.contiguous(), do, [], [])
+    return dq, dk, dv

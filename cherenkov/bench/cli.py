@@ -1,0 +1,95 @@
+"""The `cherenkov bench` subcommand: run a suite, show progress, write markdown + JSON.
+
+    cherenkov bench memory                      # on the local GPU, full size
+    cherenkov bench memory --out $OUT           # results elsewhere
+    cherenkov bench memory --cpu                # tiny shapes, Triton interpreter (harness check)
+    cherenkov bench memory --smoke              # tiny shapes on the GPU
+    cherenkov bench memory --cases softmax rope --modes fwd
+
+Without a GPU and without --cpu it says so and exits 0.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+
+from cherenkov.bench.case import MODES
+from cherenkov.bench.suites import SUITES
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("suite", nargs="?", default="memory", choices=sorted(SUITES))
+    parser.add_argument("--out", default="bench/results", help="folder for the .md and .json")
+    parser.add_argument("--cpu", action="store_true",
+                        help="tiny shapes on the CPU (Triton interpreter), eager vs Cherenkov")
+    parser.add_argument("--smoke", action="store_true", help="tiny shapes (on the GPU if any)")
+    parser.add_argument("--cases", nargs="*", default=None,
+                        help="only cases whose name contains one of these (case-insensitive)")
+    parser.add_argument("--modes", nargs="*", default=list(MODES), choices=list(MODES))
+    parser.add_argument("--impls", nargs="*", default=None,
+                        help="implementations (default: eager torch.compile cherenkov; "
+                             "eager cherenkov with --cpu)")
+    parser.add_argument("--time-budget", type=float, default=330.0,
+                        help="seconds after which no new case starts (default 330)")
+    parser.add_argument("--dtype", default=None, choices=["bfloat16", "float16", "float32"],
+                        help="element type (default bfloat16; float32 with --cpu, where the "
+                             "interpreter truncates bf16 casts)")
+    parser.add_argument("--list", action="store_true", help="list the suite's cases and exit")
+
+
+def select(cases, patterns):
+    if not patterns:
+        return cases
+    pats = [p.lower() for p in patterns]
+    return [c for c in cases if any(p in c.name.lower() for p in pats)]
+
+
+def run(args) -> int:
+    from cherenkov.bench.harness import IMPLEMENTATIONS, Settings, run_suite
+    from cherenkov.bench.report import metadata, write
+    from cherenkov.bench.timing import copy_bandwidth
+    from cherenkov import hw
+
+    scale = "smoke" if (args.smoke or args.cpu) else "full"
+    dtype = getattr(torch, args.dtype or ("float32" if args.cpu else "bfloat16"))
+    cases = select(SUITES[args.suite](scale, dtype), args.cases)
+    if args.list:
+        for c in cases:
+            print(f"{c.name:28s} {c.shape:28s} modes: {', '.join(c.modes)}")
+        return 0
+    if args.cpu:
+        device = torch.device("cpu")
+    elif torch.cuda.is_available():
+        device = torch.device("cuda")
+    else:
+        print("cherenkov bench: no CUDA GPU on this machine; nothing to measure. "
+              "Use --cpu for a tiny-shape run of the harness on the Triton interpreter.")
+        return 0
+    names = args.impls or (["eager", "cherenkov"] if args.cpu
+                           else ["eager", "torch.compile", "cherenkov"])
+    unknown = [n for n in names if n not in IMPLEMENTATIONS]
+    if unknown:
+        print(f"cherenkov bench: unknown implementation(s) {unknown}; known: "
+              f"{sorted(IMPLEMENTATIONS)}", file=sys.stderr)
+        return 2
+    spec = hw.current_device(device)
+    from rich.console import Console
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn,
+                               TextColumn, TimeElapsedColumn)
+    console = Console(stderr=True)
+    console.print(f"[bold]cherenkov bench {args.suite}[/] on {spec.name} ({device}), "
+                  f"{len(cases)} cases, modes {', '.join(args.modes)}, scale {scale}")
+    copy_bw = copy_bandwidth(device, (1 << 30) if scale == "full" else (1 << 24))
+    console.print(f"copy bandwidth: {copy_bw / 1e9:.0f} GB/s")
+    settings = Settings(device=device, l2_bytes=spec.l2_bytes, time_budget_s=args.time_budget,
+                        modes=tuple(args.modes))
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                  MofNCompleteColumn(), TimeElapsedColumn(), console=console) as progress:
+        results = run_suite(cases, [IMPLEMENTATIONS[n] for n in names], settings, progress)
+    meta = metadata(device, spec, args.suite, copy_bw, scale)
+    md, js = write(results, meta, spec, args.out)
+    print(md.read_text())
+    console.print(f"wrote {md} and {js}")
+    return 0

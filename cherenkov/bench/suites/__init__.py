@@ -1,0 +1,10 @@
+"""Named benchmark suites: name -> function(scale, dtype) returning a list of Cases.
+
+    from cherenkov.bench.suites import SUITES
+    SUITES["memory"]("smoke")      # the memory-bound kernels at tiny shapes
+"""
+from __future__ import annotations
+
+from cherenkov.bench.suites import memory
+
+SUITES = {"memory": memory.cases}

@@ -1,0 +1,61 @@
+"""Timing: median time of a thunk after warm-up, on a CUDA device or the CPU, and the copy
+bandwidth of the same device measured in the same run (the 100% every kernel is compared to).
+
+On CUDA, `triton.testing.do_bench(..., return_mode="median")` (CUDA events, L2 flushed before
+every call). Inputs small enough to sit in L2 are rotated among several copies anyway, so a
+kernel never reads what the previous call left in cache.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from typing import Callable
+
+import torch
+
+
+def cuda_median_s(fn: Callable[[], object], warmup_ms: int = 25, rep_ms: int = 100) -> float:
+    from triton.testing import do_bench
+    return do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median") / 1e3
+
+
+def cpu_median_s(fn: Callable[[], object], reps: int = 3) -> float:
+    fn()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def median_s(fn: Callable[[], object], device: torch.device) -> float:
+    return cuda_median_s(fn) if device.type == "cuda" else cpu_median_s(fn)
+
+
+def copies_for(nbytes: int, l2_bytes: float, max_copies: int = 8) -> int:
+    """How many input copies to rotate so that consecutive calls never share L2: enough that
+    the copies together span twice the L2, at most max_copies; one when a copy alone does."""
+    if nbytes <= 0:
+        return 1
+    return max(1, min(max_copies, math.ceil(2 * l2_bytes / nbytes)))
+
+
+def rotating(call: Callable[[tuple], object], copies: list[tuple]) -> Callable[[], object]:
+    """A thunk that calls `call` on the next input copy each time."""
+    state = [0]
+
+    def thunk():
+        inputs = copies[state[0] % len(copies)]
+        state[0] += 1
+        return call(inputs)
+    return thunk
+
+
+def copy_bandwidth(device: torch.device, nbytes: int) -> float:
+    """Bytes moved per second (read + written) by a device-to-device copy of nbytes."""
+    src = torch.empty(nbytes // 2, dtype=torch.bfloat16, device=device).fill_(1)
+    dst = torch.empty_like(src)
+    seconds = median_s(lambda: dst.copy_(src), device)
+    return 2 * src.numel() * src.element_size() / seconds

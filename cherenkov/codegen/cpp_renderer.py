@@ -1,0 +1,329 @@
+"""Kernel IR → readable C++: OpenMP-parallel rows, vectorizable loops over each row.
+
+One `extern "C"` function per kernel, its parameters the buffers (inputs then outputs, in
+`Kernel.inputs + Kernel.outputs` order). The loop nest reads the value levels directly:
+
+    void k0(const float* __restrict in_0, float* __restrict out_0) {
+      #pragma omp parallel for num_threads(ck_num_threads)
+      for (int64_t x = 0; x < 8; ++x) {             // level "x": one scalar per row
+        // stage 0: reductions over the row
+        float t1_acc = -inf; ...
+        #pragma omp simd reduction(max:t1_acc) ...
+        for (int64_t r = 0; r < 16; ++r) { ... }     // level "xr": computed inside the r loop
+        const float t1 = ...;
+        // stage 1: ...
+      }
+    }
+
+Level "c" values are computed once before the parallel loop. Reductions are staged like the
+Triton renderer's looped mode: a reduction whose input needs an earlier reduction's result runs
+in a later loop over r, and each loop recomputes the xr values it needs -- the same statements,
+so the same numerics as every other stage. Index expressions address each input from the
+start of its storage (they include the storage offset); outputs are contiguous.
+"""
+from __future__ import annotations
+
+import torch
+
+from cherenkov.codegen import indexing as ix
+from cherenkov.codegen.cpp_ops import (cast_expr, literal, load_expr, register_type,
+                                       render_op, storage_type, store_expr)
+from cherenkov.codegen.kernel_ir import (Cast, Compute, Constant, IndexValue, Kernel, Load,
+                                         Reduce, Store)
+from cherenkov.ir.ops import Op
+
+PARALLEL_MIN_ELEMENTS = 1 << 15     # below this, thread start-up costs more than it saves
+_RANK = {"c": 0, "x": 1, "xr": 2}
+_SIMD_CLAUSE = {Op.SUM: "+", Op.PROD: "*", Op.MAX: "max", Op.MIN: "min", Op.ANY: "||",
+                Op.ALL: "&&"}
+
+
+class _Renderer:
+    def __init__(self, kernel: Kernel):
+        self.k = kernel
+        self.names = {b.name: f"in_{i}" for i, b in enumerate(kernel.inputs)}
+        self.names.update({b.name: f"out_{i}" for i, b in enumerate(kernel.outputs)})
+        self.buffer_dtype = {b.name: b.dtype for b in kernel.inputs + kernel.outputs}
+        self.stmt_of = {getattr(s, "out", None): s for s in kernel.body}
+        self.lines: list[str] = []
+
+    # ---- levels and stages ----------------------------------------------------------------
+    def index_level(self, e: ix.Lin) -> str:
+        names = ix.variables(e)
+        if "r" in names or any(self.k.levels.get(n) == "xr" for n in names):
+            return "xr"
+        if "x" in names or any(self.k.levels.get(n) == "x" for n in names):
+            return "x"
+        return "c"
+
+    def placement(self, s) -> str:
+        """Where a statement runs: before the row loop ("c"), per row ("x"), per element."""
+        if isinstance(s, Reduce):
+            return "x"
+        if isinstance(s, Store):
+            level = max(self.k.levels.get(s.src, "c"), self.index_level(s.index), key=_RANK.get)
+            return "x" if level == "c" else level        # a store always runs per row
+        return self.k.levels[s.out]
+
+    def stages(self) -> dict[int, int]:
+        """Statement position -> stage: how many reductions precede it on any dependency path."""
+        by_value: dict[str, int] = {}
+        stage: dict[int, int] = {}
+        for i, s in enumerate(self.k.body):
+            st = max([by_value.get(d, 0) for d in _deps(s)] + [0])
+            if isinstance(s, Reduce):
+                st += 1
+            stage[i] = st
+            if getattr(s, "out", None):
+                by_value[s.out] = st
+        return stage
+
+    # ---- whole kernel ---------------------------------------------------------------------
+    def render(self) -> str:
+        k = self.k
+        params = [f"const {storage_type(b.dtype)}* __restrict {self.names[b.name]}"
+                  for b in k.inputs]
+        params += [f"{storage_type(b.dtype)}* __restrict {self.names[b.name]}" for b in k.outputs]
+        self.lines.append(f"// kernel {k.name}: {k.X} rows x {k.R} reduction elements, "
+                          f"{k.fused_ops} fused ops")
+        for text in str(k).splitlines()[1:]:
+            self.lines.append(f"//   {text.strip().rstrip('#').rstrip()}")
+        self.lines.append(f'extern "C" void {k.name}({", ".join(params)}) {{')
+        body = k.body
+        consts = [s for s in body if self.placement(s) == "c"]
+        if consts:
+            self.lines.append("  // values constant over the whole kernel")
+            for s in consts:
+                self.stmt(s, "  ")
+        if k.X * k.R >= PARALLEL_MIN_ELEMENTS and k.X > 1:
+            self.lines.append("  #pragma omp parallel for num_threads(ck_num_threads) "
+                              "schedule(static)")
+        self.lines.append(f"  for (int64_t x = 0; x < {k.X}; ++x) {{")
+        self.row("    ")
+        self.lines.append("  }")
+        self.lines.append("}")
+        return "\n".join(self.lines) + "\n"
+
+    def row(self, ind: str) -> None:
+        """The body of one row: per stage, its row-level work, then one loop over r."""
+        k = self.k
+        stage = self.stages()
+        placed = [(i, s, self.placement(s)) for i, s in enumerate(k.body)]
+        last = max(stage.values(), default=0)
+        for st in range(last + 1):
+            row_work = [s for i, s, p in placed if p == "x" and stage[i] == st and
+                        not (isinstance(s, Reduce) and k.levels.get(s.src) == "xr")]
+            sinks = [s for i, s, p in placed if (
+                isinstance(s, Store) and p == "xr" and stage[i] == st) or (
+                isinstance(s, Reduce) and k.levels.get(s.src) == "xr" and stage[i] == st + 1)]
+            if not row_work and not sinks:
+                continue
+            if last:
+                self.lines.append(f"{ind}// stage {st}")
+            for s in row_work:
+                if isinstance(s, Reduce):
+                    self.reduce_row_value(s, ind)
+                else:
+                    self.stmt(s, ind)
+            if sinks:
+                self.loop(sinks, ind)
+
+    def loop(self, sinks: list, ind: str) -> None:
+        """One pass over r: recompute the xr values the sinks need, fold or store them."""
+        k = self.k
+        needed: set[str] = set()
+        stack = [d for s in sinks for d in _deps(s)]
+        while stack:
+            d = stack.pop()
+            if d in needed or k.levels.get(d) != "xr":
+                continue
+            needed.add(d)
+            stack.extend(_deps(self.stmt_of[d]))
+        reductions = [s for s in sinks if isinstance(s, Reduce)]
+        clauses = []
+        for s in reductions:
+            clauses += self.init_acc(s, ind)
+        scalar = any(s.op in (Op.ARGMAX, Op.ARGMIN) for s in reductions)
+        if scalar:
+            self.lines.append(f"{ind}// argmax/argmin: a scalar scan keeps the first extreme index")
+        else:
+            self.lines.append(f"{ind}#pragma omp simd" + "".join(f" reduction({c})" for c in clauses))
+        self.lines.append(f"{ind}for (int64_t r = 0; r < {k.R}; ++r) {{")
+        inner = ind + "  "
+        for s in k.body:
+            if getattr(s, "out", None) in needed:
+                self.stmt(s, inner)
+        for s in sinks:
+            if isinstance(s, Reduce):
+                self.update_acc(s, inner)
+            else:
+                self.stmt(s, inner)
+        self.lines.append(f"{ind}}}")
+        for s in reductions:
+            self.finish_acc(s, ind)
+
+    # ---- statements -----------------------------------------------------------------------
+    def index(self, e: ix.Lin) -> str:
+        """C++ for an index expression; floor division/modulo made explicit where C differs."""
+        e = ix.as_lin(e)
+        parts = []
+        for a, c in e.terms:
+            if isinstance(a, (ix.Var, ix.Dyn)):
+                text = a.name
+            else:
+                inner = self.index(a.expr)
+                nonneg = ix.rng(a.expr)[0] >= 0
+                if isinstance(a, ix.Div):
+                    text = f"({inner}) / {a.divisor}" if nonneg else \
+                        f"ck_floordiv_i<int64_t, int64_t>({inner}, {a.divisor})"
+                else:
+                    text = f"({inner}) % {a.divisor}" if nonneg else \
+                        f"ck_mod_i<int64_t, int64_t>({inner}, {a.divisor})"
+                text = f"({text})"
+            parts.append(text if c == 1 else f"{text} * {c}")
+        if e.const or not parts:
+            parts.append(str(e.const))
+        return " + ".join(parts).replace("+ -", "- ")
+
+    def declare(self, ind: str, out: str, text: str) -> None:
+        self.lines.append(f"{ind}const {register_type(self.k.dtypes[out])} {out} = {text};")
+
+    def stmt(self, s, ind: str) -> None:
+        k, out = self.k, getattr(s, "out", None)
+        if isinstance(s, Load):
+            dtype = self.buffer_dtype[s.buffer]
+            elem = load_expr(f"{self.names[s.buffer]}[{self.index(s.index)}]", dtype)
+            if s.mask:       # masked-off elements read as 0 and touch no memory
+                elem = f"{s.mask} ? {elem} : {register_type(k.dtypes[out])}(0)"
+            self.declare(ind, out, elem)
+        elif isinstance(s, IndexValue):
+            self.declare(ind, out, self.index(s.index))
+        elif isinstance(s, Constant):
+            self.declare(ind, out, literal(s.value, s.dtype))
+        elif isinstance(s, Compute):
+            arg_dtypes = [k.dtypes[a] for a in s.args]
+            self.declare(ind, out, render_op(s.op, list(s.args), k.dtypes[out], arg_dtypes))
+        elif isinstance(s, Cast):
+            self.declare(ind, out, cast_expr(s.src, k.dtypes[s.src], s.dtype))
+        elif isinstance(s, Store):
+            dtype = self.buffer_dtype[s.buffer]
+            self.lines.append(f"{ind}{self.names[s.buffer]}[{self.index(s.index)}] = "
+                              f"{store_expr(s.src, dtype)};")
+        else:
+            raise TypeError(f"unexpected statement {s!r}")
+
+    # ---- reductions -----------------------------------------------------------------------
+    def acc_type(self, s: Reduce) -> str:
+        if s.op in (Op.ANY, Op.ALL):
+            return "bool"
+        if s.op in (Op.ARGMAX, Op.ARGMIN):
+            return register_type(self.k.dtypes[s.src])
+        return register_type(self.k.dtypes[s.out])
+
+    def tracks_nan(self, s: Reduce) -> bool:
+        """A float max/min keeps a NaN flag beside its accumulator (NaN wins, as in PyTorch)."""
+        return s.op in (Op.MAX, Op.MIN) and self.k.dtypes[s.src].is_floating_point
+
+    def init_acc(self, s: Reduce, ind: str) -> list[str]:
+        """Declare the accumulators of `s`; return its `omp simd` reduction clauses."""
+        t, a = self.acc_type(s), f"{s.out}_acc"
+        floating = t in ("float", "double")
+        if s.op in (Op.ARGMAX, Op.ARGMIN):
+            start = "-" if s.op == Op.ARGMAX else ""
+            fill = f"{start}std::numeric_limits<{t}>::infinity()" if floating else \
+                f"std::numeric_limits<{t}>::{'lowest' if s.op == Op.ARGMAX else 'max'}()"
+            self.lines += [f"{ind}{t} {a} = {fill};", f"{ind}int64_t {s.out}_idx = 0;"]
+            return []
+        if s.op in (Op.MAX, Op.MIN):
+            if floating:
+                sign = "-" if s.op == Op.MAX else ""
+                fill = f"{sign}std::numeric_limits<{t}>::infinity()"
+            else:
+                fill = f"std::numeric_limits<{t}>::{'lowest' if s.op == Op.MAX else 'max'}()"
+            self.lines.append(f"{ind}{t} {a} = {fill};")
+            clauses = [f"{_SIMD_CLAUSE[s.op]}:{a}"]
+            if self.tracks_nan(s):      # NaN propagates, as in PyTorch: track it beside the max/min
+                self.lines.append(f"{ind}bool {s.out}_nan = false;")
+                clauses.append(f"||:{s.out}_nan")
+            return clauses
+        fill = {Op.SUM: "0", Op.PROD: "1", Op.ANY: "false", Op.ALL: "true"}[s.op]
+        self.lines.append(f"{ind}{t} {a} = {fill};")
+        return [f"{_SIMD_CLAUSE[s.op]}:{a}"]
+
+    def as_type(self, value: str, ctype: str) -> str:
+        same = register_type(self.k.dtypes[value]) == ctype
+        return value if same else f"static_cast<{ctype}>({value})"
+
+    def update_acc(self, s: Reduce, ind: str) -> None:
+        a, v, t = f"{s.out}_acc", s.src, self.acc_type(s)
+        floating = self.k.dtypes[s.src].is_floating_point
+        if s.op in (Op.ARGMAX, Op.ARGMIN):
+            cmp = ">" if s.op == Op.ARGMAX else "<"
+            take = f"{v} {cmp} {a}" + (f" || ({v} != {v} && {a} == {a})" if floating else "")
+            self.lines.append(f"{ind}if ({take}) {{ {a} = {v}; {s.out}_idx = r; }}")
+        elif s.op in (Op.MAX, Op.MIN):
+            cmp = ">" if s.op == Op.MAX else "<"
+            self.lines.append(f"{ind}{a} = {v} {cmp} {a} ? {self.as_type(v, t)} : {a};")
+            if self.tracks_nan(s):
+                self.lines.append(f"{ind}{s.out}_nan = {s.out}_nan || ({v} != {v});")
+        elif s.op == Op.SUM:
+            self.lines.append(f"{ind}{a} += {self.as_type(v, t)};")
+        elif s.op == Op.PROD:
+            self.lines.append(f"{ind}{a} *= {self.as_type(v, t)};")
+        elif s.op == Op.ANY:
+            self.lines.append(f"{ind}{a} = {a} || ({v} != 0);")
+        else:
+            self.lines.append(f"{ind}{a} = {a} && ({v} != 0);")
+
+    def finish_acc(self, s: Reduce, ind: str) -> None:
+        a = f"{s.out}_acc"
+        if s.op in (Op.ARGMAX, Op.ARGMIN):
+            self.declare(ind, s.out, f"{s.out}_idx")
+        elif self.tracks_nan(s):
+            t = self.acc_type(s)
+            self.declare(ind, s.out, f"{s.out}_nan ? std::numeric_limits<{t}>::quiet_NaN() : {a}")
+        else:
+            self.declare(ind, s.out, a)
+
+    def reduce_row_value(self, s: Reduce, ind: str) -> None:
+        """A reduction of a value constant along r: R copies of it, combined."""
+        v, R = s.src, self.k.R
+        t = register_type(self.k.dtypes[s.out])
+        if s.op == Op.SUM:
+            text = f"static_cast<{t}>({v}) * static_cast<{t}>({R})"
+        elif s.op == Op.PROD:
+            self.lines.append(f"{ind}{t} {s.out}_acc = 1;")
+            self.lines.append(f"{ind}for (int64_t r = 0; r < {R}; ++r) {s.out}_acc *= {v};")
+            text = f"{s.out}_acc"
+        elif s.op in (Op.ARGMAX, Op.ARGMIN):
+            text = "0"
+        elif s.op in (Op.ANY, Op.ALL):
+            text = f"({v} != 0)"
+        else:
+            text = v
+        self.declare(ind, s.out, text)
+
+
+def _deps(s) -> list[str]:
+    if isinstance(s, Load):
+        deps = [s.mask] if s.mask else []
+        return deps + sorted(ix.variables(s.index) - {"x", "r"})
+    if isinstance(s, IndexValue):
+        return sorted(ix.variables(s.index) - {"x", "r"})
+    if isinstance(s, Compute):
+        return list(s.args)
+    if isinstance(s, (Cast, Reduce)):
+        return [s.src]
+    if isinstance(s, Store):
+        return [s.src] + sorted(ix.variables(s.index) - {"x", "r"})
+    return []
+
+
+def render_cpp(kernel: Kernel) -> str:
+    """C++ source of one kernel: an `extern "C" void <kernel.name>(buffers...)` function.
+
+    It needs `cpp_ops.PRELUDE` above it (helpers and `ck_num_threads`); `cpp_build` puts one
+    prelude and every kernel of a graph into one translation unit."""
+    if not kernel.name.isidentifier():
+        raise ValueError(f"kernel name {kernel.name!r} is not a C identifier")
+    return _Renderer(kernel).render()

@@ -1,0 +1,86 @@
+"""Lowerings of PyTorch's flash-attention ops: ATTENTION library nodes that run Cherenkov's
+attention kernels (`cherenkov/attention/sdpa_routing.py`) when the call is one they support
+(no dropout, no explicit mask); otherwise PyTorch's own op runs, with the reason recorded.
+"""
+from __future__ import annotations
+
+import torch
+
+from cherenkov.ir.ops import Op
+from cherenkov.lowering.library import library_node
+from cherenkov.lowering.registry import Unsupported, lowering
+
+aten = torch.ops.aten
+
+
+def _placeholders(fake_out, start: int):
+    """Outputs past (out, lse) as the aten op returns them, for a dropout-free call."""
+    made = []
+    for f in fake_out[start:]:
+        if isinstance(f, torch.Tensor):
+            made.append(("tensor", tuple(int(s) for s in f.shape), f.dtype))
+        else:
+            made.append(("value", int(f) if f is not None else None, None))
+    return made
+
+
+def _rebuild(placeholders, device):
+    return tuple(torch.empty(shape, dtype=dtype, device=device) if kind == "tensor" else shape
+                 for kind, shape, dtype in placeholders)
+
+
+def _route(ctx, q, k, v, dropout_p, attn_mask=None):
+    if not ctx.route_attention:
+        raise Unsupported("attention routing off (config attention='sdpa')")
+    from cherenkov.attention.sdpa_routing import supported
+    reason = supported(q.shape, k.shape, v.shape, dropout_p, attn_mask)
+    if reason:
+        raise Unsupported(f"attention kernels do not take this call: {reason}")
+
+
+@lowering(aten._scaled_dot_product_flash_attention.default)
+def _flash_cuda(ctx, q, k, v, dropout_p=0.0, is_causal=False, return_debug_mask=False,
+                scale=None):
+    _route(ctx, q, k, v, dropout_p)
+    rest = _placeholders(ctx.out, 2)
+    device = ctx.device
+
+    def cherenkov_flash_attention(q, k, v):
+        from cherenkov.attention.sdpa_routing import forward
+        out, lse = forward(q, k, v, is_causal, scale)
+        return (out, lse) + _rebuild(rest, device)
+    return library_node(cherenkov_flash_attention, (q, k, v), {}, ctx.out, op=Op.ATTENTION)
+
+
+@lowering(aten._scaled_dot_product_flash_attention_backward.default)
+def _flash_cuda_backward(ctx, do, q, k, v, out, lse, cum_q, cum_k, max_q, max_k, dropout_p,
+                         is_causal, philox_seed, philox_offset, scale=None):
+    _route(ctx, q, k, v, dropout_p)
+
+    def cherenkov_flash_attention_backward(do, q, k, v, out, lse):
+        from cherenkov.attention.sdpa_routing import backward
+        return backward(do, q, k, v, out, lse, is_causal, scale)
+    return library_node(cherenkov_flash_attention_backward, (do, q, k, v, out, lse), {},
+                        ctx.out, op=Op.ATTENTION)
+
+
+@lowering(aten._scaled_dot_product_flash_attention_for_cpu.default)
+def _flash_cpu(ctx, q, k, v, dropout_p=0.0, is_causal=False, attn_mask=None, scale=None):
+    _route(ctx, q, k, v, dropout_p, attn_mask)
+
+    def cherenkov_flash_attention(q, k, v):
+        from cherenkov.attention.sdpa_routing import forward
+        return forward(q, k, v, is_causal, scale)
+    return library_node(cherenkov_flash_attention, (q, k, v), {}, ctx.out, op=Op.ATTENTION)
+
+
+@lowering(aten._scaled_dot_product_flash_attention_for_cpu_backward.default)
+def _flash_cpu_backward(ctx, do, q, k, v, out, lse, dropout_p, is_causal, attn_mask=None,
+                        scale=None):
+    _route(ctx, q, k, v, dropout_p, attn_mask)
+
+    def cherenkov_flash_attention_backward(do, q, k, v, out, lse):
+        from cherenkov.attention.sdpa_routing import backward
+        return backward(do, q, k, v, out, lse, is_causal, scale)
+    return library_node(cherenkov_flash_attention_backward, (do, q, k, v, out, lse), {},
+                        ctx.out, op=Op.ATTENTION)

@@ -1,0 +1,67 @@
+"""One Triton kernel for a chunk of logits: loss per row and, in the same launch, d loss/d logits.
+
+One program per row (token). Pass 1 walks the vocabulary in BLOCK_V slices keeping an online
+max and sum of exponentials (fp32, whatever the logits' dtype), and picks the target's logit:
+
+    lse  = max + log(sum exp(x - max))          loss = lse - x[target]   (0 if ignored)
+
+Pass 2 (WRITE_GRAD) overwrites the logits in place with the unscaled gradient
+
+    dlogits = softmax(x) - onehot(target)       (a row of zeros if target == ignore_index)
+
+so the chunk's logits buffer becomes its gradient without another allocation; the caller
+scales by 1/n_valid and grad_output later (the gradient is linear in that factor).
+"""
+from __future__ import annotations
+
+import torch
+
+from cherenkov.runtime.loader import load_module
+
+SOURCE = '''"""Cherenkov cross-entropy rows kernel (see cherenkov/templates/cross_entropy_kernel.py)."""
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def cross_entropy_rows(logits_ptr, stride_row, targets_ptr, loss_ptr, V, ignore_index,
+                       WRITE_GRAD: tl.constexpr, BLOCK_V: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    base = logits_ptr + row * stride_row
+    target = tl.load(targets_ptr + row)
+    valid = target != ignore_index
+    safe_target = tl.where(valid, target, 0)
+    m = -float("inf")
+    s = 0.0
+    for start in range(0, V, BLOCK_V):
+        cols = start + tl.arange(0, BLOCK_V)
+        x = tl.load(base + cols, mask=cols < V, other=-float("inf")).to(tl.float32)
+        m_new = tl.maximum(m, tl.max(x, axis=0))
+        s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
+        m = m_new
+    lse = m + tl.log(s)
+    target_logit = tl.load(base + safe_target).to(tl.float32)
+    tl.store(loss_ptr + row, tl.where(valid, lse - target_logit, 0.0))
+    if WRITE_GRAD:
+        keep = tl.where(valid, 1.0, 0.0)
+        for start in range(0, V, BLOCK_V):
+            cols = start + tl.arange(0, BLOCK_V)
+            x = tl.load(base + cols, mask=cols < V, other=0.0).to(tl.float32)
+            p = tl.exp(x - lse) - tl.where(cols == safe_target, 1.0, 0.0)
+            tl.store(base + cols, (p * keep).to(logits_ptr.dtype.element_ty), mask=cols < V)
+'''
+
+
+def cross_entropy_rows(logits: torch.Tensor, targets: torch.Tensor, loss: torch.Tensor,
+                       ignore_index: int, write_grad: bool) -> None:
+    """logits (rows, V), unit column stride; targets (rows,) int; loss (rows,) fp32 (written).
+    With write_grad the logits are replaced by softmax - onehot (rows of ignored targets: 0)."""
+    rows, vocab = logits.shape
+    if rows == 0:
+        return
+    assert logits.stride(1) == 1, "cross_entropy_rows needs unit stride along the vocabulary"
+    interpret = logits.device.type == "cpu"
+    kernel = load_module(SOURCE, interpret).cross_entropy_rows
+    block_v = 32 if interpret else min(4096, max(128, 1 << (vocab - 1).bit_length()))
+    kernel[(rows,)](logits, logits.stride(0), targets, loss, vocab, ignore_index,
+                    WRITE_GRAD=write_grad, BLOCK_V=block_v, num_warps=1 if interpret else 8)

@@ -1,0 +1,287 @@
+"""The C++ renderer and build, against eager: each function is traced and lowered, fused, and
+every kernel of its graph rendered to C++, built into one library and run through the same
+execution plan (`CompiledGraph`) the Triton kernels use."""
+import shutil
+import subprocess
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from cherenkov.capture.decompositions import decomposition_table
+from cherenkov.codegen.cpp_ops import PRELUDE
+from cherenkov.codegen.cpp_renderer import render_cpp
+from cherenkov.codegen.triton_renderer import RenderedKernel
+from cherenkov.lowering.from_fx import lower_fx
+from cherenkov.passes.cse import eliminate_common_subexpressions
+from cherenkov.passes.fusion import fuse
+from cherenkov.runtime import cpp_build
+from cherenkov.runtime.compiled_graph import CompiledGraph
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
+                                reason="no C++ compiler")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def fresh_cache(tmp_path_factory):
+    """Every run compiles from scratch into its own cache folder."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("CHERENKOV_CACHE_DIR", str(tmp_path_factory.mktemp("cherenkov_cache")))
+    yield
+    mp.undo()
+
+
+class _Launch:
+    """What CompiledGraph expects of a kernel: `fn[grid](*tensors, **launch)`."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __getitem__(self, grid):
+        return self.fn
+
+
+def lower(fn, *args):
+    gm = make_fx(fn, decomposition_table=decomposition_table())(*args)
+    graph, _ = lower_fx(gm, list(args), strict=True)
+    graph = eliminate_common_subexpressions(graph)
+    return graph, fuse(graph)
+
+
+def run_cpp(fn, *args):
+    """fn(*args) with every kernel in C++; returns (outputs, kernels)."""
+    graph, fusion = lower(fn, *args)
+    kernels = [g.kernel for g in fusion.groups]
+    built = cpp_build.compile_graph_kernels(kernels)
+    plan = {}
+    for g in fusion.groups:
+        k = g.kernel
+        rendered = RenderedKernel(k.name, built[k.name].source,
+                                  [b.name for b in k.inputs + k.outputs], 1, 0)
+        plan[g] = (rendered, _Launch(built[k.name]), None, {})
+    outs = CompiledGraph(graph, fusion, plan, torch.device("cpu"))(list(args))
+    return outs, kernels
+
+
+def check(fn, *args, rtol=1e-5, atol=1e-5, reference=None):
+    outs, kernels = run_cpp(fn, *args)
+    expected = (reference or fn)(*args)
+    expected = list(expected) if isinstance(expected, (tuple, list)) else [expected]
+    assert len(outs) == len(expected)
+    for got, want in zip(outs, expected):
+        torch.testing.assert_close(got, want, rtol=rtol, atol=atol, equal_nan=True)
+    assert kernels, "nothing ran as a generated kernel"
+    return kernels
+
+
+# ---- pointwise ------------------------------------------------------------------------------
+
+def test_pointwise_chain_with_views_is_one_kernel():
+    fn = lambda x, y: (x.t().sin() * 2 + y).relu().reshape(-1)  # noqa: E731
+    kernels = check(fn, torch.randn(7, 5), torch.randn(5, 7))
+    assert len(kernels) == 1
+
+
+def test_strided_input_with_storage_offset():
+    base = torch.randn(9, 12)
+    view = base[2:, 1::2]                          # offset 25, strides (12, 2)
+    check(lambda v: v.exp() * 3 - 1, view)
+
+
+def test_casts_round_and_compare():
+    x = torch.randn(33) * 50
+    fn = lambda x: ((x.to(torch.bfloat16).float() - x), (x > 0).to(torch.int32) + 3,  # noqa: E731
+                    x.to(torch.int64), x.to(torch.float16).to(torch.float64))
+    check(fn, x, rtol=0, atol=0)
+
+
+def test_isnan_isinf_where_maximum_propagate_nan():
+    x = torch.tensor([1.0, float("nan"), float("inf"), -float("inf"), -2.0, 0.5])
+    y = torch.tensor([float("nan"), 2.0, 1.0, 0.0, -3.0, 0.25])
+    fn = lambda x, y: (torch.where(torch.isnan(x) | torch.isinf(x), 0.0, x) * 2,  # noqa: E731
+                       torch.maximum(x, y), torch.minimum(x, y), torch.sign(x))
+    check(fn, x, y, rtol=0, atol=0)
+
+
+def test_integer_floor_division_and_remainder_with_negatives():
+    a = torch.randint(-50, 50, (40,))
+    b = torch.randint(1, 7, (40,)) * torch.where(torch.rand(40) < 0.5, -1, 1)
+    fn = lambda a, b: (torch.div(a, b, rounding_mode="floor"), a % b,  # noqa: E731
+                       torch.div(a, b, rounding_mode="trunc"), torch.fmod(a, b), a * b - 7)
+    check(fn, a, b, rtol=0, atol=0)
+
+
+def test_float_floor_division_and_remainder():
+    a, b = torch.randn(64) * 10, torch.randn(64) * 3
+    fn = lambda a, b: (torch.div(a, b, rounding_mode="floor"), torch.remainder(a, b),  # noqa: E731
+                       torch.fmod(a, b))
+    check(fn, a, b, rtol=1e-6, atol=1e-6)
+
+
+def test_cat_and_pad_use_masked_loads():
+    a, b = torch.randn(5, 3), torch.randn(5, 4)
+    fn = lambda a, b: (torch.cat([a, b], 1) * 2, F.pad(a, (1, 2, 0, 1), value=3.0) + 1)  # noqa: E731
+    check(fn, a, b)
+
+
+def test_gather_and_index_with_runtime_indices():
+    src = torch.randn(6, 10)
+    idx = torch.randint(0, 10, (6, 4))
+    rows = torch.tensor([5, -1, 0, 2, -6])          # negative indices wrap, as in eager
+    fn = lambda s, i, r: (torch.gather(s, 1, i) + 1, s[r] * 2)  # noqa: E731
+    check(fn, src, idx, rows)
+
+
+def test_embedding_then_layernorm():
+    table, ids = torch.randn(50, 24), torch.randint(0, 50, (3, 7))
+    check(lambda t, i: F.layer_norm(F.embedding(i, t), (24,)), table, ids)
+
+
+# ---- reductions -----------------------------------------------------------------------------
+
+def test_softmax_and_log_softmax_non_power_of_two():
+    x = torch.randn(5, 37)
+    kernels = check(lambda x: (torch.softmax(x, -1), torch.log_softmax(x, -1)), x)
+    assert any(k.R == 37 for k in kernels)
+
+
+def test_layer_norm_forward():
+    x, r = torch.randn(6, 80), torch.randn(6, 80)
+    w, b = torch.randn(80), torch.randn(80)
+    kernels = check(lambda x, r, w, b: F.layer_norm(x + r, (80,), w, b), x, r, w, b)
+    assert len(kernels) == 1
+
+
+def test_layer_norm_backward_column_reductions():
+    x, w, b, g = torch.randn(9, 40), torch.randn(40), torch.randn(40), torch.randn(9, 40)
+
+    def grads(x, w, b, g):
+        x, w, b = (t.detach().requires_grad_() for t in (x, w, b))
+        return torch.autograd.grad(F.layer_norm(x, (40,), w, b), (x, w, b), g)
+    check(grads, x, w, b, g, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("R", [1, 7, 100, 1000])
+def test_reductions_over_odd_lengths(R):
+    x = torch.randn(3, R)
+    fn = lambda x: (x.sum(-1), x.amax(-1), x.amin(-1), (x > 0).any(-1), (x > -3).all(-1),  # noqa: E731
+                    (x * 0.1 + 1).prod(-1), x.mean(0), x.var(-1, unbiased=False))
+    check(fn, x, rtol=1e-5, atol=1e-5)
+
+
+def test_max_propagates_nan_and_integer_sum():
+    x = torch.randn(4, 9)
+    x[1, 3] = float("nan")
+    n = torch.randint(-100, 100, (4, 9))
+    check(lambda x, n: (x.amax(-1), x.amin(-1), n.sum(-1), n.amax(-1)), x, n, rtol=0, atol=0)
+
+
+def test_argmax_argmin_take_the_first_extreme():
+    x = torch.randint(0, 4, (6, 11)).float()        # many ties
+    x[2, 5] = float("nan")                           # NaN wins, as in eager
+    n = torch.randint(-3, 3, (6, 11))
+    check(lambda x, n: (x.argmax(-1), x.argmin(-1), n.argmax(-1), n.argmin(-1)), x, n,
+          rtol=0, atol=0)
+
+
+def test_reduced_value_stored_at_every_element():
+    x = torch.randn(4, 8)
+    check(lambda x: (x - x.mean(-1, keepdim=True), x.sum(-1, keepdim=True) + torch.zeros(4, 8)), x)
+
+
+# ---- low precision --------------------------------------------------------------------------
+
+def test_bf16_inputs_accumulate_in_fp32_and_round_once():
+    a, b = torch.randn(8, 50).bfloat16(), torch.randn(8, 50).bfloat16()
+    fn = lambda a, b: ((a * b).sum(-1), torch.softmax(a, -1), (a.exp() + b) * 0.5)  # noqa: E731
+    # fused, each output is rounded to bf16 once, from fp32 math on the bf16 inputs
+    ref = lambda a, b: tuple(o.bfloat16() for o in fn(a.float(), b.float()))  # noqa: E731
+    check(fn, a, b, reference=ref, rtol=1e-2, atol=1e-2)
+    outs, _ = run_cpp(fn, a, b)
+    torch.testing.assert_close(outs[2], ref(a, b)[2], rtol=0, atol=0)   # pointwise: exact
+
+
+def test_fp16_and_bf16_conversions_are_exact_both_ways():
+    """The helpers against PyTorch on every 16-bit pattern, with and without _Float16."""
+    tc = cpp_build.find_toolchain()
+    src = PRELUDE + '''
+extern "C" void widen(const uint16_t* h, float* f16, float* bf16, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) { f16[i] = ck_f16_to_f(h[i]); bf16[i] = ck_bf16_to_f(h[i]); }
+}
+extern "C" void narrow(const float* f, uint16_t* f16, uint16_t* bf16, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) { f16[i] = ck_f_to_f16(f[i]); bf16[i] = ck_f_to_bf16(f[i]); }
+}
+'''
+    bits = torch.arange(65536, dtype=torch.int32).to(torch.int16)
+    floats = torch.cat([torch.randn(20000) * 10 ** torch.randint(-9, 6, (20000,)).float(),
+                        torch.tensor([65504.0, 65520.0, 65519.99, 1e-8, -0.0, float("inf")])])
+    for extra in ([], ["-DCK_NO_FLOAT16"]):
+        folder = cpp_build.cache_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        cpp, lib = folder / f"conv{len(extra)}.cpp", folder / f"conv{len(extra)}.so"
+        cpp.write_text(src)
+        subprocess.run([tc.compiler, *tc.flags, *extra, str(cpp), "-o", str(lib)], check=True)
+        dll = cpp_build.load_library(lib)
+        f16, bf16 = torch.empty(65536), torch.empty(65536)
+        dll.widen(*[ctypes_ptr(t) for t in (bits, f16, bf16)], 65536)
+        torch.testing.assert_close(f16, bits.view(torch.float16).float(), rtol=0, atol=0,
+                                   equal_nan=True)
+        torch.testing.assert_close(bf16, bits.view(torch.bfloat16).float(), rtol=0, atol=0,
+                                   equal_nan=True)
+        n = len(floats)
+        h, b = torch.empty(n, dtype=torch.int16), torch.empty(n, dtype=torch.int16)
+        dll.narrow(*[ctypes_ptr(t) for t in (floats, h, b)], n)
+        assert torch.equal(h, floats.half().view(torch.int16))
+        assert torch.equal(b, floats.bfloat16().view(torch.int16))
+
+
+def ctypes_ptr(t):
+    import ctypes
+    return ctypes.c_void_p(t.data_ptr())
+
+
+# ---- source, build cache and errors ---------------------------------------------------------
+
+def test_source_is_readable_openmp_cpp():
+    _, fusion = lower(lambda x: torch.softmax(x, -1), torch.randn(256, 300))
+    source = render_cpp(fusion.groups[0].kernel)
+    assert 'extern "C" void k0(const float* __restrict in_0, float* __restrict out_0)' in source
+    assert "#pragma omp parallel for" in source and "#pragma omp simd reduction(+:" in source
+    assert source.count("for (int64_t r = 0; r < 300; ++r)") == 3      # max, sum, store
+
+
+def test_second_build_compiles_nothing():
+    _, fusion = lower(lambda x: x.cos() + 2, torch.randn(10))
+    kernels = [g.kernel for g in fusion.groups]
+    cpp_build.compile_graph_kernels(kernels)
+    before = dict(cpp_build.STATS)
+    built = cpp_build.compile_graph_kernels(kernels)
+    assert cpp_build.STATS["compiled"] == before["compiled"]
+    assert cpp_build.STATS["loaded_from_disk"] == before["loaded_from_disk"] + 1
+    x, out = torch.randn(10), torch.empty(10)
+    built[kernels[0].name](x, out)
+    torch.testing.assert_close(out, x.cos() + 2)
+
+
+def test_missing_compiler_is_a_clear_error():
+    _, fusion = lower(lambda x: x + 1, torch.randn(4))
+    with pytest.raises(cpp_build.CppBuildError, match=r"no C\+\+ compiler found"):
+        cpp_build.compile_graph_kernels([g.kernel for g in fusion.groups],
+                                        compiler="/nonexistent/g++")
+
+
+def test_failing_compiler_is_a_clear_error():
+    _, fusion = lower(lambda x: x + 1, torch.randn(4))
+    with pytest.raises(cpp_build.CppBuildError, match="cannot build"):
+        cpp_build.compile_graph_kernels([g.kernel for g in fusion.groups], compiler="false")
+
+
+def test_wrong_arguments_are_rejected():
+    _, fusion = lower(lambda x: x + 1, torch.randn(4))
+    k = fusion.groups[0].kernel
+    fn = cpp_build.compile_graph_kernels([k])[k.name]
+    with pytest.raises(TypeError, match="expected a CPU"):
+        fn(torch.randn(4).double(), torch.empty(4))
+    with pytest.raises(ValueError, match="storage"):
+        fn(torch.randn(3), torch.empty(4))
