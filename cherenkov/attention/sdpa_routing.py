@@ -20,8 +20,12 @@ LN2 = math.log(2.0)
 _PLANS: dict[tuple, launch.Plan] = {}
 
 
-def supported(q_shape, k_shape, v_shape, dropout_p: float, attn_mask=None) -> str | None:
+def supported(q_shape, k_shape, v_shape, dropout_p: float, attn_mask=None, dtype=None,
+              device=None) -> str | None:
     """None if our kernels take this call, else the reason they don't."""
+    if device is not None and device.type == "cuda" and dtype not in (torch.bfloat16,
+                                                                      torch.float16):
+        return "fp32 on the GPU (the tensor-core kernels are tuned for bf16/fp16)"
     if dropout_p:
         return "dropout"
     if attn_mask is not None:

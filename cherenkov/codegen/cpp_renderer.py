@@ -34,6 +34,7 @@ from cherenkov.ir.ops import Op
 
 PARALLEL_MIN_ELEMENTS = 1 << 15     # below this, thread start-up costs more than it saves
 _RANK = {"c": 0, "x": 1, "xr": 2}
+ATOMIC_TYPES = {torch.float32, torch.float64, torch.int64, torch.int32}
 _SIMD_CLAUSE = {Op.SUM: "+", Op.PROD: "*", Op.MAX: "max", Op.MIN: "min", Op.ANY: "||",
                 Op.ALL: "&&"}
 
@@ -78,6 +79,11 @@ class _Renderer:
                 by_value[s.out] = st
         return stage
 
+    def serial(self) -> bool:
+        """Scatter-adds into types OpenMP cannot update atomically run the rows in order."""
+        return any(isinstance(s, Store) and s.atomic_add and
+                   self.buffer_dtype[s.buffer] not in ATOMIC_TYPES for s in self.k.body)
+
     # ---- whole kernel ---------------------------------------------------------------------
     def render(self) -> str:
         k = self.k
@@ -95,7 +101,9 @@ class _Renderer:
             self.lines.append("  // values constant over the whole kernel")
             for s in consts:
                 self.stmt(s, "  ")
-        if k.X * k.R >= PARALLEL_MIN_ELEMENTS and k.X > 1:
+        if self.serial():
+            self.lines.append("  // serial: adds into 16-bit or bool elements are not atomic")
+        elif k.X * k.R >= PARALLEL_MIN_ELEMENTS and k.X > 1:
             self.lines.append("  #pragma omp parallel for num_threads(ck_num_threads) "
                               "schedule(static)")
         self.lines.append(f"  for (int64_t x = 0; x < {k.X}; ++x) {{")
@@ -146,6 +154,8 @@ class _Renderer:
         scalar = any(s.op in (Op.ARGMAX, Op.ARGMIN) for s in reductions)
         if scalar:
             self.lines.append(f"{ind}// argmax/argmin: a scalar scan keeps the first extreme index")
+        elif any(isinstance(s, Store) and s.atomic_add for s in sinks):
+            self.lines.append(f"{ind}// scatter-add: lanes may hit one element, so no simd")
         else:
             self.lines.append(f"{ind}#pragma omp simd" + "".join(f" reduction({c})" for c in clauses))
         self.lines.append(f"{ind}for (int64_t r = 0; r < {k.R}; ++r) {{")
@@ -205,6 +215,15 @@ class _Renderer:
             self.declare(ind, out, render_op(s.op, list(s.args), k.dtypes[out], arg_dtypes))
         elif isinstance(s, Cast):
             self.declare(ind, out, cast_expr(s.src, k.dtypes[s.src], s.dtype))
+        elif isinstance(s, Store) and s.atomic_add:
+            dtype = self.buffer_dtype[s.buffer]
+            target = f"{self.names[s.buffer]}[{self.index(s.index)}]"
+            if dtype in ATOMIC_TYPES:       # rows may collide on one element: add atomically
+                self.lines.append(f"{ind}#pragma omp atomic")
+                self.lines.append(f"{ind}{target} += {s.src};")
+            else:                           # the row loop runs serially (see `serial`)
+                value = f"{load_expr(target, dtype)} + {s.src}"
+                self.lines.append(f"{ind}{target} = {store_expr(value, dtype)};")
         elif isinstance(s, Store):
             dtype = self.buffer_dtype[s.buffer]
             self.lines.append(f"{ind}{self.names[s.buffer]}[{self.index(s.index)}] = "

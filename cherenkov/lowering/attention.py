@@ -33,7 +33,7 @@ def _route(ctx, q, k, v, dropout_p, attn_mask=None):
     if not ctx.route_attention:
         raise Unsupported("attention routing off (config attention='sdpa')")
     from cherenkov.attention.sdpa_routing import supported
-    reason = supported(q.shape, k.shape, v.shape, dropout_p, attn_mask)
+    reason = supported(q.shape, k.shape, v.shape, dropout_p, attn_mask, q.dtype, q.meta.device)
     if reason:
         raise Unsupported(f"attention kernels do not take this call: {reason}")
 

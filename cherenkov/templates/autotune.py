@@ -37,6 +37,7 @@ class TuneResult:
     best: TileConfig | str
     timings_ms: dict[str, float] = field(default_factory=dict)   # str(config) -> median ms
     rejected: dict[str, str] = field(default_factory=dict)        # str(config) -> why
+    configs: dict[str, TileConfig] = field(default_factory=dict)  # str(config) -> config
 
 
 def _layout(t: torch.Tensor) -> str:
@@ -147,6 +148,7 @@ def tune(spec: MatmulSpec, a, b, operands, row_scale=None, col_scale=None, out_d
         bar.advance(task)
         best_ms = cublas_ms
         for cfg in configs:
+            result.configs[str(cfg)] = cfg
             bar.update(task, now=str(cfg))
             try:
                 fn = lambda: launch(spec, cfg, a, b, out, operands, row_scale, col_scale)  # noqa: E731

@@ -5,7 +5,7 @@ L2 grouping of program ids, warps, pipeline stages and whether programs loop ove
 (persistent, one program per SM). `candidates(problem, device)` draws the configs worth
 timing for one problem from the device's figures:
 
-    stages   as many (A, B) K-slices as fit the SM's shared memory (at most 5);
+    stages   as many (A, B) K-slices as fit the SM's shared memory (at most 4);
     warps    the fp32 accumulator must fit in registers: BLOCK_M*BLOCK_N / threads <= 128;
     blocks   not much larger than the problem (a 64-row problem gets no 256-row tile);
     ranked   by predicted waves (tiles / SMs, rounded up, so a 133-tile grid on 132 SMs
@@ -23,7 +23,7 @@ from cherenkov.hw.spec import DeviceSpec
 BLOCK_MN = (64, 128, 256)
 BLOCK_K = (32, 64)
 WARPS = (4, 8)
-MAX_STAGES = 5
+MAX_STAGES = 4
 MAX_ACC_REGS_PER_THREAD = 128
 
 
@@ -103,7 +103,7 @@ def candidates(device: DeviceSpec, batch: int, m: int, n: int, k: int, in_bytes:
         work = c.block_m * c.block_n
         intensity = c.block_m * c.block_n / (c.block_m + c.block_n)
         fill = tiles / (waves * device.sm_count)
-        return (-(fill * intensity) / 1.0, -work, c.block_k, c.num_warps)
+        return (-(fill * intensity), -work, -c.block_k, c.num_warps)
 
     found.sort(key=score)
     # keep variety: at most two (warps, stages, bk) variants of each block shape

@@ -11,7 +11,9 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from cherenkov.capture.decompositions import decomposition_table
 from cherenkov.codegen.cpp_ops import PRELUDE
+from cherenkov.codegen import indexing as ix
 from cherenkov.codegen.cpp_renderer import render_cpp
+from cherenkov.codegen.kernel_ir import Buffer, Kernel, Load, Store
 from cherenkov.codegen.triton_renderer import RenderedKernel
 from cherenkov.lowering.from_fx import lower_fx
 from cherenkov.passes.cse import eliminate_common_subexpressions
@@ -236,6 +238,32 @@ extern "C" void narrow(const float* f, uint16_t* f16, uint16_t* bf16, int64_t n)
         assert torch.equal(b, floats.bfloat16().view(torch.int16))
 
 
+def test_vectorizable_exp_and_tanh_match_eager():
+    """ck_exp / ck_tanh (plain arithmetic, so loops vectorize) within 2 ulp of PyTorch."""
+    tc = cpp_build.find_toolchain()
+    src = PRELUDE + """
+extern "C" void unary(const float* x, float* e, float* t, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) { e[i] = ck_exp(x[i]); t[i] = ck_tanh(x[i]); }
+}
+"""
+    folder = cpp_build.cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "unary.cpp").write_text(src)
+    subprocess.run([tc.compiler, *tc.flags, str(folder / "unary.cpp"), "-o",
+                    str(folder / "unary.so")], check=True)
+    dll = cpp_build.load_library(folder / "unary.so")
+    x = torch.cat([torch.linspace(-110, 95, 200001), torch.randn(10000) * 1e-3,
+                   torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan"),
+                                 88.72, 88.73, -87.4, -103.9, -104.0, 1e-30])])
+    e, t = torch.empty_like(x), torch.empty_like(x)
+    dll.unary(*[ctypes_ptr(v) for v in (x, e, t)], len(x))
+    for got, want in ((e, x.exp()), (t, x.tanh())):
+        ulp = (want.double().abs() * 2.0 ** -23).clamp_min(2.0 ** -149)
+        err = ((got.double() - want.double()).abs() / ulp).nan_to_num(0.0)
+        assert err.max() <= 2.0
+        assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.isinf(), want.isinf())
+
+
 def ctypes_ptr(t):
     import ctypes
     return ctypes.c_void_p(t.data_ptr())
@@ -285,3 +313,36 @@ def test_wrong_arguments_are_rejected():
         fn(torch.randn(4).double(), torch.empty(4))
     with pytest.raises(ValueError, match="storage"):
         fn(torch.randn(3), torch.empty(4))
+
+
+def test_scatter_add_and_index_put_accumulate():
+    base, src = torch.randn(5, 6), torch.randn(8, 6)
+    rows = torch.tensor([0, 4, 4, 1, 0, 4, 2, -1])         # repeated rows accumulate
+    idx = torch.randint(0, 5, (8, 6))
+    fn = lambda b, s, r, i: (b.index_put((r,), s, accumulate=True),  # noqa: E731
+                             torch.scatter_add(b, 0, i, s))
+    kernels = check(fn, base, src, rows, idx)
+    assert any(getattr(s, "atomic_add", False) for k in kernels for s in k.body)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.int32, torch.float64])
+def test_hand_built_scatter_add_kernel(dtype):
+    """out[idx[x]] += val[x]: atomic for 32/64-bit elements (many rows, all threads, heavy
+    collisions), a serial row loop for 16-bit ones (few rows: bf16 sums stay exact)."""
+    n = 40 if dtype == torch.bfloat16 else 1 << 16
+    x = ix.var("x", n)
+    k = Kernel("scatter", n, 1, inputs=[Buffer("idx", torch.int64, n), Buffer("val", dtype, n)],
+               outputs=[Buffer("out", dtype, 7)])
+    k.body = [Load("i", "idx", x), Load("v", "val", x),
+              Store("out", ix.dyn("i", 0, 6), "v", atomic_add=True)]
+    k.dtypes = {"i": torch.int64, "v": dtype}
+    k.levels = {"i": "x", "v": "x"}
+    source = render_cpp(k)
+    assert ("#pragma omp atomic" in source) == (dtype != torch.bfloat16)
+    fn = cpp_build.compile_graph_kernels([k])["scatter"]
+    idx = torch.randint(0, 7, (n,))
+    val = torch.randint(-4, 5, (n,)).to(dtype)          # small integers: exact in every dtype
+    out = torch.ones(7, dtype=dtype)
+    fn(idx, val, out)
+    expected = torch.ones(7, dtype=torch.float64).index_add(0, idx, val.double())
+    assert torch.equal(out.double(), expected)

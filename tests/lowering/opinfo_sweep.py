@@ -1,18 +1,19 @@
 """The OpInfo sweep: PyTorch's own op database, compiled by Cherenkov and compared with eager.
 
-For one OpInfo (`torch.testing._internal.common_methods_invocations.op_db`) and a few of its
+For one OpInfo (`torch.testing._internal.common_methods_invocations.op_db`) and its first few
 sample inputs, `sweep_op` compiles `fn(*tensors) = op(sample.input, *sample.args,
 **sample.kwargs)` with `cherenkov.compile(fn, strict=True)` and compares with eager:
 
-    fp32 forward      every op whose fp32 graphs have no extern node ("lowered")
+    fp32 forward      always (int64/bool for ops without fp32 support)
     fp32 backward     grads of the inputs, where the op supports autograd
     bf16 forward      where the op supports bf16
 
-An op is "lowered" when at least one of its forward samples compiles with no `extern` node;
-a case whose graphs hold an extern (a lowering declined: zero-element tensors, an op with no
-lowering) is counted as `extern`, not compared. An op none of whose samples lowers is reported
-as `extern` (with the ops that ran as extern) and its other cases are not run. `summary_table` prints
-passed/failed/skipped counts by op; `sweep_report` is the same as a JSON-able dict.
+An op is "lowered" when at least one forward sample compiles with no `extern` node. A case
+whose graphs hold an extern (a lowering declined: zero-element or complex tensors, an op with
+no lowering) is counted as `extern`, not compared; one that Dynamo runs in eager (a graph
+break around the whole op) is skipped. An op none of whose samples lowers is reported as
+`extern` with the ops that ran as extern. `summary_table` prints passed/failed/skipped counts
+by op; `sweep_report` is the same as a JSON-able dict.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 
 import cherenkov  # noqa: F401 -- before anything imports triton: picks the interpreter on CPU
 import torch
-from torch.utils._pytree import tree_flatten, tree_unflatten
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from cherenkov import backend
 
@@ -29,7 +30,7 @@ FP32_TOL = dict(rtol=1e-4, atol=1e-5)
 BF16_TOL = dict(rtol=2e-2, atol=2e-2)
 GRAD_TOL = dict(rtol=1e-3, atol=1e-4)
 
-# ~25 representative ops run by default: (OpInfo name, variant_test_name)
+# representative ops run by default: (OpInfo name, variant_test_name)
 FAST_OPS = [
     ("add", ""), ("mul", ""), ("div", "no_rounding_mode"), ("div", "trunc_rounding"),
     ("div", "floor_rounding"), ("exp", ""), ("tanh", ""), ("sigmoid", ""), ("where", ""),
@@ -37,8 +38,8 @@ FAST_OPS = [
     ("softmax", ""), ("log_softmax", ""), ("nn.functional.layer_norm", ""),
     ("nn.functional.gelu", ""), ("nn.functional.silu", ""), ("cat", ""), ("stack", ""),
     ("permute", ""), ("transpose", ""), ("expand", ""), ("narrow", ""), ("slice", ""),
-    ("index_select", ""), ("gather", ""), ("nn.functional.embedding", ""), ("constant_pad_nd", ""), ("flip", ""),
-    ("repeat", ""),
+    ("index_select", ""), ("gather", ""), ("nn.functional.embedding", ""),
+    ("constant_pad_nd", ""), ("flip", ""), ("repeat", ""),
 ]
 
 
@@ -85,8 +86,12 @@ def find_ops(names=None):
 
 # ---- one case ----------------------------------------------------------------------------
 
-def _as_function(op, sample):
-    """fn(*tensors) applying `op` to `sample`, and the sample's tensors in order."""
+def _as_function(op, sample, materialize: bool = False):
+    """fn(*tensors) applying `op` to `sample`, and the sample's tensors in order.
+
+    `materialize` multiplies each non-bool tensor output by 1: a view op's compiled graph
+    otherwise computes nothing (AOTAutograd replays output views itself), and the product
+    makes Cherenkov generate the kernel that reads through the view's index arithmetic."""
     leaves, spec = tree_flatten((sample.input, sample.args, sample.kwargs))
     positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
 
@@ -95,8 +100,15 @@ def _as_function(op, sample):
         for i, t in zip(positions, tensors):
             filled[i] = t
         x, args, kwargs = tree_unflatten(filled, spec)
-        return sample.output_process_fn_grad(op(x, *args, **kwargs))
+        out = sample.output_process_fn_grad(op(x, *args, **kwargs))
+        return tree_map(_times_one, out) if materialize else out
     return fn, [leaves[i] for i in positions]
+
+
+def _times_one(value):
+    if isinstance(value, torch.Tensor) and value.dtype != torch.bool:
+        return value * 1
+    return value
 
 
 def _fresh(tensors):
@@ -121,9 +133,9 @@ def _grads(fn, tensors, cotangent_seed=0):
     return [torch.zeros_like(w) if g is None else g for g, w in zip(grads, wrt)]
 
 
-def run_case(op, sample, kind: str, index: int) -> tuple[CaseResult, list]:
+def run_case(op, sample, kind: str, index: int, materialize: bool = False):
     """Compile `op` on `sample`, compare with eager; returns the result and the CompileInfos."""
-    fn, tensors = _as_function(op, sample)
+    fn, tensors = _as_function(op, sample, materialize)
     backward = kind.endswith("backward")
     tol = BF16_TOL if kind.startswith("bf16") else (GRAD_TOL if backward else FP32_TOL)
     run = _grads if backward else (lambda f, ts: f(*ts))
@@ -224,21 +236,27 @@ def sweep_op(op, samples_per_case: int = 2, backward: bool = True, bf16: bool = 
     if _is_random(op, fn, tensors):
         result.cases.append(CaseResult(kind, 0, "skip", "random op"))
         return result
-    for i, sample in enumerate(samples):
-        case, infos = run_case(op, sample, kind, i)
-        result.kernels += sum(len(info.kernels) for info in infos)
-        result.externs |= {name for info in infos for name, _ in info.externs}
-        result.cases.append(case)
-    # lowered: at least one sample compiled with no extern (others may decline, e.g. empty ones)
-    result.lowered = any(c.status in ("pass", "fail") for c in result.cases)
+    materialize = False
+    for attempt in range(2):
+        for i, sample in enumerate(samples):
+            case, infos = run_case(op, sample, kind, i, materialize)
+            result.kernels += sum(len(info.kernels) for info in infos)
+            result.externs |= {name for info in infos for name, _ in info.externs}
+            result.cases.append(case)
+        # lowered: one sample compiled with no extern (others may decline, e.g. empty ones)
+        result.lowered = any(c.status in ("pass", "fail") for c in result.cases)
+        if not result.lowered or result.kernels or attempt:
+            break
+        materialize = True          # a view op: compare again with its output materialized
+        result.cases = []
     if not result.lowered:
         return result
     if backward and op.supports_autograd and dtype == torch.float32:
         for i, sample in enumerate(_samples(op, torch.float32, True, samples_per_case)):
-            result.cases.append(run_case(op, sample, "fp32_backward", i)[0])
+            result.cases.append(run_case(op, sample, "fp32_backward", i, materialize)[0])
     if bf16 and op.supports_dtype(torch.bfloat16, "cpu") and dtype == torch.float32:
         for i, sample in enumerate(_samples(op, torch.bfloat16, False, samples_per_case)):
-            result.cases.append(run_case(op, sample, "bf16_forward", i)[0])
+            result.cases.append(run_case(op, sample, "bf16_forward", i, materialize)[0])
     return result
 
 

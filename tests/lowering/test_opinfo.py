@@ -20,8 +20,14 @@ from . import opinfo_sweep as sweep
 SLOW = os.environ.get("CHERENKOV_SLOW_TESTS", "").strip().lower() in ("1", "true", "yes", "on")
 REPORT = os.environ.get("CHERENKOV_OPINFO_REPORT")
 
-# Fast-subset ops that fail for a reason outside the lowerings, with the reason (see report).
-KNOWN_FAILURES: dict[tuple[str, str], str] = {}
+# Fast-subset ops that fail for a reason outside the lowerings (strict xfail: remove the entry
+# when the fix lands).
+_CONST_STORE = ("fusion/renderer: a constant output (zeros grad of x) stored from the reduction "
+                "kernel of its sibling is broadcast to [XBLOCK, 1] against rindex [1, RBLOCK]")
+KNOWN_FAILURES: dict[tuple[str, str], str] = {
+    ("div", "trunc_rounding"): _CONST_STORE,
+    ("div", "floor_rounding"): _CONST_STORE,
+}
 
 _FAST_RESULTS: list = []
 

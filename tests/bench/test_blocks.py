@@ -1,0 +1,81 @@
+"""cherenkov/codegen/blocks.py: block choice from the hardware model (belongs in
+tests/codegen/test_blocks.py; kept here because tests/bench is this work's test folder)."""
+import pytest
+import torch
+
+from cherenkov import hw
+from cherenkov.codegen.blocks import (choose_blocks, element_bytes, gpu_blocks,
+                                      interpreter_blocks, persistent_capacity,
+                                      row_elements_per_thread)
+from cherenkov.codegen.kernel_ir import Buffer, Kernel
+
+H200 = hw.device("h200")
+
+
+def _kernel(X, R, dtype=torch.bfloat16):
+    return Kernel("k", X, R, inputs=[Buffer("a", dtype, X * R), Buffer("w", dtype, R)],
+                  outputs=[Buffer("o", dtype, X * R)])
+
+
+def test_register_budget_from_the_h200_preset():
+    # 65536 registers / (2048 threads / 2) = 64 per thread; / 3 live values -> 16 elements
+    assert row_elements_per_thread(H200) == 16
+    assert persistent_capacity(H200) == 32 * 32 * 16     # 32 warps x 32 lanes x 16
+
+
+def test_layernorm_row_4096_bf16_is_persistent_with_16_byte_vectors():
+    cfg = choose_blocks(_kernel(32768, 4096), interpret=False, device=H200)
+    assert cfg.persistent and cfg.RBLOCK == 4096 and cfg.XBLOCK == 1
+    threads = cfg.num_warps * 32
+    assert cfg.RBLOCK // threads == 16                   # two 16-byte vectors of bf16 each
+    assert -(-32768 // cfg.XBLOCK) >= 2 * H200.sm_count
+
+
+@pytest.mark.parametrize("vocab", [50304, 128256])
+def test_vocab_rows_loop_with_vectorized_chunks(vocab):
+    cfg = choose_blocks(_kernel(16384, vocab), interpret=False, device=H200)
+    assert not cfg.persistent and cfg.XBLOCK == 1
+    per_thread = cfg.RBLOCK // (cfg.num_warps * 32)
+    assert per_thread % 8 == 0                           # whole 16-byte bf16 vectors
+    assert cfg.RBLOCK < vocab
+
+
+def test_fp32_rows_use_4_element_vectors():
+    cfg = gpu_blocks(32768, 4096, 4, H200)
+    assert cfg.persistent and cfg.RBLOCK // (cfg.num_warps * 32) == 8   # two fp32 vectors
+
+
+def test_short_rows_pack_but_keep_programs_for_every_sm():
+    cfg = gpu_blocks(1 << 20, 64, 2, H200)
+    assert cfg.persistent and cfg.XBLOCK > 1
+    assert cfg.XBLOCK * cfg.RBLOCK // (cfg.num_warps * 32) <= 16
+    few = gpu_blocks(300, 64, 2, H200)
+    assert -(-300 // few.XBLOCK) >= min(300, 2 * H200.sm_count)
+
+
+def test_pointwise_tiles_are_whole_vectors_and_fill_the_sms():
+    big = gpu_blocks(32768 * 4096, 1, 2, H200)
+    assert big.XBLOCK % (big.num_warps * 32 * 8) == 0
+    small = gpu_blocks(4096, 1, 2, H200)
+    assert small.XBLOCK >= 32 * 8 and small.XBLOCK % (small.num_warps * 32 * 8) == 0
+    assert small.XBLOCK < big.XBLOCK
+
+
+def test_a_device_with_fewer_registers_loops_sooner():
+    small = H200.replace(registers_per_sm=32768)
+    assert row_elements_per_thread(small) == 8
+    assert gpu_blocks(32768, 16384, 2, H200).persistent
+    assert not gpu_blocks(32768, 16384, 2, small).persistent
+
+
+def test_element_bytes_from_full_size_buffers():
+    k = Kernel("k", 16, 128, inputs=[Buffer("a", torch.bfloat16, 16 * 128),
+                                     Buffer("stat", torch.float32, 16)],
+               outputs=[Buffer("o", torch.float32, 16 * 128)])
+    assert element_bytes(k) == 2
+
+
+def test_interpreter_keeps_big_tiles():
+    cfg = choose_blocks(_kernel(8, 64), interpret=True)
+    assert cfg == interpreter_blocks(_kernel(8, 64))
+    assert cfg.XBLOCK == 8 and cfg.RBLOCK == 64 and cfg.persistent

@@ -1,0 +1,59 @@
+"""cherenkov/bench/cli.py: the `cherenkov bench` subcommand, through cherenkov.cli.main."""
+import json
+import subprocess
+
+import torch
+
+from cherenkov.bench import report
+from cherenkov.cli import main
+
+
+def test_without_a_gpu_it_says_so_and_exits_0(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert main(["bench", "memory", "--out", str(tmp_path)]) == 0
+    assert "no CUDA GPU" in capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_list_shows_full_size_cases(capsys):
+    assert main(["bench", "memory", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "32768x4096 bfloat16" in out and "16384x128256 bfloat16" in out
+    assert "(8, 4096, 32, 128)" in out
+
+
+def test_cpu_run_writes_results(tmp_path, capsys):
+    code = main(["bench", "memory", "--cpu", "--cases", "swiglu", "--out", str(tmp_path)])
+    assert code == 0
+    [js] = tmp_path.glob("*_memory_cpu.json")
+    data = json.loads(js.read_text())
+    assert [(r["case"], r["mode"]) for r in data["rows"]] == [
+        ("SwiGLU silu(a)*b", "fwd"), ("SwiGLU silu(a)*b", "fwd+bwd")]
+    for r in data["rows"]:
+        assert set(r["impls"]) == {"eager", "cherenkov"}
+        assert r["impls"]["cherenkov"]["check"]["passed"]
+        assert r["predicted_s"] > 0 and r["impls"]["cherenkov"]["GBps"] > 0
+    assert data["summary"]["measured"] == 2
+    assert "SwiGLU" in capsys.readouterr().out
+
+
+def test_unknown_implementation_is_refused(tmp_path):
+    assert main(["bench", "memory", "--cpu", "--impls", "tvm", "--out", str(tmp_path)]) == 2
+
+
+def test_time_budget_skips_what_has_not_started(tmp_path):
+    main(["bench", "memory", "--cpu", "--cases", "softmax", "--time-budget", "-1",
+          "--out", str(tmp_path)])
+    [js] = tmp_path.glob("*.json")
+    rows = json.loads(js.read_text())["rows"]
+    assert len(rows) == 2 and all(r["skipped"] == "time budget spent" for r in rows)
+
+
+def test_commit_falls_back_to_the_environment(monkeypatch):
+    def no_git(*args, **kwargs):
+        raise OSError("no git here")
+    monkeypatch.setattr(subprocess, "run", no_git)
+    monkeypatch.setenv("CHERENKOV_COMMIT", "feedbee")
+    assert report.commit() == "feedbee"
+    monkeypatch.delenv("CHERENKOV_COMMIT")
+    assert report.commit() == "unknown"
