@@ -71,7 +71,7 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
     kernels = {}
     sources = []
     for group in fusion.groups:
-        cfg = choose_blocks(group.kernel, interpret)
+        cfg = choose_blocks(group.kernel, interpret, device=spec)
         rendered = render_triton(group.kernel, cfg)
         module = load_module(PRELUDE + "\n\n" + rendered.source, interpret)
         fn = getattr(module, rendered.name)

@@ -101,11 +101,16 @@ class _Renderer:
             self.lines.append("  // values constant over the whole kernel")
             for s in consts:
                 self.stmt(s, "  ")
+        # a pointwise kernel's rows are its elements: vectorize across them too
+        simd = " simd" if k.R == 1 and not any(isinstance(s, Store) and s.atomic_add
+                                                for s in body) else ""
         if self.serial():
             self.lines.append("  // serial: adds into 16-bit or bool elements are not atomic")
         elif k.X * k.R >= PARALLEL_MIN_ELEMENTS and k.X > 1:
-            self.lines.append("  #pragma omp parallel for num_threads(ck_num_threads) "
+            self.lines.append(f"  #pragma omp parallel for{simd} num_threads(ck_num_threads) "
                               "schedule(static)")
+        elif simd:
+            self.lines.append("  #pragma omp simd")
         self.lines.append(f"  for (int64_t x = 0; x < {k.X}; ++x) {{")
         self.row("    ")
         self.lines.append("  }")

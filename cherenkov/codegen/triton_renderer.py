@@ -191,8 +191,30 @@ class _Renderer:
         return RenderedKernel(k.name, source, [b.name for b in k.inputs + k.outputs], grid,
                               cfg.num_warps)
 
+    def online_pairs(self) -> dict[str, Reduce]:
+        """sum(exp(a - max(a))) reductions -> their max: computed together in one pass over r
+        (running max, rescaled running sum), as online softmax does."""
+        pairs = {}
+        for s in self.k.body:
+            if not (isinstance(s, Reduce) and s.op == Op.SUM):
+                continue
+            e = self.stmt_of.get(s.src)
+            if not (isinstance(e, Compute) and e.op == Op.EXP):
+                continue
+            d = self.stmt_of.get(e.args[0])
+            if not (isinstance(d, Compute) and d.op == Op.SUB):
+                continue
+            m = self.stmt_of.get(d.args[1])
+            if (isinstance(m, Reduce) and m.op == Op.MAX and m.src == d.args[0]
+                    and self.k.levels[m.src] == "xr"
+                    and self.k.dtypes[m.src] in (torch.float32, torch.float16, torch.bfloat16)):
+                pairs[s.out] = m
+        return pairs
+
     def looped(self) -> None:
         k = self.k
+        self.pairs = self.online_pairs()
+        self.paired_max = {m.out: s for s, m in self.pairs.items()}
         stage: dict[str, int] = {}
         for s in k.body:
             out = getattr(s, "out", None)
@@ -200,10 +222,14 @@ class _Renderer:
             st = max([stage.get(d, 0) for d in deps] + [0])
             if isinstance(s, Reduce):
                 st += 1
+            if out in self.pairs:
+                st = stage[self.pairs[out].out]
             if out:
                 stage[out] = st
         sinks: dict[int, list] = {}
         for s in k.body:
+            if isinstance(s, Reduce) and s.out in self.pairs:
+                continue                          # rides along with its max
             if isinstance(s, Reduce) and k.levels[s.src] == "xr":
                 sinks.setdefault(stage[s.src], []).append(s)
             elif isinstance(s, Store) and k.levels.get(s.src) == "xr":
@@ -213,6 +239,8 @@ class _Renderer:
             for s in k.body:      # x-level work of this stage, before its loop
                 out = getattr(s, "out", None)
                 if isinstance(s, Reduce):
+                    if out in self.pairs:
+                        continue                  # finished together with its max
                     if stage[out] == st and k.levels[s.src] != "xr":
                         self.persistent_reduce_x(s)
                     elif stage[out] == st:
@@ -272,6 +300,11 @@ class _Renderer:
 
     def init_acc(self, s: Reduce) -> None:
         t = self.acc_type(s)
+        if s.out in getattr(self, "paired_max", {}):
+            total = self.paired_max[s.out]
+            self.lines.append(f"    {s.out}_acc = tl.full([XBLOCK, RBLOCK], float('-inf'), tl.float32)")
+            self.lines.append(f"    {total}_acc = tl.zeros([XBLOCK, RBLOCK], tl.float32)")
+            return
         if s.op in (Op.ARGMAX, Op.ARGMIN):
             fill = "float('-inf')" if s.op == Op.ARGMAX else "float('inf')"
             if not self.k.dtypes[s.src].is_floating_point:
@@ -284,6 +317,17 @@ class _Renderer:
     def update_acc(self, s: Reduce) -> None:
         m, v, a = "xmask & rmask", s.src, f"{s.out}_acc"
         ind = "        "
+        if s.out in getattr(self, "paired_max", {}):
+            total = f"{self.paired_max[s.out]}_acc"
+            self.lines += [
+                f"{ind}{s.out}_v = tl.where({m}, {v}, float('-inf'))",
+                f"{ind}{s.out}_new = tl.maximum({a}, {s.out}_v)",
+                f"{ind}{s.out}_alpha = tl.where({s.out}_new == float('-inf'), 0.0, "
+                f"tl.exp({a} - {s.out}_new))",
+                f"{ind}{total} = {total} * {s.out}_alpha + tl.where({s.out}_new == float('-inf'), "
+                f"0.0, tl.exp({s.out}_v - {s.out}_new))",
+                f"{ind}{a} = {s.out}_new"]
+            return
         if s.op in (Op.ARGMAX, Op.ARGMIN):
             cmp = ">" if s.op == Op.ARGMAX else "<"
             self.lines.append(f"{ind}{s.out}_take = ({m}) & ({v} {cmp} {a})")
@@ -301,6 +345,13 @@ class _Renderer:
 
     def finish_acc(self, s: Reduce) -> None:
         a = f"{s.out}_acc"
+        if s.out in getattr(self, "paired_max", {}):
+            total = self.paired_max[s.out]
+            self.lines += [
+                f"    {s.out} = tl.max({a}, 1)[:, None]",
+                f"    {total} = tl.sum(tl.where({a} == float('-inf'), 0.0, "
+                f"{total}_acc * tl.exp({a} - {s.out})), 1)[:, None]"]
+            return
         if s.op in (Op.ARGMAX, Op.ARGMIN):
             red = "tl.max" if s.op == Op.ARGMAX else "tl.min"
             self.lines.append(f"    {s.out}_m = {red}({a}, 1)[:, None]")

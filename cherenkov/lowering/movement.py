@@ -207,3 +207,36 @@ def _as_strided(ctx, x, size, stride, storage_offset=None):
         raise Unsupported("as_strided of a computed value")
     offset = x.meta.storage_offset if storage_offset is None else storage_offset
     return Node(Op.AS_STRIDED, (x,), (tuple(size), tuple(stride), offset), ctx.out_meta())
+
+
+@lowering(aten.slice_scatter.default)
+def _slice_scatter(ctx, base, src, dim=0, start=None, end=None, step=1):
+    """base with base[start:end:step] along dim replaced by src: a select on the index, so
+    slicing's backward (a zero base) is one pointwise kernel, not a fill and a scatter."""
+    dim = dim % len(base.shape)
+    size = base.shape[dim]
+    start = 0 if start is None else (start + size if start < 0 else start)
+    start = max(0, min(size, start))
+    if step != 1:
+        raise Unsupported("slice_scatter with a step")
+    length = src.shape[dim]
+    if length == 0:
+        return ctx.cast(base, ctx.out.dtype)
+    pads = tuple((start, size - start - length) if d == dim else (0, 0)
+                 for d in range(len(base.shape)))
+    src = ctx.cast(src, ctx.out.dtype)
+    placed = Node(Op.PAD, (src,), (pads, 0), ctx.meta(base.shape, ctx.out.dtype)) \
+        if any(p != (0, 0) for p in pads) else src
+    idx = ctx.iota(base.shape, dim)
+    inside = ctx.pointwise(Op.AND, [ctx.pointwise(Op.GE, [idx, start], torch.bool, torch.int64),
+                                    ctx.pointwise(Op.LT, [idx, start + length], torch.bool,
+                                                  torch.int64)], torch.bool)
+    return ctx.where(inside, placed, base)
+
+
+@lowering(aten.select_scatter.default)
+def _select_scatter(ctx, base, src, dim, index):
+    dim = dim % len(base.shape)
+    index = index + base.shape[dim] if index < 0 else index
+    src = ctx.reshape(src, tuple(1 if d == dim else s for d, s in enumerate(base.shape)))
+    return _slice_scatter(ctx, base, src, dim, index, index + 1, 1)

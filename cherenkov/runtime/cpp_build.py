@@ -32,6 +32,7 @@ from cherenkov.codegen.cpp_renderer import render_cpp
 from cherenkov.codegen.kernel_ir import Buffer, Kernel
 
 BASE_FLAGS = ("-std=c++17", "-shared", "-fPIC", "-O3", "-ffp-contract=off", "-fwrapv",
+              "-fno-trapping-math",
               "-fno-math-errno")
 OPTIONAL_FLAGS = ("-march=native", "-fopenmp")     # each kept only if the compiler accepts it
 COMPILERS = ("g++", "c++", "clang++")
@@ -96,7 +97,8 @@ def find_toolchain(compiler: str | None = None) -> Toolchain:
 
 def _probe_flags(path: str, version: str) -> tuple[str, ...]:
     """BASE_FLAGS plus each optional flag the compiler accepts here (remembered on disk)."""
-    record = cache_dir() / f"probe_{hashlib.sha256((path + version + _cpu_id()).encode()).hexdigest()[:16]}.json"
+    key = "\0".join([path, version, _cpu_id(), *BASE_FLAGS, *OPTIONAL_FLAGS])
+    record = cache_dir() / f"probe_{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
     if record.exists():
         try:
             return tuple(json.loads(record.read_text())["flags"])
