@@ -96,3 +96,20 @@ def test_intermediate_buffers_are_released_after_last_use():
     assert freed, "no intermediate buffer is ever released"
     assert not freed & {s for s in compiled.output_slots if s is not None}
     torch.testing.assert_close(compiled([x, w])[0], fn(x, w))
+
+
+def test_inputs_with_a_storage_offset_are_read_from_the_right_place():
+    base = torch.arange(20.0)
+    fn = lambda a: a * 2 + 1  # noqa: E731
+    torch.testing.assert_close(cherenkov.compile(fn, strict=True)(base[3:13]), fn(base[3:13]))
+    m = torch.randn(6, 9)
+    g = lambda a: a.t().exp().sum(-1)  # noqa: E731
+    torch.testing.assert_close(cherenkov.compile(g, strict=True)(m[1:, 2:]), g(m[1:, 2:]))
+
+
+def test_row_values_broadcast_into_a_fused_store():
+    fn = lambda x: x.sum(-1, keepdim=True) + torch.zeros(4, 6)  # noqa: E731
+    x = torch.randn(4, 6)
+    torch.testing.assert_close(cherenkov.compile(fn, strict=True)(x), fn(x))
+    fn2 = lambda x: (x.sum(-1, keepdim=True) + torch.zeros(4, 6), x.softmax(-1))  # noqa: E731
+    torch.testing.assert_close(cherenkov.compile(fn2, strict=True)(x), fn2(x))

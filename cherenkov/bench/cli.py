@@ -16,7 +16,7 @@ import sys
 import torch
 
 from cherenkov.bench.case import MODES
-from cherenkov.bench.suites import SUITES
+from cherenkov.bench.suites import RUNNERS, SUITES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,6 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="element type (default bfloat16; float32 with --cpu, where the "
                              "interpreter truncates bf16 casts)")
     parser.add_argument("--list", action="store_true", help="list the suite's cases and exit")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="train suite: steps per backend (default 50; 3 with --cpu/--smoke)")
 
 
 def select(cases, patterns):
@@ -47,6 +49,8 @@ def select(cases, patterns):
 
 
 def run(args) -> int:
+    if args.suite in RUNNERS:
+        return RUNNERS[args.suite](args)
     from cherenkov.bench.harness import IMPLEMENTATIONS, Settings, run_suite
     from cherenkov.bench.report import metadata, write
     from cherenkov.bench.timing import copy_bandwidth

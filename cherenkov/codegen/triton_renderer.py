@@ -113,18 +113,31 @@ class _Renderer:
                 text = f"{s.src}.to({register_type(dst)})"
             self.emit(indent, out, text)
         elif isinstance(s, Store):
-            level = k.levels.get(s.src, "c")
-            mask = self.mask_of(level if not (self.pointwise and level == "c") else "x")
+            level = self.store_level(s)
+            if level == "c":
+                level = "x"
+            mask = self.mask_of(level)
             value = s.src
-            if level == "c" or (level == "x" and not self.pointwise and False):
-                value = f"tl.broadcast_to({s.src}, {self.full_shape('x')})"
+            if k.levels.get(s.src, "c") != level:     # a row value written to every element
+                value = f"tl.broadcast_to({s.src}, {self.full_shape(level)})"
             index = self.index(s.index)
-            if ix.variables(s.index) == set() and not self.pointwise:
-                index = f"({index}) + tl.zeros([XBLOCK, 1], tl.int32)"
-            elif ix.variables(s.index) == set():
-                index = f"({index}) + tl.zeros([XBLOCK], tl.int32)"
+            if self._index_level(s.index) != level:
+                index = f"({index}) + tl.zeros({self.full_shape(level)}, tl.int32)"
             fn = "tl.atomic_add" if s.atomic_add else "tl.store"
             self.lines.append(f"{indent}{fn}({self.names[s.buffer]} + ({index}), {value}, {mask})")
+
+    def _index_level(self, e: ix.Lin) -> str:
+        names = ix.variables(e)
+        if "r" in names or any(self.k.levels.get(n) == "xr" for n in names):
+            return "xr"
+        return "x" if names else "c"
+
+    def store_level(self, s: Store) -> str:
+        """A store runs at the finer of its value's level and its index's level."""
+        levels = (self.k.levels.get(s.src, "c"), self._index_level(s.index))
+        if self.pointwise:
+            return "x"
+        return "xr" if "xr" in levels else "x" if "x" in levels else "c"
 
     def emit(self, indent: str, out: str, text: str) -> None:
         self.lines.append(f"{indent}{out} = {text}")
@@ -232,8 +245,8 @@ class _Renderer:
                 continue                          # rides along with its max
             if isinstance(s, Reduce) and k.levels[s.src] == "xr":
                 sinks.setdefault(stage[s.src], []).append(s)
-            elif isinstance(s, Store) and k.levels.get(s.src) == "xr":
-                sinks.setdefault(stage[s.src], []).append(s)
+            elif isinstance(s, Store) and self.store_level(s) == "xr":
+                sinks.setdefault(stage.get(s.src, 0), []).append(s)
         last = max([stage.get(getattr(s, "out", None), 0) for s in k.body] + list(sinks) + [0])
         for st in range(last + 1):
             for s in k.body:      # x-level work of this stage, before its loop
@@ -247,7 +260,7 @@ class _Renderer:
                         self.finish_acc(s)
                     continue
                 if isinstance(s, Store):
-                    if k.levels.get(s.src) != "xr" and stage.get(s.src, 0) == st:
+                    if self.store_level(s) != "xr" and stage.get(s.src, 0) == st:
                         self.stmt(s, "    ")
                     continue
                 if k.levels[out] != "xr" and stage[out] == st:

@@ -22,6 +22,8 @@ ATOMIC_DTYPES = {torch.float32, torch.int32, torch.int64}
 
 @lowering(aten.scatter.value, aten.scatter.src)
 def _scatter(ctx, x, dim, index, value):
+    if not x.shape:         # 0-d: the one element is replaced
+        return ctx.cast(ctx.as_node(value, ctx.out.dtype), ctx.out.dtype)
     dim = dim % max(len(x.shape), 1)
     want = tuple(1 if d == dim else s for d, s in enumerate(x.shape))
     if index.shape != want:

@@ -132,6 +132,9 @@ class CompiledGraph:
                 else:
                     outs.append((self.slot[m], tuple(m.shape), m.dtype))
         arg_slots = [by_name[n] for n in rendered.arg_names]
+        # index expressions include an input's storage offset: hand Triton the storage start
+        from_start = {self.slot[r] for r in group.reads
+                      if r.op == Op.INPUT and r.meta.storage_offset != 0}
         grid = (rendered.grid,)
         device = self.device
         launcher = fn[grid]
@@ -142,7 +145,8 @@ class CompiledGraph:
             for slot, shape, dtype, fill, src in prefills:
                 env[slot] = (torch.full(shape, fill, dtype=dtype, device=device) if src is None
                              else env[src].to(dtype).contiguous().clone())
-            launcher(*[env[s] for s in arg_slots], **launch_kwargs)
+            launcher(*[env[s].as_strided((1,), (1,), 0) if s in from_start else env[s]
+                       for s in arg_slots], **launch_kwargs)
 
         step = Step("kernel", run, rendered.name)
         step.reads = list(arg_slots) + [p[4] for p in prefills if p[4] is not None]
@@ -162,8 +166,8 @@ class CompiledGraph:
             result = target(*fill_template(t_args, values), **fill_template(t_kwargs, values))
             parts = list(result) if many else [result]
             for i, (t, layout) in enumerate(zip(parts, layouts)):
-                if layout is not None and isinstance(t, torch.Tensor) and t.numel() > 1 \
-                        and tuple(t.stride()) != layout[1]:
+                if layout is not None and isinstance(t, torch.Tensor) and (t.storage_offset() or (
+                        t.numel() > 1 and tuple(t.stride()) != layout[1])):
                     parts[i] = torch.empty_strided(layout[0], layout[1], dtype=t.dtype,
                                                    device=t.device).copy_(t)
             env[out] = tuple(parts) if many else parts[0]

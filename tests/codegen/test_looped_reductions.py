@@ -21,7 +21,7 @@ def small_tiles(monkeypatch):
 
 
 @pytest.mark.parametrize("name", ["softmax", "log_softmax", "cross_entropy", "layer_norm",
-                                  "argmax", "var_mean"])
+                                  "argmax", "var_mean", "row_broadcast"])
 def test_looped_matches_eager(small_tiles, name):
     x = torch.randn(7, 301)
     x[0, :] = float("-inf")
@@ -35,6 +35,8 @@ def test_looped_matches_eager(small_tiles, name):
         "layer_norm": lambda x: F.layer_norm(x[1:], (301,)),
         "argmax": lambda x: x.argmax(-1),
         "var_mean": lambda x: torch.var_mean(x[1:], -1),
+        "row_broadcast": lambda x: (x[1:].sum(-1, keepdim=True) + torch.zeros(6, 301),
+                                    x[1:].softmax(-1)),
     }
     fn = fns[name]
     torch.testing.assert_close(cherenkov.compile(fn, strict=True)(x), fn(x), rtol=1e-5,

@@ -5,6 +5,8 @@
 """
 from __future__ import annotations
 
-from cherenkov.bench.suites import memory
+from cherenkov.bench.suites import memory, train
 
-SUITES = {"memory": memory.cases}
+SUITES = {"memory": memory.cases, "train": train.cases}
+# suites that run whole programs rather than (case, mode) kernels: name -> run(args)
+RUNNERS = {"train": train.run}

@@ -1,0 +1,470 @@
+"""Suite `train`: whole training steps (forward, backward, AdamW) of two built-in models, for
+eager, torch.compile (Inductor, default mode) and Cherenkov, one after another in one process.
+
+| config      | model                                                                    | B x T     |
+|-------------|--------------------------------------------------------------------------|-----------|
+| gpt2-style  | 12 layers, d=768, 12 heads, vocab 50304, untied LM head (163M params)     | 16 x 1024 |
+| llama-style | 16 layers, d=2048, 16 heads, SwiGLU 5632, RMSNorm, vocab 32000 (953M)      | 4 x 2048  |
+
+(the configurations of `/work/shared/baselines/README.md`). Every backend starts from the same
+weights (`torch.manual_seed(seed)` before building the model on the device; a checksum of the
+weights is recorded) and sees the same fixed pool of token batches (tokens drawn from a Zipf
+law over the vocabulary, so the loss has something to learn). A step is
+
+    with autocast(bf16): _, loss = model(idx, targets)
+    loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)   # AdamW, fused on CUDA
+
+Step 0 is timed alone on the wall clock (it includes compiling); steps 1..warmup are warm-up;
+the remaining steps are timed one by one with CUDA events (no synchronization between them) and
+their median is the step time. The loss of every step is kept: the curves of torch.compile and
+Cherenkov are compared with eager's, max over steps of |loss - loss_eager| / |loss_eager|,
+against a tolerance of 2e-2 under bf16 autocast (1e-4 in fp32).
+
+FLOPs per step (model FLOPs, no recompute counted, embedding lookups excluded):
+
+    6 * N_matmul * B * T  +  6 * layers * d * T^2 * B
+
+N_matmul counts every weight of a matmul (attention and MLP matrices, the LM head); the second
+term is attention's QK^T and PV (4 * B * T^2 * d per layer forward, x3 for forward+backward)
+halved for the causal mask. MFU is TFLOP/s over the probe's (or preset's) bf16 matmul rate,
+and over the datasheet's dense bf16 peak.
+"""
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from cherenkov.models import ModelConfig, build_model, matmul_param_count, param_count
+
+ORDER = ("eager", "torch.compile", "cherenkov", "cherenkov+cudagraphs")
+REFERENCE = "eager"
+
+
+@dataclass(frozen=True)
+class TrainCase:
+    name: str
+    model: ModelConfig
+    batch: int
+    seq: int
+    target_speedup: float = 1.0     # issue 6: Cherenkov tok/s over torch.compile's
+
+    @property
+    def tokens(self) -> int:
+        return self.batch * self.seq
+
+    @property
+    def shape(self) -> str:
+        return f"B={self.batch} T={self.seq}"
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        return ("train",)
+
+
+def cases(scale: str = "full", dtype: torch.dtype = torch.bfloat16) -> list[TrainCase]:
+    if scale == "full":
+        gpt = ModelConfig("gpt", layers=12, hidden=768, heads=12, vocab=50304, seq=1024,
+                          name="gpt2-style")
+        llama = ModelConfig("llama", layers=16, hidden=2048, heads=16, ffn=5632, vocab=32000,
+                            seq=2048, name="llama-style")
+        return [TrainCase("gpt2-style", gpt, 16, 1024, 1.15),
+                TrainCase("llama-style", llama, 4, 2048, 1.10)]
+    gpt = ModelConfig("gpt", layers=2, hidden=32, heads=2, vocab=64, seq=16, name="gpt2-tiny")
+    llama = ModelConfig("llama", layers=2, hidden=32, heads=2, kv_heads=1, ffn=64, vocab=64,
+                        seq=16, name="llama-tiny")
+    return [TrainCase("gpt2-style", gpt, 2, 16, 1.15), TrainCase("llama-style", llama, 2, 16, 1.10)]
+
+
+def step_flops(cfg: ModelConfig, batch: int, seq: int) -> float:
+    """Model FLOPs of one training step, attention counted for the causal half."""
+    return (6.0 * matmul_param_count(cfg) * batch * seq
+            + 6.0 * cfg.layers * cfg.hidden * seq * seq * batch)
+
+
+# ---- backends ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    build: Callable[[torch.nn.Module], Callable]    # model -> callable(idx, targets)
+
+
+def _cherenkov(**options):
+    def build(model):
+        import cherenkov
+        return cherenkov.compile(model, strict=True, dynamic=False, **options)
+    return build
+
+
+BACKENDS = {b.name: b for b in (
+    Backend("eager", lambda m: m),
+    Backend("torch.compile", lambda m: torch.compile(m, dynamic=False)),
+    Backend("cherenkov", _cherenkov()),
+    Backend("cherenkov+cudagraphs", _cherenkov(cuda_graphs=True)),
+)}
+
+
+@dataclass
+class Settings:
+    device: torch.device
+    dtype: torch.dtype = torch.bfloat16     # autocast dtype; float32 means no autocast
+    steps: int = 50
+    warmup: int = 5
+    lr: float = 6e-4
+    seed: int = 0
+    batches: int = 4                        # fixed batches, cycled
+    time_budget_s: float = float("inf")     # no backend starts after this
+    tolerance: float | None = None          # relative loss tolerance; None: by dtype
+
+    @property
+    def loss_tolerance(self) -> float:
+        if self.tolerance is not None:
+            return self.tolerance
+        return 1e-4 if self.dtype == torch.float32 else 2e-2
+
+
+@dataclass
+class BackendResult:
+    name: str
+    losses: list[float] = field(default_factory=list)
+    first_step_s: float | None = None
+    step_times_s: list[float] = field(default_factory=list)
+    peak_bytes: int | None = None
+    weights_checksum: float | None = None
+    kernels: int = 0
+    library_calls: dict = field(default_factory=dict)
+    error: str | None = None
+    skipped: str | None = None
+
+    @property
+    def step_s(self) -> float | None:
+        return statistics.median(self.step_times_s) if self.step_times_s else None
+
+
+def make_batches(case: TrainCase, n: int, seed: int, device) -> list[tuple]:
+    """n fixed (idx, targets) pairs of shape (B, T): Zipf(1.1) tokens, targets shifted by one."""
+    g = torch.Generator(device="cpu").manual_seed(seed + 1)
+    probs = 1.0 / torch.arange(1, case.model.vocab + 1, dtype=torch.float64) ** 1.1
+    out = []
+    for _ in range(n):
+        seqs = torch.multinomial(probs, case.batch * (case.seq + 1), replacement=True,
+                                 generator=g).view(case.batch, case.seq + 1)
+        out.append((seqs[:, :-1].contiguous().to(device), seqs[:, 1:].contiguous().to(device)))
+    return out
+
+
+def _sync(device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _train_step(fn, opt, idx, tgt, settings: Settings) -> torch.Tensor:
+    with torch.autocast(settings.device.type, dtype=settings.dtype,
+                        enabled=settings.dtype != torch.float32):
+        _, loss = fn(idx, tgt)
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss.detach().clone()
+
+
+def _release_cherenkov(start: int, result: BackendResult) -> None:
+    """Count what Cherenkov compiled since `start`, then drop its plans (and their buffers)."""
+    from cherenkov.backend import COMPILED
+    for graph, info in COMPILED[start:]:
+        result.kernels += len(info.kernels)
+        for kind, n in info.library_calls.items():
+            result.library_calls[kind] = result.library_calls.get(kind, 0) + n
+        graph.cache.clear()
+
+
+def train_backend(case: TrainCase, backend: Backend, batches: list, settings: Settings,
+                  status: Callable[[str], None] = lambda s: None) -> BackendResult:
+    """Train `steps` steps from the seed's weights; never raises (errors are recorded)."""
+    from cherenkov.backend import COMPILED
+    r = BackendResult(backend.name)
+    dev, start = settings.device, len(COMPILED)
+    model = opt = fn = None
+    try:
+        if dev.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(dev)
+        torch.manual_seed(settings.seed)
+        model = build_model(case.model, dev).train()
+        r.weights_checksum = sum(p.detach().double().sum().item() for p in model.parameters())
+        opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, betas=(0.9, 0.95),
+                                weight_decay=0.1, fused=dev.type == "cuda")
+        fn = backend.build(model)
+        status("first step (compiling)")
+        _sync(dev)
+        t0 = time.perf_counter()
+        losses = [_train_step(fn, opt, *batches[0], settings)]
+        _sync(dev)
+        r.first_step_s = time.perf_counter() - t0
+        status("training")
+        timed = []
+        for i in range(1, settings.steps):
+            idx, tgt = batches[i % len(batches)]
+            if i <= settings.warmup:
+                losses.append(_train_step(fn, opt, idx, tgt, settings))
+            elif dev.type == "cuda":
+                begin, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+                begin.record()
+                losses.append(_train_step(fn, opt, idx, tgt, settings))
+                end.record()
+                timed.append((begin, end))
+            else:
+                t = time.perf_counter()
+                losses.append(_train_step(fn, opt, idx, tgt, settings))
+                timed.append(time.perf_counter() - t)
+        _sync(dev)
+        r.step_times_s = [b.elapsed_time(e) / 1e3 for b, e in timed] if dev.type == "cuda" \
+            else timed
+        r.losses = torch.stack(losses).float().cpu().tolist()
+        if dev.type == "cuda":
+            r.peak_bytes = torch.cuda.max_memory_allocated(dev)
+    except Exception as e:  # noqa: BLE001 -- one failing backend never stops the others
+        traceback.print_exc()
+        text = f"{type(e).__name__}: {e}".strip()
+        r.error = text.splitlines()[0][:300]
+    finally:
+        _release_cherenkov(start, r)
+        del model, opt, fn
+        torch._dynamo.reset()
+        gc.collect()
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
+    return r
+
+
+def run_case(case: TrainCase, backends: list[Backend], settings: Settings, t0: float | None = None,
+             status: Callable[[str], None] = lambda s: None) -> list[BackendResult]:
+    """Every backend on one config, in order; those that would start after the budget skip."""
+    t0 = time.monotonic() if t0 is None else t0
+    batches = make_batches(case, settings.batches, settings.seed, settings.device)
+    results = []
+    for b in backends:
+        if time.monotonic() - t0 > settings.time_budget_s:
+            results.append(BackendResult(b.name, skipped="time budget spent"))
+            continue
+        results.append(train_backend(case, b, batches, settings,
+                                     lambda s, b=b: status(f"{case.name} {b.name}: {s}")))
+    return results
+
+
+# ---- what a result means ------------------------------------------------------------------------
+def max_relative_difference(losses: list[float], reference: list[float]) -> float:
+    """max over steps of |loss - reference| / |reference| (inf on NaN or unequal lengths)."""
+    if len(losses) != len(reference) or not losses:
+        return float("inf")
+    worst = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(losses, reference))
+    return worst if worst == worst else float("inf")
+
+
+def row(case: TrainCase, results: list[BackendResult], settings: Settings, spec) -> dict:
+    """Metrics of one config as plain JSON-able values."""
+    flops = step_flops(case.model, case.batch, case.seq)
+    rate = spec.achievable_flops(settings.dtype, True)
+    peak = spec.flops(settings.dtype, True)
+    by_name = {r.name: r for r in results}
+    ref = by_name.get(REFERENCE)
+    out = {"case": case.name, "shape": case.shape, "tokens_per_step": case.tokens,
+           "params": param_count(case.model), "matmul_params": matmul_param_count(case.model),
+           "flops_per_step": flops, "target_speedup_vs_torch.compile": case.target_speedup,
+           "backends": {}}
+    for r in results:
+        t = r.step_s
+        d = {"error": r.error, "skipped": r.skipped, "first_step_s": r.first_step_s,
+             "step_s": t, "step_mean_s": (sum(r.step_times_s) / len(r.step_times_s)
+                                          if r.step_times_s else None),
+             "timed_steps": len(r.step_times_s),
+             "tokens_per_s": case.tokens / t if t else None,
+             "TFLOPps": flops / t / 1e12 if t else None,
+             "mfu_vs_probe": flops / t / rate if t else None,
+             "mfu_vs_datasheet": flops / t / peak if t else None,
+             "peak_memory_bytes": r.peak_bytes, "weights_checksum": r.weights_checksum,
+             "same_weights_as_eager": (None if ref is None or ref.weights_checksum is None
+                                       or r.weights_checksum is None
+                                       else r.weights_checksum == ref.weights_checksum),
+             "kernels": r.kernels, "library_calls": r.library_calls, "losses": r.losses}
+        if ref is not None and ref.losses and r.losses and r.name != REFERENCE:
+            diff = max_relative_difference(r.losses, ref.losses)
+            d["max_rel_loss_diff_vs_eager"] = diff
+            d["loss_check"] = "pass" if diff <= settings.loss_tolerance else "FAIL"
+        for base in ("eager", "torch.compile"):
+            b = by_name.get(base)
+            d[f"speedup_vs_{base}"] = b.step_s / t if t and b and b.step_s else None
+        out["backends"][r.name] = d
+    return out
+
+
+def summary(rows: list[dict]) -> list[str]:
+    """One line per (config, Cherenkov variant): the issue's targets, met or not."""
+    lines = []
+    for r in rows:
+        tc = r["backends"].get("torch.compile", {})
+        for name, d in r["backends"].items():
+            if not name.startswith("cherenkov"):
+                continue
+            if not d.get("step_s"):
+                lines.append(f"{r['case']} {name}: no timing ({d.get('error') or d.get('skipped')})")
+                continue
+            parts = [f"loss curve {d.get('loss_check', '-')}"]
+            s = d.get("speedup_vs_torch.compile")
+            if s:
+                mark = "met" if s >= r["target_speedup_vs_torch.compile"] else "missed"
+                parts.append(f"{s:.2f}x torch.compile tok/s (target "
+                             f"{r['target_speedup_vs_torch.compile']:.2f}x: {mark})")
+            if tc.get("peak_memory_bytes") and d.get("peak_memory_bytes"):
+                ok = d["peak_memory_bytes"] <= tc["peak_memory_bytes"]
+                parts.append(f"peak memory {d['peak_memory_bytes'] / tc['peak_memory_bytes']:.2f}x"
+                             f" torch.compile's ({'met' if ok else 'missed'})")
+            if tc.get("first_step_s") and d.get("first_step_s"):
+                ratio = d["first_step_s"] / tc["first_step_s"]
+                parts.append(f"first step {ratio:.2f}x torch.compile's (target <= 0.5x: "
+                             f"{'met' if ratio <= 0.5 else 'missed'})")
+            lines.append(f"{r['case']} {name}: " + "; ".join(parts))
+    return lines
+
+
+def _f(value, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def markdown(meta: dict, settings: dict, rows: list[dict]) -> str:
+    lines = [f"# `cherenkov bench train` on {meta['device']}", "",
+             f"{meta['date']} · torch {meta['torch']} · triton {meta['triton']} · "
+             f"commit {meta['commit']} · scale {meta['scale']}", "",
+             f"AdamW (lr {settings['lr']}, betas 0.9/0.95, weight decay 0.1, fused on CUDA), "
+             f"{settings['dtype']} autocast, causal attention, {settings['steps']} steps from "
+             f"seed {settings['seed']} on {settings['batches']} fixed Zipf-token batches. First "
+             f"step timed alone (compile); steps 1..{settings['warmup']} warm-up; the median of "
+             f"the rest (CUDA events) is the step time.", "",
+             "FLOPs/step = 6 x N_matmul x B x T + 6 x layers x d x T^2 x B (causal half of "
+             "attention; embedding lookups excluded). MFU vs the probe's bf16 matmul rate "
+             f"({meta['achievable_flops'] / 1e12:.0f} TFLOP/s) and vs the datasheet "
+             f"({meta['datasheet_flops'] / 1e12:.0f} TFLOP/s). Loss check: max relative "
+             f"difference to eager's curve <= {settings['loss_tolerance']:g}.", ""]
+    head = ["backend", "first step (s)", "step (ms)", "tok/s", "TFLOP/s", "MFU probe",
+            "MFU datasheet", "peak mem (GB)", "vs eager", "vs torch.compile",
+            "max rel loss diff", "loss check"]
+    for r in rows:
+        lines += [f"## {r['case']}: {r['params'] / 1e6:.0f}M params "
+                  f"({r['matmul_params'] / 1e6:.0f}M in matmuls), {r['shape']}, "
+                  f"{r['flops_per_step'] / 1e12:.1f} TFLOP/step", "",
+                  "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for name, d in r["backends"].items():
+            if d["error"] or d["skipped"]:
+                note = d["skipped"] or f"error: {d['error']}"
+                lines.append(f"| {name} | {note} |" + " |" * (len(head) - 2))
+                continue
+            x = lambda v: _f(v, ".2f") + ("x" if v else "")   # noqa: E731
+            pct = lambda v: _f(None if v is None else 100 * v, ".1f") + ("%" if v else "")  # noqa: E731
+            cells = [name, _f(d["first_step_s"], ".1f"), _f(d["step_s"] and d["step_s"] * 1e3, ".1f"),
+                     _f(d["tokens_per_s"], ",.0f"), _f(d["TFLOPps"], ".0f"),
+                     pct(d["mfu_vs_probe"]), pct(d["mfu_vs_datasheet"]),
+                     _f(d["peak_memory_bytes"] and d["peak_memory_bytes"] / 1e9, ".1f"),
+                     x(d["speedup_vs_eager"]), x(d["speedup_vs_torch.compile"]),
+                     _f(d.get("max_rel_loss_diff_vs_eager"), ".2e"), d.get("loss_check", "-")]
+            lines.append("| " + " | ".join(cells) + " |")
+        curves = {n: d["losses"] for n, d in r["backends"].items() if d["losses"]}
+        if curves:
+            names = list(curves)
+            n = max(len(c) for c in curves.values())
+            every = max(1, n // 10)
+            lines += ["", "Loss curves:", "", "| step | " + " | ".join(names) + " |",
+                      "|" + "---|" * (len(names) + 1)]
+            for i in sorted(set(range(0, n, every)) | {n - 1}):
+                lines.append(f"| {i} | " + " | ".join(
+                    _f(curves[k][i] if i < len(curves[k]) else None, ".4f") for k in names) + " |")
+        lines.append("")
+    lines += ["## Summary", ""] + [f"- {s}" for s in summary(rows)]
+    return "\n".join(lines) + "\n"
+
+
+def write(meta: dict, settings: dict, rows: list[dict], out_dir) -> tuple:
+    """<date>_train_<device>.md and .json under out_dir (never overwriting)."""
+    import json
+    from pathlib import Path
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    slug = "".join(c if c.isalnum() else "-" for c in meta["device_spec"].lower()).strip("-")
+    base = stem = f"{meta['date'][:10]}_train_{slug}"
+    n = 1
+    while (out / f"{stem}.md").exists() or (out / f"{stem}.json").exists():
+        n += 1
+        stem = f"{base}_{n}"
+    md, js = out / f"{stem}.md", out / f"{stem}.json"
+    md.write_text(markdown(meta, settings, rows))
+    js.write_text(json.dumps({"meta": meta, "settings": settings, "summary": summary(rows),
+                              "rows": rows}, indent=2, default=str) + "\n")
+    return md, js
+
+
+def run(args) -> int:
+    """`cherenkov bench train`: uses the bench flags --out --cpu --smoke --cases --impls
+    --time-budget --dtype --list, and --steps where the bench CLI offers it."""
+    import sys
+    from cherenkov import hw
+    from cherenkov.bench.cli import select
+    from cherenkov.bench.report import metadata
+
+    scale = "smoke" if (args.smoke or args.cpu) else "full"
+    dtype = getattr(torch, args.dtype or ("float32" if args.cpu else "bfloat16"))
+    chosen = select(cases(scale, dtype), args.cases)
+    if args.list:
+        for c in chosen:
+            print(f"{c.name:14s} {c.shape:14s} {param_count(c.model) / 1e6:8.1f}M params  "
+                  f"{step_flops(c.model, c.batch, c.seq) / 1e12:.3g} TFLOP/step")
+        return 0
+    if args.cpu:
+        device = torch.device("cpu")
+    elif torch.cuda.is_available():
+        device = torch.device("cuda")
+    else:
+        print("cherenkov bench: no CUDA GPU on this machine; nothing to measure. "
+              "Use --cpu for a tiny-shape run of the harness on the Triton interpreter.")
+        return 0
+    names = args.impls or (["eager", "cherenkov"] if args.cpu else list(ORDER))
+    unknown = [n for n in names if n not in BACKENDS]
+    if unknown:
+        print(f"cherenkov bench train: unknown backend(s) {unknown}; known: {list(BACKENDS)}",
+              file=sys.stderr)
+        return 2
+    steps = getattr(args, "steps", None) or (50 if scale == "full" else 3)
+    settings = Settings(device=device, dtype=dtype, steps=steps,
+                        warmup=min(5, max(1, steps // 10)) if steps > 2 else 0,
+                        time_budget_s=args.time_budget)
+    spec = hw.current_device(device)
+    from rich.console import Console
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn,
+                               TextColumn, TimeElapsedColumn)
+    console = Console(stderr=True)
+    console.print(f"[bold]cherenkov bench train[/] on {spec.name} ({device}), "
+                  f"{len(chosen)} configs x {len(names)} backends, {steps} steps, scale {scale}")
+    rows, t0 = [], time.monotonic()
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                  MofNCompleteColumn(), TimeElapsedColumn(), console=console) as progress:
+        task = progress.add_task("starting", total=len(chosen))
+        for case in chosen:
+            results = run_case(case, [BACKENDS[n] for n in names], settings, t0,
+                               lambda s: progress.update(task, description=s))
+            rows.append(row(case, results, settings, spec))
+            progress.advance(task)
+    meta = metadata(device, spec, "train", 0.0, scale)
+    meta.pop("copy_bandwidth_Bps")
+    meta.pop("model_bandwidth_Bps")
+    meta.update(achievable_flops=spec.achievable_flops(dtype, True),
+                datasheet_flops=spec.flops(dtype, True), wall_s=time.monotonic() - t0)
+    settings_json = {"steps": settings.steps, "warmup": settings.warmup, "lr": settings.lr,
+                     "seed": settings.seed, "batches": settings.batches,
+                     "dtype": str(dtype).removeprefix("torch."),
+                     "loss_tolerance": settings.loss_tolerance, "backends": names}
+    md, js = write(meta, settings_json, rows, args.out)
+    print(md.read_text())
+    console.print(f"wrote {md} and {js}")
+    return 0
