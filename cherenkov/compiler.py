@@ -8,6 +8,7 @@ reasons) and estimated bytes moved.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import logging
@@ -66,24 +67,13 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
     from cherenkov import hw
     spec = hw.current_device(device) if config.device == "auto" else hw.device(config.device)
     fusion = fuse(graph, enable=config.fusion, device=spec)
-    interpret = uses_interpreter(device, config)
     info = CompileInfo(name, externs=list(report.externs))
-    kernels = {}
-    sources = []
-    for group in fusion.groups:
-        cfg = choose_blocks(group.kernel, interpret, device=spec)
-        rendered = render_triton(group.kernel, cfg)
-        module = load_module(PRELUDE + "\n\n" + rendered.source, interpret)
-        fn = getattr(module, rendered.name)
-        launch = {"XBLOCK": cfg.XBLOCK, "num_warps": cfg.num_warps}
-        if group.R > 1:
-            launch["RBLOCK"] = cfg.RBLOCK
-        if not interpret:
-            launch["enable_fp_fusion"] = False     # same numerics fused or not: no FMA contraction
-        kernels[group] = (rendered, fn, cfg, launch)
-        info.kernels.append((rendered.name, group.kernel.fused_ops, group.kernel.bytes_moved(),
-                             rendered.source))
-        sources.append((group, rendered))
+    if device.type == "cpu" and config.cpu_backend == "cpp" and not config.interpret:
+        kernels, sources = _cpp_kernels(fusion)
+    else:
+        kernels, sources = _triton_kernels(fusion, uses_interpreter(device, config), spec)
+    for _, kernel in sources:
+        info.kernels.append((kernel.name, kernel.fused_ops, kernel.bytes_moved(), kernel.source))
     for node in graph.nodes():
         if node.op in (Op.MATMUL, Op.ATTENTION, Op.RANDOM, Op.EXTERN):
             kind = node.op.name.lower()
@@ -99,17 +89,65 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
     return compiled, info
 
 
+@dataclass
+class LaunchableKernel:
+    """What the runtime needs of a generated kernel: its buffers in argument order and a
+    callable taking the tensors; `source` is the rendered text (Triton or C++)."""
+    name: str
+    arg_names: list
+    launch: object
+    source: str
+    fused_ops: int = 0
+    kernel: object = None
+
+    def bytes_moved(self) -> int:
+        return self.kernel.bytes_moved()
+
+
+def _triton_kernels(fusion, interpret: bool, spec):
+    kernels, sources = {}, []
+    for group in fusion.groups:
+        cfg = choose_blocks(group.kernel, interpret, device=spec)
+        rendered = render_triton(group.kernel, cfg)
+        source = PRELUDE + "\n\n" + rendered.source
+        fn = getattr(load_module(source, interpret), rendered.name)
+        launch = {"XBLOCK": cfg.XBLOCK, "num_warps": cfg.num_warps}
+        if group.R > 1:
+            launch["RBLOCK"] = cfg.RBLOCK
+        if not interpret:
+            launch["enable_fp_fusion"] = False     # same numerics fused or not: no FMA contraction
+        kernels[group] = LaunchableKernel(rendered.name, rendered.arg_names,
+                                          functools.partial(fn[(rendered.grid,)], **launch),
+                                          source, group.kernel.fused_ops, group.kernel)
+        sources.append((group, kernels[group]))
+    return kernels, sources
+
+
+def _cpp_kernels(fusion):
+    from cherenkov.runtime.cpp_build import compile_graph_kernels
+    built = compile_graph_kernels([g.kernel for g in fusion.groups])
+    kernels, sources = {}, []
+    for group in fusion.groups:
+        k = group.kernel
+        fn = built[k.name]
+        kernels[group] = LaunchableKernel(k.name, [b.name for b in k.inputs + k.outputs], fn,
+                                          fn.source, k.fused_ops, k)
+        sources.append((group, kernels[group]))
+    return kernels, sources
+
+
 def _dump(folder: Path, gm, lowered, graph, fusion, sources, info: CompileInfo) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "0_fx_graph.txt").write_text(gm.print_readable(print_output=False))
     (folder / "1_ir_lowered.txt").write_text(format_graph(lowered) + "\n")
     (folder / "2_ir_after_cse.txt").write_text(format_graph(graph) + "\n")
     lines = []
-    for group, rendered in sources:
+    for group, launchable in sources:
         members = ", ".join(m.op.name.lower() for m in group.members)
-        lines.append(f"{rendered.name}: domain (X={group.X}, R={group.R}); realized: {members}")
+        lines.append(f"{launchable.name}: domain (X={group.X}, R={group.R}); realized: {members}")
         lines.append(str(group.kernel))
         lines.append("")
-        (folder / f"kernel_{rendered.name}.py").write_text(PRELUDE + "\n\n" + rendered.source)
+        suffix = "cpp" if "extern \"C\"" in launchable.source else "py"
+        (folder / f"kernel_{launchable.name}.{suffix}").write_text(launchable.source)
     (folder / "3_kernels.txt").write_text("\n".join(lines))
     (folder / "summary.json").write_text(json.dumps(info.summary(), indent=2) + "\n")

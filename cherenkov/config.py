@@ -15,6 +15,8 @@ Every option lives in `Config`; every environment variable is read here and nowh
 |                             |                | always do)                                           |
 | CHERENKOV_CACHE_SIZE=n      | cache_size     | recompiles kept per graph for static shapes          |
 | CHERENKOV_DEVICE=name       | device         | hardware preset to plan for ("auto" = probe)         |
+| CHERENKOV_CPU_BACKEND=name  | cpu_backend    | CPU tensors: "cpp" (compiled C++, default) or        |
+|                             |                | "triton" (Triton's interpreter)                      |
 | CHERENKOV_ATTENTION=name    | attention      | "cherenkov": SDPA calls run our attention kernels;   |
 |                             |                | "sdpa": PyTorch's own                                |
 """
@@ -40,10 +42,13 @@ class Config:
     cache_size: int = field(default=8, metadata={"env": "CHERENKOV_CACHE_SIZE"})
     device: str = field(default="auto", metadata={"env": "CHERENKOV_DEVICE"})
     attention: str = field(default="cherenkov", metadata={"env": "CHERENKOV_ATTENTION"})
+    cpu_backend: str = field(default="cpp", metadata={"env": "CHERENKOV_CPU_BACKEND"})
 
     def __post_init__(self):
         if self.attention not in ("cherenkov", "sdpa"):
             raise ValueError(f"attention={self.attention!r}: expected 'cherenkov' or 'sdpa'")
+        if self.cpu_backend not in ("cpp", "triton"):
+            raise ValueError(f"cpu_backend={self.cpu_backend!r}: expected 'cpp' or 'triton'")
         if self.cache_size < 1:
             raise ValueError(f"cache_size={self.cache_size}: must be at least 1")
 

@@ -74,7 +74,7 @@ def test_dump_writes_every_stage(tmp_path):
     names = {p.name for p in graph_dir.iterdir()}
     assert {"0_fx_graph.txt", "1_ir_lowered.txt", "2_ir_after_cse.txt", "3_kernels.txt",
             "summary.json"} <= names
-    assert any(n.startswith("kernel_") and n.endswith(".py") for n in names)
+    assert any(n.startswith("kernel_") and n.endswith((".py", ".cpp")) for n in names)
 
 
 def test_cuda_graph_option_is_skipped_cleanly_on_cpu():

@@ -31,13 +31,16 @@ class CrossEntropy(torch.nn.Module):
         return F.cross_entropy(self.head(x), t)
 
 
-def check_model(make, inputs):
+BACKENDS = ["triton", "cpp"]
+
+
+def check_model(make, inputs, backend="triton"):
     torch.manual_seed(0)
     ref = make()
     ours = make()
     ours.load_state_dict(ref.state_dict())
     start = len(COMPILED)
-    out_c = cherenkov.compile(ours, strict=True)(*inputs)
+    out_c = cherenkov.compile(ours, strict=True, cpu_backend=backend)(*inputs)
     out_e = ref(*inputs)
     loss_c = out_c[1] if isinstance(out_c, tuple) else out_c.square().mean()
     loss_e = out_e[1] if isinstance(out_e, tuple) else out_e.square().mean()
@@ -49,30 +52,36 @@ def check_model(make, inputs):
     return [info for _, info in COMPILED[start:]]
 
 
-def test_mlp():
-    infos = check_model(MLP, (torch.randn(3, 37, 80),))
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mlp(backend):
+    infos = check_model(MLP, (torch.randn(3, 37, 80),), backend)
     assert all(not i.externs for i in infos)
 
 
-def test_cross_entropy_over_a_vocab():
-    infos = check_model(CrossEntropy, (torch.randn(37, 80), torch.randint(0, 301, (37,))))
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cross_entropy_over_a_vocab(backend):
+    infos = check_model(CrossEntropy, (torch.randn(37, 80), torch.randint(0, 301, (37,))),
+                        backend)
     assert all(not i.externs for i in infos)
 
 
-def test_embedding_backward_scatters_with_atomics_into_repeated_rows():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_embedding_backward_scatters_with_atomics_into_repeated_rows(backend):
     emb = lambda: torch.nn.Embedding(11, 8)  # noqa: E731
     idx = torch.tensor([[1, 1, 3, 10], [3, 3, 3, 0]])    # repeated rows must accumulate
-    infos = check_model(emb, (idx,))
+    infos = check_model(emb, (idx,), backend)
     assert all(not i.externs for i in infos)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("arch", ["tiny", "tiny-llama"])
-def test_transformer_blocks(arch):
+def test_transformer_blocks(arch, backend):
     cfg = dataclasses.replace(preset(arch), hidden=80, heads=4, seq=37, vocab=101, layers=1,
                               **({"kv_heads": 2, "ffn": 96} if arch == "tiny-llama" else {}))
     model = GPT if cfg.arch == "gpt" else Llama
     idx = torch.randint(0, 101, (2, 37))
-    infos = check_model(lambda: model(cfg).eval(), (idx, torch.randint(0, 101, (2, 37))))
+    infos = check_model(lambda: model(cfg).eval(), (idx, torch.randint(0, 101, (2, 37))),
+                        backend)
     # forward and backward: nothing but matmuls and attention runs as a library call
     # (embedding and cross-entropy backward scatter in generated kernels)
     assert {i.name.rstrip("_v0").rstrip("0123456789") for i in infos} == {"forward", "backward"}

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 import torch
 
-from cherenkov.codegen.triton_renderer import RenderedKernel
 from cherenkov.ir.graph import Graph, Node
 from cherenkov.ir.ops import GroupOp, Op
 from cherenkov.lowering.library import fill_template
@@ -116,7 +115,7 @@ class CompiledGraph:
 
     # ---- steps ----------------------------------------------------------------------------
     def _kernel_step(self, group: Group, compiled) -> Step:
-        rendered, fn, cfg, launch_kwargs = compiled
+        rendered, launcher = compiled, compiled.launch
         by_name = {}
         for r in group.reads:
             by_name[_buffer_name(r)] = self._slot_of(r)
@@ -135,9 +134,7 @@ class CompiledGraph:
         # index expressions include an input's storage offset: hand Triton the storage start
         from_start = {self.slot[r] for r in group.reads
                       if r.op == Op.INPUT and r.meta.storage_offset != 0}
-        grid = (rendered.grid,)
         device = self.device
-        launcher = fn[grid]
 
         def run(env):
             for slot, shape, dtype in outs:
@@ -146,7 +143,7 @@ class CompiledGraph:
                 env[slot] = (torch.full(shape, fill, dtype=dtype, device=device) if src is None
                              else env[src].to(dtype).contiguous().clone())
             launcher(*[env[s].as_strided((1,), (1,), 0) if s in from_start else env[s]
-                       for s in arg_slots], **launch_kwargs)
+                       for s in arg_slots])
 
         step = Step("kernel", run, rendered.name)
         step.reads = list(arg_slots) + [p[4] for p in prefills if p[4] is not None]

@@ -44,6 +44,7 @@ from cherenkov.models import ModelConfig, build_model, matmul_param_count, param
 
 ORDER = ("eager", "torch.compile", "cherenkov", "cherenkov+cudagraphs")
 REFERENCE = "eager"
+LATE = {"cherenkov+cudagraphs"}          # optional variants: run after every config's others
 
 
 @dataclass(frozen=True)
@@ -191,11 +192,11 @@ def train_backend(case: TrainCase, backend: Backend, batches: list, settings: Se
     dev, start = settings.device, len(COMPILED)
     model = opt = fn = None
     try:
-        if dev.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(dev)
         torch.manual_seed(settings.seed)
         model = build_model(case.model, dev).train()
         r.weights_checksum = sum(p.detach().double().sum().item() for p in model.parameters())
+        if dev.type == "cuda":     # the peak from here on: weights, optimizer, activations
+            torch.cuda.reset_peak_memory_stats(dev)
         opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, betas=(0.9, 0.95),
                                 weight_decay=0.1, fused=dev.type == "cuda")
         fn = backend.build(model)
@@ -241,19 +242,37 @@ def train_backend(case: TrainCase, backend: Backend, batches: list, settings: Se
     return r
 
 
-def run_case(case: TrainCase, backends: list[Backend], settings: Settings, t0: float | None = None,
-             status: Callable[[str], None] = lambda s: None) -> list[BackendResult]:
-    """Every backend on one config, in order; those that would start after the budget skip."""
-    t0 = time.monotonic() if t0 is None else t0
-    batches = make_batches(case, settings.batches, settings.seed, settings.device)
-    results = []
-    for b in backends:
+def schedule(cases: list[TrainCase], backends: list[Backend]) -> list[tuple]:
+    """(case, backend) in running order: every config's essential backends first, then the
+    optional ones (LATE) for every config, so a slow option never crowds out a baseline."""
+    early = [(c, b) for c in cases for b in backends if b.name not in LATE]
+    return early + [(c, b) for c in cases for b in backends if b.name in LATE]
+
+
+def run_all(cases: list[TrainCase], backends: list[Backend], settings: Settings,
+            status: Callable[[str], None] = lambda s: None,
+            done: Callable[[dict], None] = lambda results: None) -> dict:
+    """case name -> [BackendResult in the order of `backends`]; a backend that would start
+    after the time budget is recorded as skipped. `done(results)` runs after each backend."""
+    t0 = time.monotonic()
+    results = {c.name: {} for c in cases}
+    batches = {}
+    for case, b in schedule(cases, backends):
         if time.monotonic() - t0 > settings.time_budget_s:
-            results.append(BackendResult(b.name, skipped="time budget spent"))
-            continue
-        results.append(train_backend(case, b, batches, settings,
-                                     lambda s, b=b: status(f"{case.name} {b.name}: {s}")))
-    return results
+            r = BackendResult(b.name, skipped="time budget spent")
+        else:
+            if case.name not in batches:
+                batches[case.name] = make_batches(case, settings.batches, settings.seed,
+                                                  settings.device)
+            r = train_backend(case, b, batches[case.name], settings,
+                              lambda s, b=b, c=case: status(f"{c.name} {b.name}: {s}"))
+        results[case.name][b.name] = r
+        done(ordered(results, backends))
+    return ordered(results, backends)
+
+
+def ordered(results: dict, backends: list[Backend]) -> dict:
+    return {name: [by[b.name] for b in backends if b.name in by] for name, by in results.items()}
 
 
 # ---- what a result means ------------------------------------------------------------------------
@@ -335,27 +354,39 @@ def _f(value, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
+def _tflops(value) -> str:
+    """FLOP/s (or FLOPs) in units of 1e12, readable at H200 and at tiny CPU sizes alike."""
+    if value is None:
+        return "-"
+    v = value / 1e12
+    return f"{v:.0f}" if v >= 10 else f"{v:.3g}"
+
+
 def markdown(meta: dict, settings: dict, rows: list[dict]) -> str:
+    amp = ("no autocast (float32)" if settings["dtype"] == "float32"
+           else f"{settings['dtype']} autocast")
     lines = [f"# `cherenkov bench train` on {meta['device']}", "",
              f"{meta['date']} · torch {meta['torch']} · triton {meta['triton']} · "
-             f"commit {meta['commit']} · scale {meta['scale']}", "",
+             f"commit {meta['commit']} · scale {meta['scale']} · "
+             f"run took {meta.get('wall_s', 0):.0f} s", "",
              f"AdamW (lr {settings['lr']}, betas 0.9/0.95, weight decay 0.1, fused on CUDA), "
-             f"{settings['dtype']} autocast, causal attention, {settings['steps']} steps from "
-             f"seed {settings['seed']} on {settings['batches']} fixed Zipf-token batches. First "
-             f"step timed alone (compile); steps 1..{settings['warmup']} warm-up; the median of "
-             f"the rest (CUDA events) is the step time.", "",
-             "FLOPs/step = 6 x N_matmul x B x T + 6 x layers x d x T^2 x B (causal half of "
-             "attention; embedding lookups excluded). MFU vs the probe's bf16 matmul rate "
-             f"({meta['achievable_flops'] / 1e12:.0f} TFLOP/s) and vs the datasheet "
-             f"({meta['datasheet_flops'] / 1e12:.0f} TFLOP/s). Loss check: max relative "
-             f"difference to eager's curve <= {settings['loss_tolerance']:g}.", ""]
+             f"{amp}, causal attention, {settings['steps']} steps from seed {settings['seed']} "
+             f"on {settings['batches']} fixed Zipf-token batches, identical for every backend. "
+             f"First step timed alone (includes compiling); steps 1..{settings['warmup']} "
+             f"warm-up; the step time is the median of the other steps ({settings['clock']}).", "",
+             "FLOPs/step = 6 x N_matmul x B x T + 6 x layers x d x T^2 x B (N_matmul: every "
+             "matmul weight, LM head included, embedding lookups excluded; attention's causal "
+             f"half). MFU vs the probe's {settings['dtype']} matmul rate "
+             f"({_tflops(meta['achievable_flops'])} TFLOP/s) and vs the datasheet "
+             f"({_tflops(meta['datasheet_flops'])} TFLOP/s). Loss check: max over steps of "
+             f"|loss - eager's| / eager's <= {settings['loss_tolerance']:g}.", ""]
     head = ["backend", "first step (s)", "step (ms)", "tok/s", "TFLOP/s", "MFU probe",
             "MFU datasheet", "peak mem (GB)", "vs eager", "vs torch.compile",
             "max rel loss diff", "loss check"]
     for r in rows:
-        lines += [f"## {r['case']}: {r['params'] / 1e6:.0f}M params "
-                  f"({r['matmul_params'] / 1e6:.0f}M in matmuls), {r['shape']}, "
-                  f"{r['flops_per_step'] / 1e12:.1f} TFLOP/step", "",
+        lines += [f"## {r['case']}: {r['params'] / 1e6:.4g}M params "
+                  f"({r['matmul_params'] / 1e6:.4g}M in matmuls), {r['shape']}, "
+                  f"{_tflops(r['flops_per_step'])} TFLOP/step", "",
                   "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for name, d in r["backends"].items():
             if d["error"] or d["skipped"]:
@@ -365,7 +396,7 @@ def markdown(meta: dict, settings: dict, rows: list[dict]) -> str:
             x = lambda v: _f(v, ".2f") + ("x" if v else "")   # noqa: E731
             pct = lambda v: _f(None if v is None else 100 * v, ".1f") + ("%" if v else "")  # noqa: E731
             cells = [name, _f(d["first_step_s"], ".1f"), _f(d["step_s"] and d["step_s"] * 1e3, ".1f"),
-                     _f(d["tokens_per_s"], ",.0f"), _f(d["TFLOPps"], ".0f"),
+                     _f(d["tokens_per_s"], ",.0f"), _tflops(d["TFLOPps"] and d["TFLOPps"] * 1e12),
                      pct(d["mfu_vs_probe"]), pct(d["mfu_vs_datasheet"]),
                      _f(d["peak_memory_bytes"] and d["peak_memory_bytes"] / 1e9, ".1f"),
                      x(d["speedup_vs_eager"]), x(d["speedup_vs_torch.compile"]),
@@ -386,9 +417,8 @@ def markdown(meta: dict, settings: dict, rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(meta: dict, settings: dict, rows: list[dict], out_dir) -> tuple:
-    """<date>_train_<device>.md and .json under out_dir (never overwriting)."""
-    import json
+def result_paths(meta: dict, out_dir) -> tuple:
+    """<date>_train_<device>.md and .json under out_dir, numbered so nothing is overwritten."""
     from pathlib import Path
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -398,11 +428,14 @@ def write(meta: dict, settings: dict, rows: list[dict], out_dir) -> tuple:
     while (out / f"{stem}.md").exists() or (out / f"{stem}.json").exists():
         n += 1
         stem = f"{base}_{n}"
-    md, js = out / f"{stem}.md", out / f"{stem}.json"
+    return out / f"{stem}.md", out / f"{stem}.json"
+
+
+def write(meta: dict, settings: dict, rows: list[dict], md, js) -> None:
+    import json
     md.write_text(markdown(meta, settings, rows))
     js.write_text(json.dumps({"meta": meta, "settings": settings, "summary": summary(rows),
                               "rows": rows}, indent=2, default=str) + "\n")
-    return md, js
 
 
 def run(args) -> int:
@@ -446,25 +479,33 @@ def run(args) -> int:
     console = Console(stderr=True)
     console.print(f"[bold]cherenkov bench train[/] on {spec.name} ({device}), "
                   f"{len(chosen)} configs x {len(names)} backends, {steps} steps, scale {scale}")
-    rows, t0 = [], time.monotonic()
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                  MofNCompleteColumn(), TimeElapsedColumn(), console=console) as progress:
-        task = progress.add_task("starting", total=len(chosen))
-        for case in chosen:
-            results = run_case(case, [BACKENDS[n] for n in names], settings, t0,
-                               lambda s: progress.update(task, description=s))
-            rows.append(row(case, results, settings, spec))
-            progress.advance(task)
     meta = metadata(device, spec, "train", 0.0, scale)
     meta.pop("copy_bandwidth_Bps")
     meta.pop("model_bandwidth_Bps")
     meta.update(achievable_flops=spec.achievable_flops(dtype, True),
-                datasheet_flops=spec.flops(dtype, True), wall_s=time.monotonic() - t0)
+                datasheet_flops=spec.flops(dtype, True))
     settings_json = {"steps": settings.steps, "warmup": settings.warmup, "lr": settings.lr,
                      "seed": settings.seed, "batches": settings.batches,
                      "dtype": str(dtype).removeprefix("torch."),
-                     "loss_tolerance": settings.loss_tolerance, "backends": names}
-    md, js = write(meta, settings_json, rows, args.out)
+                     "loss_tolerance": settings.loss_tolerance, "backends": names,
+                     "clock": "CUDA events" if device.type == "cuda" else "wall clock"}
+    md, js = result_paths(meta, args.out)
+    by_name, t0 = {c.name: c for c in chosen}, time.monotonic()
+
+    def save(results):      # after every backend, so a killed run still leaves its results
+        meta["wall_s"] = time.monotonic() - t0
+        rows = [row(by_name[n], rs, settings, spec) for n, rs in results.items() if rs]
+        write(meta, settings_json, rows, md, js)
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                  MofNCompleteColumn(), TimeElapsedColumn(), console=console) as progress:
+        task = progress.add_task("starting", total=len(chosen) * len(names))
+
+        def done(results):
+            save(results)
+            progress.advance(task)
+        run_all(chosen, [BACKENDS[n] for n in names], settings,
+                lambda s: progress.update(task, description=s), done)
     print(md.read_text())
     console.print(f"wrote {md} and {js}")
     return 0
