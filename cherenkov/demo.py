@@ -112,8 +112,11 @@ def run(args) -> int:
                       " ".join(f"{v:.4f}" for v in losses.get(name, [])))
     console.print(steps)
     if device.type == "cpu":
-        console.print("On CPU, kernels run in Triton's interpreter (correct, not fast); "
-                      "the C++ renderer is what makes CPU fast (issue 7).")
+        from cherenkov.config import current
+        backend = current().cpu_backend
+        console.print("On CPU, generated kernels are " + (
+            "C++ (OpenMP), built with the system compiler" if backend == "cpp" else
+            "run in Triton's interpreter (correct, not fast)") + f" [cpu_backend={backend}].")
     same = all(abs(a - b) < 1e-3 * max(1.0, abs(a)) for a, b in zip(losses["eager"],
                                                                   losses["cherenkov"]))
     console.print(f"training losses agree with eager: {'yes' if same else 'NO'}")

@@ -280,8 +280,8 @@ def max_relative_difference(losses: list[float], reference: list[float]) -> floa
     """max over steps of |loss - reference| / |reference| (inf on NaN or unequal lengths)."""
     if len(losses) != len(reference) or not losses:
         return float("inf")
-    worst = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(losses, reference))
-    return worst if worst == worst else float("inf")
+    diffs = [abs(a - b) / max(abs(b), 1e-12) for a, b in zip(losses, reference)]
+    return float("inf") if any(d != d for d in diffs) else max(diffs)     # NaN -> inf
 
 
 def row(case: TrainCase, results: list[BackendResult], settings: Settings, spec) -> dict:
