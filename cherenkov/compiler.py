@@ -26,6 +26,7 @@ from cherenkov.ir.verifier import verify
 from cherenkov.lowering.from_fx import lower_fx
 from cherenkov.passes.cse import eliminate_common_subexpressions
 from cherenkov.passes.fusion import fuse
+from cherenkov.passes.split_reductions import split_reductions
 from cherenkov.runtime.compiled_graph import CompiledGraph
 from cherenkov.runtime.loader import load_module
 
@@ -66,6 +67,8 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
     device = next((t.device for t in inputs if isinstance(t, torch.Tensor)), torch.device("cpu"))
     from cherenkov import hw
     spec = hw.current_device(device) if config.device == "auto" else hw.device(config.device)
+    if spec.kind == "gpu" and config.fusion:
+        graph = split_reductions(graph, spec.sm_count)
     fusion = fuse(graph, enable=config.fusion, device=spec)
     info = CompileInfo(name, externs=list(report.externs))
     if device.type == "cpu" and config.cpu_backend == "cpp" and not config.interpret:

@@ -113,6 +113,33 @@ def interpreter_blocks(kernel: Kernel) -> BlockConfig:
     return BlockConfig(XBLOCK=xblock, RBLOCK=rblock, persistent=persistent, num_warps=num_warps)
 
 
+def is_column_reduction(kernel: Kernel) -> bool:
+    """True when the kernel's loads walk memory along x and jump along r (reducing the rows
+    of a column): tiles must then be wide in x for coalesced loads."""
+    from cherenkov.codegen import indexing as ix
+    from cherenkov.codegen.kernel_ir import Load
+    if kernel.R == 1:
+        return False
+    r_strides = []
+    for s in kernel.body:
+        if isinstance(s, Load):
+            for atom, coef in s.index.terms:
+                if isinstance(atom, ix.Var) and atom.name == "r":
+                    r_strides.append(abs(coef))
+    return bool(r_strides) and min(r_strides) > 1
+
+
+def column_blocks(X: int, R: int, elem_bytes: int, spec: hw.DeviceSpec) -> BlockConfig:
+    """Wide in x (a warp reads 16-byte vectors of neighbouring columns), short in r."""
+    vec = max(1, VECTOR_BYTES // elem_bytes)
+    xblock = min(next_pow2(X), spec.warp_size * vec // 2)
+    while xblock > vec and -(-X // xblock) < PROGRAMS_PER_SM * spec.sm_count:
+        xblock //= 2
+    rblock = min(next_pow2(R), max(8, 4096 // xblock))
+    return BlockConfig(XBLOCK=xblock, RBLOCK=rblock, persistent=rblock >= R,
+                       num_warps=POINTWISE_WARPS)
+
+
 def choose_blocks(kernel: Kernel, interpret: bool,
                   device: hw.DeviceSpec | None = None) -> BlockConfig:
     """The block configuration for `kernel`: interpreter tiles, or from `device` (default:
@@ -120,4 +147,6 @@ def choose_blocks(kernel: Kernel, interpret: bool,
     if interpret:
         return interpreter_blocks(kernel)
     spec = device if device is not None else hw.current_device()
+    if is_column_reduction(kernel):
+        return column_blocks(kernel.X, kernel.R, element_bytes(kernel), spec)
     return gpu_blocks(kernel.X, kernel.R, element_bytes(kernel), spec)

@@ -1,0 +1,65 @@
+"""Split long reductions into few rows into two: partial sums over chunks, then their sum.
+
+A column reduction of a (rows, cols) tensor -- a bias gradient, LayerNorm's weight gradient --
+has few outputs (X = cols) and a long reduction (R = rows). One program per output leaves most
+of the GPU idle. Viewing R as (S, R/S) and reducing in two steps gives S*X independent
+partial reductions, laid out (S, X) so that neighbouring programs read neighbouring columns,
+then a small reduction over S. A pure rewrite of the graph IR: the views fold into indexing.
+
+Only sum/max/min/any/all split (argmax and prod do not), only on GPUs, and only when the
+device has many more processors than there are outputs.
+"""
+from __future__ import annotations
+
+from cherenkov.ir.graph import Graph, Node, numel
+from cherenkov.ir.ops import Op
+
+SPLITTABLE = {Op.SUM: Op.SUM, Op.MAX: Op.MAX, Op.MIN: Op.MIN, Op.ANY: Op.ANY, Op.ALL: Op.ALL}
+MIN_CHUNK = 256          # keep each partial reduction at least this long
+OUTPUTS_PER_PROGRAM = 32  # a column-reduction program covers this many neighbouring outputs
+
+
+def choose_split(X: int, R: int, sm_count: int) -> int:
+    """How many chunks to cut R into (1 = leave it), so that the S*X partial reductions, a few
+    dozen neighbouring outputs per program, give every processor several programs."""
+    want = 4 * sm_count * OUTPUTS_PER_PROGRAM
+    if X >= want or R < 2 * MIN_CHUNK:
+        return 1
+    S = 1
+    while S * X < want and R % (2 * S) == 0 and R // (2 * S) >= MIN_CHUNK:
+        S *= 2
+    return S
+
+
+def split_reductions(graph: Graph, sm_count: int) -> Graph:
+    replaced: dict[Node, Node] = {}
+    for node in graph.nodes():
+        inputs = tuple(replaced.get(i, i) for i in node.inputs)
+        new = node.replace(inputs=inputs) if inputs != node.inputs else node
+        if node.op in SPLITTABLE:
+            new = _split(new, sm_count) or new
+        if new is not node:
+            replaced[node] = new
+    outputs = [None if o is None else replaced.get(o, o) for o in graph.outputs]
+    return Graph(graph.inputs, outputs, graph.name, graph.scalar_outputs)
+
+
+def _split(node: Node, sm_count: int) -> Node | None:
+    src = node.inputs[0]
+    n_red = node.args[0]
+    kept, red = src.shape[: len(src.shape) - n_red], src.shape[len(src.shape) - n_red:]
+    X, R = numel(kept), numel(red)
+    S = choose_split(X, R, sm_count)
+    if S == 1:
+        return None
+    meta = src.meta
+    flat = Node(Op.RESHAPE, (src,), ((X, S, R // S),), meta.replace(shape=(X, S, R // S), stride=None))
+    # (S, X, R/S): neighbouring partial reductions read neighbouring outputs' data
+    swapped = Node(Op.PERMUTE, (flat,), ((1, 0, 2),), meta.replace(shape=(S, X, R // S), stride=None))
+    partial = Node(node.op, (swapped,), (1,), node.meta.replace(shape=(S, X), stride=None))
+    back = Node(Op.PERMUTE, (partial,), ((1, 0),), node.meta.replace(shape=(X, S), stride=None))
+    total = Node(node.op, (back,), (1,), node.meta.replace(shape=(X,), stride=None))
+    if tuple(kept) == (X,):
+        return total
+    return Node(Op.RESHAPE, (total,), (tuple(kept),), node.meta.replace(shape=tuple(kept),
+                                                                       stride=None))
