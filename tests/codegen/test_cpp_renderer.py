@@ -14,7 +14,7 @@ from cherenkov.codegen.cpp_ops import PRELUDE
 from cherenkov.codegen import indexing as ix
 from cherenkov.codegen.cpp_renderer import render_cpp
 from cherenkov.codegen.kernel_ir import Buffer, Kernel, Load, Store
-from cherenkov.codegen.triton_renderer import RenderedKernel
+from cherenkov.compiler import LaunchableKernel
 from cherenkov.lowering.from_fx import lower_fx
 from cherenkov.passes.cse import eliminate_common_subexpressions
 from cherenkov.passes.fusion import fuse
@@ -34,16 +34,6 @@ def fresh_cache(tmp_path_factory):
     mp.undo()
 
 
-class _Launch:
-    """What CompiledGraph expects of a kernel: `fn[grid](*tensors, **launch)`."""
-
-    def __init__(self, fn):
-        self.fn = fn
-
-    def __getitem__(self, grid):
-        return self.fn
-
-
 def lower(fn, *args):
     gm = make_fx(fn, decomposition_table=decomposition_table())(*args)
     graph, _ = lower_fx(gm, list(args), strict=True)
@@ -59,9 +49,8 @@ def run_cpp(fn, *args):
     plan = {}
     for g in fusion.groups:
         k = g.kernel
-        rendered = RenderedKernel(k.name, built[k.name].source,
-                                  [b.name for b in k.inputs + k.outputs], 1, 0)
-        plan[g] = (rendered, _Launch(built[k.name]), None, {})
+        plan[g] = LaunchableKernel(k.name, [b.name for b in k.inputs + k.outputs],
+                                   built[k.name], built[k.name].source, k.fused_ops, k)
     outs = CompiledGraph(graph, fusion, plan, torch.device("cpu"))(list(args))
     return outs, kernels
 
