@@ -120,9 +120,10 @@ def is_column_reduction(kernel: Kernel) -> bool:
     from cherenkov.codegen.kernel_ir import Load
     if kernel.R == 1:
         return False
+    big = {b.name for b in kernel.inputs if b.numel * 2 >= kernel.X * kernel.R}
     r_strides = []
     for s in kernel.body:
-        if isinstance(s, Load):
+        if isinstance(s, Load) and s.buffer in big:      # per-row vectors do not count
             for atom, coef in s.index.terms:
                 if isinstance(atom, ix.Var) and atom.name == "r":
                     r_strides.append(abs(coef))

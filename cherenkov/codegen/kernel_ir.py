@@ -98,12 +98,17 @@ class Kernel:
         return self.R > 1 or any(isinstance(s, Reduce) for s in self.body)
 
     def bytes_moved(self) -> int:
-        """Bytes read and written, each buffer counted once (the roofline's memory term)."""
-        read = {s.buffer for s in self.body if isinstance(s, Load)}
+        """Bytes read and written. A buffer read through one index pattern counts once (the
+        cache serves repeats); read through several patterns (e.g. row- and column-wise) it
+        counts once per pattern, since each walks the whole of it."""
+        patterns: dict[str, set] = {}
+        for s in self.body:
+            if isinstance(s, Load):
+                patterns.setdefault(s.buffer, set()).add(s.index)
         total = 0
         for b in self.inputs:
-            if b.name in read:
-                total += min(b.numel, self.X * self.R) * b.dtype.itemsize
+            if b.name in patterns:
+                total += len(patterns[b.name]) * min(b.numel, self.X * self.R) * b.dtype.itemsize
         for b in self.outputs:
             total += b.numel * b.dtype.itemsize
         return total

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import torch
 
+from cherenkov.lowering.elementwise import cast_value
 from cherenkov.lowering.registry import lowering
 
 prims = torch.ops.prims
@@ -10,7 +11,6 @@ prims = torch.ops.prims
 
 @lowering(prims.convert_element_type.default)
 def _convert(ctx, x, dtype):
-    from cherenkov.lowering.elementwise import cast_value
     return cast_value(ctx, x, dtype)
 
 

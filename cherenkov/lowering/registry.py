@@ -14,9 +14,8 @@ kernel (a lowering registered with `empty_inputs=True`, like cat, still sees emp
 """
 from __future__ import annotations
 
-from typing import Callable
-
 import functools
+from typing import Callable
 
 import torch
 from torch.utils._pytree import tree_leaves

@@ -19,10 +19,11 @@ MIN_CHUNK = 256          # keep each partial reduction at least this long
 OUTPUTS_PER_PROGRAM = 32  # a column-reduction program covers this many neighbouring outputs
 
 
-def choose_split(X: int, R: int, sm_count: int) -> int:
-    """How many chunks to cut R into (1 = leave it), so that the S*X partial reductions, a few
-    dozen neighbouring outputs per program, give every processor several programs."""
-    want = 4 * sm_count * OUTPUTS_PER_PROGRAM
+def choose_split(X: int, R: int, sm_count: int, column: bool = True) -> int:
+    """How many chunks to cut R into (1 = leave it), so that the S*X partial reductions give
+    every processor several programs: a column-wise program covers a few dozen neighbouring
+    outputs, a row-wise one about one."""
+    want = 4 * sm_count * (OUTPUTS_PER_PROGRAM if column else 1)
     if X >= want or R < 2 * MIN_CHUNK:
         return 1
     S = 1
@@ -44,12 +45,21 @@ def split_reductions(graph: Graph, sm_count: int) -> Graph:
     return Graph(graph.inputs, outputs, graph.name, graph.scalar_outputs)
 
 
+def _column_wise(src: Node) -> bool:
+    """Whether the reduced elements are strided in memory: the reduction's input permutes the
+    innermost dim of what it reads into the kept dims (a sum over rows, not along a row)."""
+    if src.op != Op.PERMUTE:
+        return False
+    dims = src.args[0]
+    return dims[-1] != len(dims) - 1
+
+
 def _split(node: Node, sm_count: int) -> Node | None:
     src = node.inputs[0]
     n_red = node.args[0]
     kept, red = src.shape[: len(src.shape) - n_red], src.shape[len(src.shape) - n_red:]
     X, R = numel(kept), numel(red)
-    S = choose_split(X, R, sm_count)
+    S = choose_split(X, R, sm_count, _column_wise(src))
     if S == 1:
         return None
     meta = src.meta

@@ -13,7 +13,10 @@ whose graphs hold an extern (a lowering declined: zero-element or complex tensor
 no lowering) is counted as `extern`, not compared; one that Dynamo runs in eager (a graph
 break around the whole op) is skipped. An op none of whose samples lowers is reported as
 `extern` with the ops that ran as extern. `summary_table` prints passed/failed/skipped counts
-by op; `sweep_report` is the same as a JSON-able dict.
+by op; `sweep_report` is the same as a JSON-able dict. Standalone (CPU tensors run on the
+default CPU backend; CHERENKOV_CPU_BACKEND=triton sweeps the Triton path, as the tests do):
+
+    CHERENKOV_CPU_BACKEND=triton python -m tests.lowering.opinfo_sweep --shard 0/2 --json a.json
 """
 from __future__ import annotations
 
@@ -321,3 +324,34 @@ def summary_table(results: list[OpResult]) -> str:
                 f"{rep['failed']}, skipped {rep['skipped']}; extern {rep['extern']}; "
                 f"pass rate {100 * rep['pass_rate']:.1f}%")
     return "\n".join(rows)
+
+
+def main(argv=None) -> int:
+    """python -m tests.lowering.opinfo_sweep [--shard K/N] [--samples 3] [--json out] [op ...]"""
+    import argparse
+    import json
+    import time
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("ops", nargs="*", help="OpInfo names, name.variant for variants")
+    parser.add_argument("--shard", default="0/1", help="run every N-th op from the K-th")
+    parser.add_argument("--samples", type=int, default=3)
+    parser.add_argument("--json", help="write the report here")
+    args = parser.parse_args(argv)
+    ops = find_ops()
+    if args.ops:
+        ops = [op for op in ops if op_name(op) in args.ops]
+    k, n = (int(v) for v in args.shard.split("/"))
+    start = time.time()
+
+    def progress(r: OpResult) -> None:
+        print(f"{time.time() - start:7.1f}s {r.name:40} {r.verdict}", flush=True)
+    results = sweep(ops[k::n], progress=progress, samples_per_case=args.samples)
+    print(summary_table(results))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(sweep_report(results), f, indent=1, sort_keys=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -17,7 +17,6 @@ import torch
 
 from . import opinfo_sweep as sweep
 
-SLOW = os.environ.get("CHERENKOV_SLOW_TESTS", "").strip().lower() in ("1", "true", "yes", "on")
 REPORT = os.environ.get("CHERENKOV_OPINFO_REPORT")
 
 # Fast-subset ops that fail for a reason outside the lowerings (strict xfail: remove the entry
@@ -27,6 +26,8 @@ _CONST_STORE = ("fusion/renderer: a constant output (zeros grad of x) stored fro
 KNOWN_FAILURES: dict[tuple[str, str], str] = {
     ("div", "trunc_rounding"): _CONST_STORE,
     ("div", "floor_rounding"): _CONST_STORE,
+    ("index_select", ""): "renderer: the atomic_add of a SCATTER_ADD into a 1-element output "
+                          "(0-d input's backward) has a [1] pointer against [XBLOCK] values",
 }
 
 _FAST_RESULTS: list = []
@@ -61,8 +62,7 @@ def test_fast_subset(key):
                 f"no {kind} case passed: {[(c.status, c.reason) for c in cases]}"
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not SLOW, reason="full OpInfo sweep: set CHERENKOV_SLOW_TESTS=1")
+@pytest.mark.slow          # tests/conftest.py skips it unless CHERENKOV_SLOW_TESTS=1
 def test_full_sweep():
     results = sweep.sweep(sweep.find_ops(), samples_per_case=3)
     print("\n" + sweep.summary_table(results))

@@ -2,6 +2,9 @@
 
     from cherenkov.bench.suites import SUITES
     SUITES["memory"]("smoke")      # the memory-bound kernels at tiny shapes
+
+A suite listed in RUNNERS (`train`: whole training steps) runs itself: `cherenkov bench`
+hands it the parsed arguments instead of driving its cases through the kernel harness.
 """
 from __future__ import annotations
 
