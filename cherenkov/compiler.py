@@ -9,6 +9,7 @@ reasons) and estimated bytes moved.
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import json
 import logging
@@ -112,8 +113,12 @@ def _triton_kernels(fusion, interpret: bool, spec):
     for group in fusion.groups:
         cfg = choose_blocks(group.kernel, interpret, device=spec)
         rendered = render_triton(group.kernel, cfg)
-        source = PRELUDE + "\n\n" + rendered.source
-        fn = getattr(load_module(source, interpret), rendered.name)
+        # name the function by its text, so identical kernels (one per transformer layer)
+        # share one module and Triton compiles them once
+        body = rendered.source.replace(f"def {rendered.name}(", "def kernel(", 1)
+        fn_name = "k_" + hashlib.sha256(body.encode()).hexdigest()[:16]
+        source = PRELUDE + "\n\n" + body.replace("def kernel(", f"def {fn_name}(", 1)
+        fn = getattr(load_module(source, interpret), fn_name)
         launch = {"XBLOCK": cfg.XBLOCK, "num_warps": cfg.num_warps}
         if group.R > 1:
             launch["RBLOCK"] = cfg.RBLOCK

@@ -138,7 +138,7 @@ def column_blocks(X: int, R: int, elem_bytes: int, spec: hw.DeviceSpec) -> Block
         xblock //= 2
     rblock = min(next_pow2(R), max(8, 4096 // xblock))
     return BlockConfig(XBLOCK=xblock, RBLOCK=rblock, persistent=rblock >= R,
-                       num_warps=POINTWISE_WARPS)
+                       num_warps=POINTWISE_WARPS, transposed=True)
 
 
 def choose_blocks(kernel: Kernel, interpret: bool,

@@ -26,6 +26,7 @@ class BlockConfig:
     RBLOCK: int = 1
     persistent: bool = True
     num_warps: int = 4
+    transposed: bool = False    # tiles (RBLOCK, XBLOCK): x fastest, for column reductions
 
 
 @dataclass
@@ -199,7 +200,8 @@ class _Renderer:
                         self.stmt(s, "    ")
             else:
                 self.looped()
-        source = "\n".join(head + self.lines) + "\n"
+        lines = _transpose_tiles(self.lines) if cfg.transposed and not self.pointwise else self.lines
+        source = "\n".join(head + lines) + "\n"
         grid = -(-k.X // cfg.XBLOCK)
         return RenderedKernel(k.name, source, [b.name for b in k.inputs + k.outputs], grid,
                               cfg.num_warps)
@@ -377,6 +379,27 @@ class _Renderer:
         if s.op in (Op.ANY, Op.ALL):
             text = f"({text} != 0)"
         self.lines.append(f"    {s.out} = {text}")
+
+
+TRANSPOSE = [("[XBLOCK, RBLOCK]", "[RBLOCK, XBLOCK]"), ("[XBLOCK, 1]", "[1, XBLOCK]"),
+             (", 1)[:, None]", ", 0)[None, :]"),
+             ("tl.arange(0, XBLOCK)[:, None]", "tl.arange(0, XBLOCK)[None, :]"),
+             ("tl.arange(0, RBLOCK)[None, :]", "tl.arange(0, RBLOCK)[:, None]")]
+
+
+def _transpose_tiles(lines: list[str]) -> list[str]:
+    """The same kernel with tiles laid out (RBLOCK, XBLOCK) and reductions along axis 0.
+
+    Triton's default layout makes the last tile axis the fastest-moving one across threads;
+    when neighbouring x are neighbouring addresses (a column reduction), x must be that axis
+    for the loads to coalesce. Every tile shape and reduction axis the renderer writes is one
+    of the patterns below, so swapping them is a faithful transpose."""
+    out = []
+    for line in lines:
+        for a, b in TRANSPOSE:
+            line = line.replace(a, b)
+        out.append(line)
+    return out
 
 
 def _deps(s) -> list[str]:

@@ -148,6 +148,8 @@ def _rsub(ctx, a, b, alpha=1):
 
 @lowering(aten.div.Tensor, aten.div.Scalar)
 def _div(ctx, a, b):
+    # an integer operand of a 16-bit float quotient (a mean's count) goes through fp32
+    a, b = (cast_value(ctx, v, ctx.out.dtype) if hasattr(v, "meta") else v for v in (a, b))
     return ctx.binary(Op.DIV, a, b)
 
 

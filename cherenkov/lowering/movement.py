@@ -91,10 +91,12 @@ def _narrow(ctx, x, dim, start, length):
 @lowering(aten.split.Tensor, aten.split_with_sizes, aten.unbind.int, aten.chunk,
           aten.split_with_sizes_copy, aten.unbind_copy.int)
 def _split(ctx, x, *args, **kwargs):
-    dim = kwargs.get("dim", args[1] if len(args) > 1 else 0) % max(len(x.shape), 1)
+    unbind = ctx.target.overloadpacket in (aten.unbind, aten.unbind_copy)
+    dim_at = 0 if unbind else 1              # unbind(x, dim); split(x, sizes, dim)
+    dim = kwargs.get("dim", args[dim_at] if len(args) > dim_at else 0) % max(len(x.shape), 1)
     outs, offset = [], 0
     for out in ctx.out:
-        if ctx.target.overloadpacket in (aten.unbind, aten.unbind_copy):
+        if unbind:
             piece = slice_node(ctx, x, dim, offset, offset + 1, 1)
             outs.append(ctx.reshape(piece, out.shape))
             offset += 1

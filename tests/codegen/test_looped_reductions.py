@@ -9,19 +9,23 @@ import cherenkov.compiler as compiler
 from cherenkov.codegen.triton_renderer import BlockConfig
 
 
-@pytest.fixture
-def small_tiles(monkeypatch):
+@pytest.fixture(params=[(False, False), (False, True), (True, True)],
+                ids=["looped", "looped-transposed", "persistent-transposed"])
+def small_tiles(monkeypatch, request):
     original = compiler.choose_blocks
 
     def choose(kernel, interpret, device=None):
+        persistent, transposed = request.param
         if kernel.R > 1:
-            return BlockConfig(XBLOCK=4, RBLOCK=16, persistent=False, num_warps=4)
+            return BlockConfig(XBLOCK=4, RBLOCK=512 if persistent else 16, persistent=persistent,
+                               num_warps=4, transposed=transposed)
         return original(kernel, interpret, device=device)
     monkeypatch.setattr(compiler, "choose_blocks", choose)
 
 
 @pytest.mark.parametrize("name", ["softmax", "log_softmax", "cross_entropy", "layer_norm",
-                                  "argmax", "var_mean", "row_broadcast"])
+                                  "argmax", "var_mean", "row_broadcast",
+                                  "column_sums"])
 def test_looped_matches_eager(small_tiles, name):
     x = torch.randn(7, 301)
     x[0, :] = float("-inf")
@@ -37,6 +41,7 @@ def test_looped_matches_eager(small_tiles, name):
         "var_mean": lambda x: torch.var_mean(x[1:], -1),
         "row_broadcast": lambda x: (x[1:].sum(-1, keepdim=True) + torch.zeros(6, 301),
                                     x[1:].softmax(-1)),
+        "column_sums": lambda x: (x[1:].sum(0), x[1:].amax(0), x[1:].t().argmax(-1)),
     }
     fn = fns[name]
     torch.testing.assert_close(cherenkov.compile(fn, strict=True)(x), fn(x), rtol=1e-5,
