@@ -26,10 +26,11 @@ from cherenkov.ir.printer import format_graph
 from cherenkov.ir.verifier import verify
 from cherenkov.lowering.from_fx import lower_fx
 from cherenkov.passes.cse import eliminate_common_subexpressions
-from cherenkov.passes.fusion import fuse
+from cherenkov.passes.fusion import fuse, is_scatter
 from cherenkov.passes.split_reductions import split_reductions
 from cherenkov.runtime.compiled_graph import CompiledGraph
 from cherenkov.runtime.loader import load_module
+from cherenkov.runtime.triton_launch import TritonLaunch
 
 log = logging.getLogger("cherenkov")
 _graph_ids = itertools.count()
@@ -122,10 +123,15 @@ def _triton_kernels(fusion, interpret: bool, spec):
         launch = {"XBLOCK": cfg.XBLOCK, "num_warps": cfg.num_warps}
         if group.R > 1:
             launch["RBLOCK"] = cfg.RBLOCK
-        if not interpret:
-            launch["enable_fp_fusion"] = False     # same numerics fused or not: no FMA contraction
-        kernels[group] = LaunchableKernel(rendered.name, rendered.arg_names,
-                                          functools.partial(fn[(rendered.grid,)], **launch),
+        if interpret:
+            launcher = functools.partial(fn[(rendered.grid,)], **launch)
+        else:
+            constexprs = (cfg.XBLOCK,) + ((cfg.RBLOCK,) if group.R > 1 else ())
+            options = {"num_warps": cfg.num_warps,
+                       "enable_fp_fusion": False}   # same numerics fused or not: no FMA contraction
+            launcher = TritonLaunch(fn, rendered.grid, constexprs, options,
+                                    len(group.kernel.outputs), is_scatter(group))
+        kernels[group] = LaunchableKernel(rendered.name, rendered.arg_names, launcher,
                                           source, group.kernel.fused_ops, group.kernel)
         sources.append((group, kernels[group]))
     return kernels, sources
