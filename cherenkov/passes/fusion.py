@@ -90,6 +90,23 @@ def merged_domain(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int] | N
     return None
 
 
+def mixed_access(kernel: Kernel) -> bool:
+    """True when the kernel walks its full-size inputs both along r (rows) and across r
+    (columns): no tile shape coalesces both, so such a merge trades launches for bandwidth."""
+    from cherenkov.codegen import indexing as ix
+    from cherenkov.codegen.kernel_ir import Load
+    if kernel.R == 1:
+        return False
+    big = {b.name for b in kernel.inputs if b.numel * 2 >= kernel.X * kernel.R}
+    strides = set()
+    for s in kernel.body:
+        if isinstance(s, Load) and s.buffer in big:
+            for atom, coef in s.index.terms:
+                if isinstance(atom, ix.Var) and atom.name == "r":
+                    strides.add(abs(coef) == 1)
+    return len(strides) == 2
+
+
 def predicted_time(kernel: Kernel, device) -> float:
     """Roofline time of a kernel: its FLOPs (one per computed element) and bytes moved."""
     from cherenkov import cost
@@ -237,7 +254,7 @@ def _merge(groups, realized, views, users, outputs, order, device):
         except NotFusible:
             forbidden.add(frozenset((a, b)))
             continue
-        if predicted_time(merged.kernel, device) >= apart:
+        if mixed_access(merged.kernel) or predicted_time(merged.kernel, device) >= apart:
             forbidden.add(frozenset((a, b)))
             continue
         groups = [g for g in groups if g is not a and g is not b] + [merged]

@@ -83,6 +83,8 @@ def p2p_seconds(plan, costs) -> tuple[float, float]:
     x = sol.graph.values[sol.graph.input]
     nbytes = x.nbytes / (plan.choice.tp if isinstance(sol.input_placement, Shard) else 1)
     pp = plan.mesh.axis("pp")
+    if pp.size <= 1:  # one stage: nothing to send (and a 1-GPU cluster has no pair to send to)
+        return nbytes, 0.0
     return nbytes, costs.collective("send_recv", nbytes, 2, pp.spans_nodes and pp.size > 1, 1)
 
 

@@ -37,3 +37,15 @@ def test_layernorm_weight_gradient_with_split_reductions():
     want = torch.autograd.grad(fn(x, w, b), (x, w, b), g)
     for a, e in zip(got, want):
         torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-4)
+
+
+def test_row_and_column_walks_of_one_buffer_never_share_a_kernel():
+    from cherenkov.codegen import indexing as ix
+    from cherenkov.codegen.kernel_ir import Buffer, Kernel, Load
+    from cherenkov.passes.fusion import mixed_access
+    x, r = ix.var("x", 64), ix.var("r", 64)
+    k = Kernel("k", 64, 64, inputs=[Buffer("a", torch.float32, 4096)])
+    k.body.append(Load("t0", "a", ix.add(ix.mul(x, 64), r)))          # along rows
+    assert not mixed_access(k)
+    k.body.append(Load("t1", "a", ix.add(ix.mul(r, 64), x)))          # down columns
+    assert mixed_access(k)
