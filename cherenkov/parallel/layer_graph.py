@@ -25,6 +25,12 @@ from math import prod
 from cherenkov.models.config import ModelConfig
 
 KINDS = ("matmul", "attention", "elementwise", "norm", "embedding", "cross_entropy")
+ATTENTION_TILE = 128  # query/key tile of flash-attention kernels (FlashAttention-2: 128 x 128)
+
+
+def causal_tile_overhead(seq: int, tile: int = ATTENTION_TILE) -> float:
+    """FLOPs a tiled causal kernel executes over the causal half's: 1 + tile/seq."""
+    return 1.0 + min(tile, seq) / seq
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,9 +150,19 @@ def layer_graph(cfg: ModelConfig, batch: int, seq: int) -> LayerGraph:
     ln1 = g.norm("ln1", x, bias=gpt)
     heads = (("heads", cfg.heads), ("kv_heads", cfg.kv_heads), ("head_dim", d))
     qkv = g.matmul("qkv", ln1, q_dim + 2 * kv_dim, attrs=heads)
+    if not gpt:
+        # Rotary embeddings on q and k (v passes through): read and write b*s*(q+kv) elements,
+        # ~3 FLOPs each; the backward rotates dy the other way (cos/sin tables are tiny).
+        rotated = batch * seq * (q_dim + kv_dim)
+        roped = g.value("rope", (batch, seq, q_dim + 2 * kv_dim))
+        g.ops.append(LayerOp("rope", "elementwise", (qkv,), roped, flops=3.0 * rotated,
+                             bytes=2.0 * rotated * g.values[qkv].itemsize))
+        qkv = roped
     # Attention core (flash style: saves q, k, v and the log-sum-exp, not the score matrix).
     attn = g.value("attn", (batch, seq, q_dim))
-    causal_flops = 2.0 * batch * seq * seq * q_dim  # QK^T and PV, causal half of 4*b*s*s*q
+    # QK^T and PV over the causal half of 4*b*s*s*q, plus the masked half of the diagonal
+    # tiles, which a flash kernel computes whole: (s/T)(s/T + 1)/2 tiles of T x T.
+    causal_flops = 2.0 * batch * seq * seq * q_dim * causal_tile_overhead(seq)
     g.ops.append(LayerOp("attn", "attention", (qkv,), attn, flops=causal_flops,
                          bytes=g._io_bytes((qkv, attn)), saved=(qkv,), attrs=heads))
     proj = g.matmul("proj", attn, h)
@@ -206,6 +222,8 @@ def head_graph(cfg: ModelConfig, batch: int, seq: int) -> LayerGraph:
     g.ops.append(LayerOp("lm_head", "matmul", (lnf,), logits, (w,), flops=2.0 * b * s * h * cfg.vocab,
                          bytes=g._io_bytes((lnf, w, logits)), saved=(lnf,)))
     loss = g.value("loss", (b, s), itemsize=4)
+    # Two passes over the logits (row max, then sum of exp and the target's logit); the loss
+    # and the row statistics are tiny. The backward reads the logits and writes dlogits.
     g.ops.append(LayerOp("xent", "cross_entropy", (logits,), loss, flops=5.0 * b * s * cfg.vocab,
-                         bytes=3.0 * g.values[logits].nbytes, saved=(logits,)))
+                         bytes=2.0 * g.values[logits].nbytes, saved=(logits,)))
     return LayerGraph(f"head b={batch} s={seq}", g.values, tuple(g.ops), x, loss)

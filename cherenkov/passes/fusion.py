@@ -15,6 +15,8 @@
 """
 from __future__ import annotations
 
+import heapq
+import itertools
 from dataclasses import dataclass, field
 
 from cherenkov.codegen.builder import KernelBuilder, NotFusible
@@ -156,9 +158,14 @@ def fuse(graph: Graph, enable: bool = True, device=None) -> FusionResult:
     if enable:
         order = {n: i for i, n in enumerate(nodes)}
         groups = _merge(groups, realized, views, users, outputs, order, device)
+    readers: dict[Node, set] = {}
+    for g in groups:
+        for r in g.reads:
+            readers.setdefault(r, set()).add(g)
+    always = set(outputs) | _library_read(users)
     for i, g in enumerate(groups):
-        others = [h for h in groups if h is not g]
-        g.kernel = build_kernel(g, _needed(others, users, outputs), f"k{i}")
+        stored = {m for m in g.members if m in always or readers.get(m, set()) - {g}}
+        g.kernel = build_kernel(g, stored, f"k{i}")
     return FusionResult(groups, realized, views, {})
 
 
@@ -216,68 +223,83 @@ def _bytes(node: Node) -> int:
 
 
 def _merge(groups, realized, views, users, outputs, order, device):
+    """Greedy merging, best saving first, with a heap of candidate pairs kept up to date as
+    groups merge (only pairs touching the new group are scored again)."""
     group_of = {m: g for g in groups for m in g.members}
+    readers: dict[Node, set] = {}
+    for g in groups:
+        for r in g.reads:
+            readers.setdefault(r, set()).add(g)
+    always = set(outputs) | _library_read(users)
+    alive = set(groups)
     forbidden: set[frozenset] = set()
+    heap: list = []
+    tiebreak = itertools.count()
+
+    def stored(members, parts) -> set[Node]:
+        """Members some group other than `parts` (or the caller, a library op) reads."""
+        return {m for m in members if m in always or
+                len(readers.get(m, ()) - set(parts)) > 0}
 
     def time_of(g: Group) -> float:
         if g.kernel is None:
-            others = [h for h in groups if h is not g]
-            g.kernel = build_kernel(g, _needed(others, users, outputs), "probe")
+            g.kernel = build_kernel(g, stored(g.members, [g]), "probe")
         return predicted_time(g.kernel, device)
 
-    while True:
-        best = None
-        for a, b in _candidate_pairs(groups, group_of):
-            if frozenset((a, b)) in forbidden or is_scatter(a) or is_scatter(b):
+    def saving(a: Group, b: Group) -> int:
+        shared = a.reads & b.reads
+        produced = {r for r in b.reads if group_of.get(r) is a}
+        produced |= {r for r in a.reads if group_of.get(r) is b}
+        return sum(_bytes(n) for n in shared | produced)
+
+    def push_pairs(g: Group) -> None:
+        neighbours = set()
+        for r in g.reads:
+            neighbours |= readers.get(r, set())
+            if r in group_of:
+                neighbours.add(group_of[r])
+        for m in g.members:
+            neighbours |= readers.get(m, set())
+        for h in neighbours:
+            if h is g or h not in alive or is_scatter(g) or is_scatter(h):
                 continue
-            dom = merged_domain((a.X, a.R), (b.X, b.R))
-            if dom is None:
+            if merged_domain((g.X, g.R), (h.X, h.R)) is None:
                 continue
-            shared = a.reads & b.reads
-            produced = {r for r in b.reads if group_of.get(r) is a}
-            produced |= {r for r in a.reads if group_of.get(r) is b}
-            saving = sum(_bytes(n) for n in shared | produced)
-            if saving > 0 and (best is None or saving > best[0]):
-                best = (saving, a, b, dom)
-        if best is None:
-            return groups
-        _, a, b, dom = best
-        if _cycle(group_of, a, b):
-            forbidden.add(frozenset((a, b)))
+            value = saving(g, h)
+            if value > 0:
+                heapq.heappush(heap, (-value, next(tiebreak), g, h))
+
+    for g in groups:
+        push_pairs(g)
+    while heap:
+        _, _, a, b = heapq.heappop(heap)
+        key = frozenset((a, b))
+        if a not in alive or b not in alive or key in forbidden:
             continue
+        forbidden.add(key)                      # each pair is decided once
+        if _cycle(group_of, a, b):
+            continue
+        dom = merged_domain((a.X, a.R), (b.X, b.R))
         merged = Group(sorted(a.members + b.members, key=order.__getitem__), *dom)
         merged.reads = _reads(merged.members, realized, views)
-        others = [g for g in groups if g is not a and g is not b]
         try:
-            merged.kernel = build_kernel(merged, _needed(others, users, outputs), "probe")
+            merged.kernel = build_kernel(merged, stored(merged.members, [a, b]), "probe")
             apart = time_of(a) + time_of(b)
         except NotFusible:
-            forbidden.add(frozenset((a, b)))
             continue
         if mixed_access(merged.kernel) or predicted_time(merged.kernel, device) >= apart:
-            forbidden.add(frozenset((a, b)))
             continue
-        groups = [g for g in groups if g is not a and g is not b] + [merged]
+        alive -= {a, b}
+        alive.add(merged)
+        for g in (a, b):
+            for r in g.reads:
+                readers[r].discard(g)
+        for r in merged.reads:
+            readers.setdefault(r, set()).add(merged)
         for m in merged.members:
             group_of[m] = merged
-
-
-def _candidate_pairs(groups, group_of):
-    """Pairs that share an input buffer, or where one reads what the other produces."""
-    readers: dict[Node, list[Group]] = {}
-    for g in groups:
-        for r in g.reads:
-            readers.setdefault(r, []).append(g)
-    seen = set()
-    for r, gs in readers.items():
-        producer = group_of.get(r)
-        pool = gs + ([producer] if producer is not None else [])
-        for i, a in enumerate(pool):
-            for b in pool[i + 1:]:
-                key = frozenset((a, b))
-                if a is not b and key not in seen:
-                    seen.add(key)
-                    yield a, b
+        push_pairs(merged)
+    return sorted(alive, key=lambda g: min(order[m] for m in g.members))
 
 
 def _cycle(group_of, a, b) -> bool:
@@ -303,14 +325,6 @@ def _reaches(group_of, node, target) -> bool:
 
 def _library_read(users) -> set[Node]:
     return {n for n, us in users.items() if any(is_library(u) for u in us)}
-
-
-def _needed(groups, users, outputs) -> set[Node]:
-    """Values some other kernel, library call or the caller reads: these must be stored."""
-    needed = set(outputs) | _library_read(users)
-    for g in groups:
-        needed |= g.reads
-    return needed
 
 
 def build_kernel(group: Group, needed: set[Node], name: str) -> Kernel:

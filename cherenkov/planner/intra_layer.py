@@ -8,7 +8,8 @@ cost between them. Solved with `scipy.optimize.milp` (HiGHS). A transformer laye
 once and repeated, its output placement tied to its input's.
 
 Costs of one microbatch on one device:
-  node  = fwd kernel + bwd kernel (2x FLOPs for matmul, 2.5x for attention, 2x bytes others)
+  node  = fwd kernel + bwd kernel (2x FLOPs for matmul, 2.5x for attention; 2x bytes except
+          cross-entropy, 1x), attention at the flash-attention rate (`planner.costs`)
           + the strategy's own collectives (those once per step divided by `microbatches`)
           + the outer data-parallel gradient sync of the weights it keeps (per microbatch)
   edge  = redistribute(producer out -> consumer in) forward
@@ -29,6 +30,11 @@ from cherenkov.parallel.redistribute import Collective, redistribute
 from cherenkov.parallel.rules import Strategy, strategies
 
 BWD_FLOPS = {"matmul": 2.0, "attention": 2.5}
+# Backward HBM bytes as a multiple of the forward's (2x by default: read the saved input and
+# dy, write dx, plus the weight-gradient partials). Cross-entropy's forward reads the logits
+# twice (max, then sum of exp: see layer_graph.head_graph); its backward reads them once and
+# writes dlogits once: the same 2 x logits bytes.
+BWD_BYTES = {"cross_entropy": 1.0}
 INPUT = "<in>"
 
 
@@ -85,9 +91,9 @@ def _frac(p: Placement, t: int) -> float:
 
 def _node_cost(op: LayerOp, s: Strategy, graph, axis, costs, opts) -> tuple[float, float, float]:
     tc = op.kind in ("matmul", "attention")
-    fwd = costs.kernel(op.flops * s.fraction, op.bytes * s.fraction, tc)
+    fwd = costs.kernel(op.flops * s.fraction, op.bytes * s.fraction, tc, op.kind)
     bwd = costs.kernel(op.flops * s.fraction * BWD_FLOPS.get(op.kind, 2.0),
-                       op.bytes * s.fraction * 2.0, tc)
+                       op.bytes * s.fraction * BWD_BYTES.get(op.kind, 2.0), tc, op.kind)
     comm = opts.outer_sync_s_per_byte * _weights_params(op, s, graph) * 2.0 / opts.microbatches
     for kind, nbytes, phase in s.comm:
         c = costs.collective(kind, nbytes, axis.size, axis.spans_nodes, axis.per_node)

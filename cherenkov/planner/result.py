@@ -64,7 +64,7 @@ class Prediction:
 
 
 def simulate_plan(plan, costs=None) -> Prediction:
-    costs = costs or ClusterCosts(plan.cluster)
+    costs = costs or ClusterCosts(plan.cluster, head_dim=plan.model.head_dim)
     tasks, static = build_tasks(plan, costs)
     tl = simulate(tasks, static)
     step = tl.step_time

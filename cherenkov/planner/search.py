@@ -21,7 +21,7 @@ from cherenkov.planner.costs import ClusterCosts
 from cherenkov.planner.intra_layer import InfeasibleLayer, SolveOptions, solve_layer
 from cherenkov.planner.memory import state_bytes_per_param
 from cherenkov.planner.plan import Choice, Plan, split_layers
-from cherenkov.planner.program import (grad_axis, grad_axis_of, layer_times, p2p_seconds,
+from cherenkov.planner.program import (OPTIMIZER_BYTES_MOVED, grad_axis, grad_axis_of, layer_times, p2p_seconds,
                                        stage_memory)
 from cherenkov.planner.schedule import bubble_fraction
 
@@ -108,7 +108,7 @@ def candidate_choices(req: Request, tp, cp, pp, dp):
 class Planner:
     def __init__(self, req: Request, costs=None):
         self.req = req
-        self.costs = costs or ClusterCosts(req.cluster)
+        self.costs = costs or ClusterCosts(req.cluster, head_dim=req.model.head_dim)
         self._solutions: dict = {}
 
     def solutions(self, tp: int, cp: int, dp: int, mb: int, num_mb: int, lean: bool = False):
@@ -177,7 +177,7 @@ class Planner:
                 total += max(gather, nl * (gather - fl))
         params = nl * lt.params + max(et.params, ht.params)
         shard = gax.size if c.zero_stage >= 1 else 1
-        total += costs.kernel(0.0, 28.0 * params / shard, False)
+        total += costs.kernel(0.0, OPTIMIZER_BYTES_MOVED * params / shard, False)
         return total
 
     def search(self, progress=None):

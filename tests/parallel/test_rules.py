@@ -8,7 +8,7 @@ from cherenkov.planner.intra_layer import SolveOptions, solve_layer
 
 class AlphaBeta:
     """Roofline and ring collectives with round numbers: 1 PFLOP/s, 3 TB/s, 450/50 GB/s links."""
-    def kernel(self, flops, nbytes, tc):
+    def kernel(self, flops, nbytes, tc, kind=""):
         return max(flops / (1e15 if tc else 6e13), nbytes / 3e12) + 4e-6
 
     def collective(self, kind, nbytes, g, spans, per_node=None):

@@ -7,6 +7,7 @@ import pytest
 from cherenkov.cli import main
 from cherenkov.hw import cluster
 from cherenkov.models import ModelConfig, preset
+from cherenkov.planner.costs import MATMUL_EFFICIENCY
 from cherenkov.planner.result import plan_training, simulate_plan
 from cherenkov.planner.search import Infeasible, Planner, Request
 
@@ -18,7 +19,9 @@ def test_small_model_large_batch_is_data_parallel():
     pred = plan_training(Request(preset("gpt2"), cluster("8xH100"), 512, 1024))
     c = pred.plan.choice
     assert (c.dp, c.tp, c.pp) == (8, 1, 1)
-    assert 0 < pred.mfu < 1.2 and pred.step_time_s > 0
+    # Kernels run at achievable rates (planner.costs): MFU against the datasheet peak stays
+    # below the achievable matmul fraction (it reached ~0.99 when kernels ran at peak).
+    assert 0 < pred.mfu < MATMUL_EFFICIENCY and pred.step_time_s > 0
 
 
 def test_layer_weights_dominating_use_tensor_parallel_in_node():
