@@ -12,6 +12,7 @@ back x and r:
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 
@@ -55,8 +56,15 @@ Atom = Var | Dyn | Div | Mod
 def _lin(terms: dict, const: int) -> Lin:
     terms = _merge_div_mod(dict(terms))
     const += terms.pop(_CONST_ATOM, 0)
-    items = tuple(sorted(((a, c) for a, c in terms.items() if c != 0), key=lambda t: repr(t[0])))
+    items = tuple(sorted(((a, c) for a, c in terms.items() if c != 0),
+                         key=lambda t: _order_key(t[0])))
     return Lin(items, const)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _order_key(a) -> str:
+    """A canonical sort key for an atom (its repr), computed once per distinct atom."""
+    return repr(a)
 
 
 def _merge_div_mod(terms: dict) -> dict:

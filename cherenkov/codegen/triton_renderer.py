@@ -74,9 +74,10 @@ class _Renderer:
         return "xmask & rmask"
 
     def full_shape(self, level: str) -> str:
+        """Tile shape of a value at `level`; constants are one-element blocks of the same rank."""
         if self.pointwise:
-            return "[XBLOCK]"
-        return "[XBLOCK, RBLOCK]" if level == "xr" else "[XBLOCK, 1]"
+            return "[1]" if level == "c" else "[XBLOCK]"
+        return {"xr": "[XBLOCK, RBLOCK]", "x": "[XBLOCK, 1]", "c": "[1, 1]"}[level]
 
     def index(self, e: ix.Lin) -> str:
         return ix.render(e, lambda n: {"x": "xindex", "r": "rindex"}.get(n, n))
@@ -88,7 +89,12 @@ class _Renderer:
             level = k.levels[out]
             masks = [m for m in (self.mask_of(level), s.mask) if m]
             mask = " & ".join(masks)
-            ptr = f"{self.names[s.buffer]} + ({self.index(s.index)})"
+            index = self.index(s.index)
+            if self._index_level(s.index) != level or level == "c":
+                # a constant (or row-constant) address read at a finer level: make the
+                # pointer a block of the value's shape, so masks and results line up
+                index = f"({index}) + tl.zeros({self.full_shape(level)}, tl.int32)"
+            ptr = f"{self.names[s.buffer]} + ({index})"
             text = f"tl.load({ptr}, {mask}, other=0)" if mask else f"tl.load({ptr})"
             dtype = k.dtypes[out]
             if register_type(dtype) != storage_type(dtype):
@@ -98,9 +104,10 @@ class _Renderer:
             text = self.index(s.index)
             level = k.levels[out]
             self.emit(indent, out, f"({text}) + tl.zeros({self.full_shape(level)}, tl.int64)"
-                      if level != "c" else f"tl.full([1], {text}, tl.int64)")
+                      if level != "c" else f"tl.full({self.full_shape('c')}, {text}, tl.int64)")
         elif isinstance(s, Constant):
-            self.emit(indent, out, f"tl.full([1], {_const_literal(s.value, s.dtype)}, "
+            self.emit(indent, out, f"tl.full({self.full_shape('c')}, "
+                                   f"{_const_literal(s.value, s.dtype)}, "
                                    f"{register_type(s.dtype)})")
         elif isinstance(s, Compute):
             arg_dtypes = [k.dtypes[a] for a in s.args]
@@ -128,10 +135,11 @@ class _Renderer:
             self.lines.append(f"{indent}{fn}({self.names[s.buffer]} + ({index}), {value}, {mask})")
 
     def _index_level(self, e: ix.Lin) -> str:
-        names = ix.variables(e)
-        if "r" in names or any(self.k.levels.get(n) == "xr" for n in names):
-            return "xr"
-        return "x" if names else "c"
+        """The level of an index: r makes it per element, x per row; a run-time index value
+        has the level of that value."""
+        levels = {"xr" if n == "r" else "x" if n == "x" else self.k.levels.get(n, "x")
+                  for n in ix.variables(e)}
+        return "xr" if "xr" in levels else "x" if "x" in levels else "c"
 
     def store_level(self, s: Store) -> str:
         """A store runs at the finer of its value's level and its index's level."""

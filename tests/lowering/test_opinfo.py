@@ -21,13 +21,8 @@ REPORT = os.environ.get("CHERENKOV_OPINFO_REPORT")
 
 # Fast-subset ops that fail for a reason outside the lowerings (strict xfail: remove the entry
 # when the fix lands).
-_CONST_STORE = ("fusion/renderer: a constant output (zeros grad of x) stored from the reduction "
-                "kernel of its sibling is broadcast to [XBLOCK, 1] against rindex [1, RBLOCK]")
 KNOWN_FAILURES: dict[tuple[str, str], str] = {
-    ("div", "trunc_rounding"): _CONST_STORE,
-    ("div", "floor_rounding"): _CONST_STORE,
-    ("index_select", ""): "renderer: the atomic_add of a SCATTER_ADD into a 1-element output "
-                          "(0-d input's backward) has a [1] pointer against [XBLOCK] values",
+    # (op name, variant) -> why it fails; each entry is a strict xfail, so a fix shows as XPASS
 }
 
 _FAST_RESULTS: list = []
