@@ -116,7 +116,8 @@ class _Renderer:
             src_t, dst = k.dtypes[s.src], s.dtype
             text = s.src
             if dst in (torch.float16, torch.bfloat16) and src_t != dst:
-                text = f"{s.src}.to({storage_type(dst)}).to(tl.float32)"   # round, keep fp32
+                via = "" if register_type(src_t) == "tl.float32" else ".to(tl.float32)"
+                text = f"{s.src}{via}.to({storage_type(dst)}).to(tl.float32)"  # round, keep fp32
             elif register_type(dst) != register_type(src_t):
                 text = f"{s.src}.to({register_type(dst)})"
             self.emit(indent, out, text)

@@ -42,3 +42,7 @@ def test_zero_dim_comparisons():
     check(lambda a, b: torch.isclose(a, b), torch.tensor(1.0), torch.tensor(1.5))
     check(lambda a: torch.isfinite(a) & (a > 0), torch.tensor(2.0))
     check(lambda a, b: torch.logaddexp(a, b), torch.tensor(1.0), torch.tensor(-2.0))
+
+
+def test_integer_to_bfloat16_casts():
+    check(lambda n: (n.to(torch.bfloat16) * 2).float(), torch.arange(-40, 40))
