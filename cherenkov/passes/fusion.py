@@ -196,28 +196,6 @@ def _reads(members, realized, views) -> set[Node]:
     return reads
 
 
-def _depends(group_of, start: "Group", target: "Group") -> bool:
-    """Does `start` read, transitively (through other groups, library calls and views),
-    something `target` produces?"""
-    seen_nodes, seen_groups = set(), {start}
-    stack = list(start.reads)
-    while stack:
-        n = stack.pop()
-        if n in seen_nodes:
-            continue
-        seen_nodes.add(n)
-        h = group_of.get(n)
-        if h is target:
-            return True
-        if h is not None:
-            if h not in seen_groups:
-                seen_groups.add(h)
-                stack.extend(h.reads)
-            continue
-        stack.extend(n.inputs)      # library call, view or input: look through it
-    return False
-
-
 def _bytes(node: Node) -> int:
     return node.meta.nbytes if isinstance(node.meta, TensorMeta) else 0
 
@@ -233,6 +211,30 @@ def _merge(groups, realized, views, users, outputs, order, device):
     always = set(outputs) | _library_read(users)
     alive = set(groups)
     forbidden: set[frozenset] = set()
+    # ancestors of every node as a bit set over node positions: dependencies between nodes
+    # never change, so "does b read something computed from a" is one AND per read
+    ancestors: dict[Node, int] = {}
+    for n in sorted(order, key=order.__getitem__):
+        bits = 0
+        for i in n.inputs:
+            bits |= ancestors.get(i, 0) | (1 << order[i])
+        ancestors[n] = bits
+
+    def member_bits(g: Group) -> int:
+        bits = 0
+        for m in g.members:
+            bits |= 1 << order[m]
+        return bits
+
+    def cycle(a: Group, b: Group) -> bool:
+        """b reads a value, materialized outside a and b, that depends on a (or vice versa):
+        merging them would make the kernel wait for itself."""
+        for x, y in ((a, b), (b, a)):
+            ybits = member_bits(y)
+            for r in x.reads:
+                if r not in y.members and ancestors.get(r, 0) & ybits:
+                    return True
+        return False
     heap: list = []
     tiebreak = itertools.count()
 
@@ -277,7 +279,7 @@ def _merge(groups, realized, views, users, outputs, order, device):
         if a not in alive or b not in alive or key in forbidden:
             continue
         forbidden.add(key)                      # each pair is decided once
-        if _cycle(group_of, a, b):
+        if cycle(a, b):
             continue
         dom = merged_domain((a.X, a.R), (b.X, b.R))
         merged = Group(sorted(a.members + b.members, key=order.__getitem__), *dom)
@@ -300,27 +302,6 @@ def _merge(groups, realized, views, users, outputs, order, device):
             group_of[m] = merged
         push_pairs(merged)
     return sorted(alive, key=lambda g: min(order[m] for m in g.members))
-
-
-def _cycle(group_of, a, b) -> bool:
-    """Merging makes a cycle if one reads, through anything outside the pair, what the other
-    produces."""
-    for x, y in ((a, b), (b, a)):
-        for r in x.reads:
-            h = group_of.get(r)
-            if h is a or h is b:
-                continue
-            if h is not None and _depends(group_of, h, y):
-                return True
-            if h is None and any(_reaches(group_of, i, y) for i in r.inputs):
-                return True
-    return False
-
-
-def _reaches(group_of, node, target) -> bool:
-    probe = Group([], 0, 0)
-    probe.reads = {node}
-    return _depends(group_of, probe, target)
 
 
 def _library_read(users) -> set[Node]:
