@@ -167,6 +167,7 @@ def _atom_rng(a) -> tuple[float, float]:
     return 0, a.divisor - 1
 
 
+@functools.lru_cache(maxsize=1 << 18)
 def floordiv(e, d: int) -> Lin:
     e, d = as_lin(e), int(d)
     if d == 1:
@@ -188,6 +189,7 @@ def floordiv(e, d: int) -> Lin:
     return add(q, atom(Div(rest, d)))
 
 
+@functools.lru_cache(maxsize=1 << 18)
 def mod(e, d: int) -> Lin:
     e, d = as_lin(e), int(d)
     if d == 1:
@@ -226,6 +228,7 @@ def _gcd(a: int, b: int) -> int:
     return a
 
 
+@functools.lru_cache(maxsize=1 << 18)
 def unravel(linear, shape) -> tuple[Lin, ...]:
     """Multi-index of a row-major linear index into `shape`."""
     idx = []
@@ -250,6 +253,7 @@ def unravel(linear, shape) -> tuple[Lin, ...]:
 _BIG = -1  # sentinel: never equal to a product of sizes
 
 
+@functools.lru_cache(maxsize=1 << 18)
 def ravel(idx, shape) -> Lin:
     total = const(0)
     stride = 1
