@@ -8,7 +8,6 @@ Mode "interpret" builds the kernels with Triton's interpreter (CPU tensors, nump
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.util
 import os
@@ -67,28 +66,10 @@ def _write(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
-@contextlib.contextmanager
 def _interpret(flag: bool):
-    """Set Triton's interpreter switch while the generated module runs its decorators."""
-    import triton
-    knobs = getattr(triton, "knobs", None)
-    if knobs is not None and hasattr(knobs, "runtime"):
-        old = knobs.runtime.interpret
-        knobs.runtime.interpret = flag
-        try:
-            yield
-        finally:
-            knobs.runtime.interpret = old
-    else:   # older Triton reads the environment at decoration time
-        old = os.environ.get("TRITON_INTERPRET")
-        os.environ["TRITON_INTERPRET"] = "1" if flag else "0"
-        try:
-            yield
-        finally:
-            if old is None:
-                os.environ.pop("TRITON_INTERPRET", None)
-            else:
-                os.environ["TRITON_INTERPRET"] = old
+    """Triton's interpreter switch, shared with the compiler's kernel loader."""
+    from cherenkov.runtime.loader import _interpret_mode
+    return _interpret_mode(flag)
 
 
 def interpreter_ready() -> bool:

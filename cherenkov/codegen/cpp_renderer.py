@@ -29,7 +29,7 @@ from cherenkov.codegen import indexing as ix
 from cherenkov.codegen.cpp_ops import (cast_expr, literal, load_expr, register_type,
                                        render_op, storage_type, store_expr)
 from cherenkov.codegen.kernel_ir import (Cast, Compute, Constant, IndexValue, Kernel, Load,
-                                         Reduce, Store)
+                                         Reduce, Store, inputs_of)
 from cherenkov.ir.ops import Op
 
 PARALLEL_MIN_ELEMENTS = 1 << 15     # below this, thread start-up costs more than it saves
@@ -71,7 +71,7 @@ class _Renderer:
         by_value: dict[str, int] = {}
         stage: dict[int, int] = {}
         for i, s in enumerate(self.k.body):
-            st = max([by_value.get(d, 0) for d in _deps(s)] + [0])
+            st = max([by_value.get(d, 0) for d in inputs_of(s)] + [0])
             if isinstance(s, Reduce):
                 st += 1
             stage[i] = st
@@ -145,13 +145,13 @@ class _Renderer:
         """One pass over r: recompute the xr values the sinks need, fold or store them."""
         k = self.k
         needed: set[str] = set()
-        stack = [d for s in sinks for d in _deps(s)]
+        stack = [d for s in sinks for d in inputs_of(s)]
         while stack:
             d = stack.pop()
             if d in needed or k.levels.get(d) != "xr":
                 continue
             needed.add(d)
-            stack.extend(_deps(self.stmt_of[d]))
+            stack.extend(inputs_of(self.stmt_of[d]))
         reductions = [s for s in sinks if isinstance(s, Reduce)]
         clauses = []
         for s in reductions:
@@ -326,21 +326,6 @@ class _Renderer:
         else:
             text = v
         self.declare(ind, s.out, text)
-
-
-def _deps(s) -> list[str]:
-    if isinstance(s, Load):
-        deps = [s.mask] if s.mask else []
-        return deps + sorted(ix.variables(s.index) - {"x", "r"})
-    if isinstance(s, IndexValue):
-        return sorted(ix.variables(s.index) - {"x", "r"})
-    if isinstance(s, Compute):
-        return list(s.args)
-    if isinstance(s, (Cast, Reduce)):
-        return [s.src]
-    if isinstance(s, Store):
-        return [s.src] + sorted(ix.variables(s.index) - {"x", "r"})
-    return []
 
 
 def render_cpp(kernel: Kernel) -> str:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from cherenkov.codegen.indexing import Lin, render
+from cherenkov.codegen.indexing import Lin, render, variables
 from cherenkov.ir.ops import Op
 
 
@@ -118,6 +118,22 @@ class Kernel:
         for s in self.body:
             lines.append("  " + format_statement(s) + f"    # {self.levels.get(getattr(s, 'out', ''), '')}")
         return "\n".join(lines)
+
+
+def inputs_of(s: Statement) -> list[str]:
+    """Names of the kernel values a statement reads (masks and run-time indices included)."""
+    if isinstance(s, Load):
+        deps = [s.mask] if s.mask else []
+        return deps + sorted(variables(s.index) - {"x", "r"})
+    if isinstance(s, IndexValue):
+        return sorted(variables(s.index) - {"x", "r"})
+    if isinstance(s, Compute):
+        return list(s.args)
+    if isinstance(s, (Cast, Reduce)):
+        return [s.src]
+    if isinstance(s, Store):
+        return [s.src] + sorted(variables(s.index) - {"x", "r"})
+    return []
 
 
 def format_statement(s: Statement) -> str:

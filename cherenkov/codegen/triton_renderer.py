@@ -13,7 +13,7 @@ import torch
 
 from cherenkov.codegen import indexing as ix
 from cherenkov.codegen.kernel_ir import (Cast, Compute, Constant, IndexValue, Kernel, Load,
-                                         Reduce, Store)
+                                         Reduce, Store, inputs_of)
 from cherenkov.codegen.triton_ops import register_type, render_op, storage_type
 from cherenkov.ir.ops import Op
 
@@ -242,7 +242,7 @@ class _Renderer:
         stage: dict[str, int] = {}
         for s in k.body:
             out = getattr(s, "out", None)
-            deps = _deps(s)
+            deps = inputs_of(s)
             st = max([stage.get(d, 0) for d in deps] + [0])
             if isinstance(s, Reduce):
                 st += 1
@@ -296,13 +296,13 @@ class _Renderer:
     def loop(self, sinks, stage) -> None:
         k = self.k
         needed: set[str] = set()
-        stack = [d for s in sinks for d in _deps(s)]
+        stack = [d for s in sinks for d in inputs_of(s)]
         while stack:
             d = stack.pop()
             if d in needed or k.levels.get(d) != "xr":
                 continue
             needed.add(d)
-            stack.extend(_deps(self.stmt_of[d]))
+            stack.extend(inputs_of(self.stmt_of[d]))
         for s in sinks:
             if isinstance(s, Reduce):
                 self.init_acc(s)
@@ -409,21 +409,6 @@ def _transpose_tiles(lines: list[str]) -> list[str]:
             line = line.replace(a, b)
         out.append(line)
     return out
-
-
-def _deps(s) -> list[str]:
-    if isinstance(s, Load):
-        deps = [s.mask] if s.mask else []
-        return deps + sorted(ix.variables(s.index) - {"x", "r"})
-    if isinstance(s, IndexValue):
-        return sorted(ix.variables(s.index) - {"x", "r"})
-    if isinstance(s, Compute):
-        return list(s.args)
-    if isinstance(s, (Cast, Reduce)):
-        return [s.src]
-    if isinstance(s, Store):
-        return [s.src] + sorted(ix.variables(s.index) - {"x", "r"})
-    return []
 
 
 PRELUDE = '''import triton
