@@ -8,6 +8,7 @@ anything inside Cherenkov raises while compiling, that graph runs in eager with 
 """
 from __future__ import annotations
 
+import functools
 import logging
 import warnings
 from collections import OrderedDict
@@ -87,6 +88,16 @@ def _make_compiler(config: Config, kind: str):
     return compiler
 
 
+def _partition_fn(config: Config):
+    """torch's min-cut partitioner, or Cherenkov's cost-model one (`config.partitioner`)."""
+    if config.partitioner != "cherenkov":
+        return min_cut_rematerialization_partition
+    from cherenkov.hw import device_for_config
+    from cherenkov.passes.partition import cherenkov_partition
+    return functools.partial(cherenkov_partition, device_spec=device_for_config(config.device),
+                             memory_budget=config.memory_budget)
+
+
 def cherenkov_backend(gm: torch.fx.GraphModule, example_inputs, **options):
     """Entry point registered as torch.compile(backend="cherenkov")."""
     config = current(**options)
@@ -97,7 +108,7 @@ def cherenkov_backend(gm: torch.fx.GraphModule, example_inputs, **options):
             bw_compiler=_make_compiler(config, "backward"),
             inference_compiler=_make_compiler(config, "inference"),
             decompositions=decomposition_table(),
-            partition_fn=min_cut_rematerialization_partition,
+            partition_fn=_partition_fn(config),
             keep_inference_input_mutations=True,
         )
     except Exception as e:  # noqa: BLE001

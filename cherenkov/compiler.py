@@ -60,13 +60,15 @@ def uses_interpreter(device: torch.device, config: Config) -> bool:
 
 def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str | None = None):
     name = name or f"graph{next(_graph_ids)}"
-    graph, report = lower_fx(gm, inputs, strict=config.strict, name=name,
-                             route_attention=config.attention == "cherenkov")
+    device = next((t.device for t in inputs if isinstance(t, torch.Tensor)), torch.device("cpu"))
+    # the attention kernels are Triton: on CPU they only pay off under the Triton backend
+    route = config.attention == "cherenkov" and (device.type != "cpu" or config.cpu_backend
+                                                 == "triton")
+    graph, report = lower_fx(gm, inputs, strict=config.strict, name=name, route_attention=route)
     if config.strict:
         verify(graph)
     lowered = graph
     graph = eliminate_common_subexpressions(graph)
-    device = next((t.device for t in inputs if isinstance(t, torch.Tensor)), torch.device("cpu"))
     from cherenkov import hw
     spec = hw.current_device(device) if config.device == "auto" else hw.device(config.device)
     if spec.kind == "gpu" and config.fusion:

@@ -19,6 +19,10 @@ Every option lives in `Config`; every environment variable is read here and nowh
 |                             |                | "triton" (Triton's interpreter)                      |
 | CHERENKOV_ATTENTION=name    | attention      | "cherenkov": SDPA calls run our attention kernels;   |
 |                             |                | "sdpa": PyTorch's own                                |
+| CHERENKOV_PARTITIONER=name  | partitioner    | recompute vs save: "torch" (min-cut rematerial-      |
+|                             |                | ization) or "cherenkov" (cost-model min-cut)         |
+| CHERENKOV_MEMORY_BUDGET=x   | memory_budget  | saved activations: GB if x > 1, else a fraction of   |
+|                             |                | device memory (cherenkov partitioner only)           |
 """
 from __future__ import annotations
 
@@ -43,12 +47,19 @@ class Config:
     device: str = field(default="auto", metadata={"env": "CHERENKOV_DEVICE"})
     attention: str = field(default="cherenkov", metadata={"env": "CHERENKOV_ATTENTION"})
     cpu_backend: str = field(default="cpp", metadata={"env": "CHERENKOV_CPU_BACKEND"})
+    partitioner: str = field(default="torch", metadata={"env": "CHERENKOV_PARTITIONER"})
+    memory_budget: float | None = field(default=None,
+                                        metadata={"env": "CHERENKOV_MEMORY_BUDGET"})
 
     def __post_init__(self):
         if self.attention not in ("cherenkov", "sdpa"):
             raise ValueError(f"attention={self.attention!r}: expected 'cherenkov' or 'sdpa'")
         if self.cpu_backend not in ("cpp", "triton"):
             raise ValueError(f"cpu_backend={self.cpu_backend!r}: expected 'cpp' or 'triton'")
+        if self.partitioner not in ("torch", "cherenkov"):
+            raise ValueError(f"partitioner={self.partitioner!r}: expected 'torch' or 'cherenkov'")
+        if self.memory_budget is not None and not self.memory_budget >= 0:
+            raise ValueError(f"memory_budget={self.memory_budget!r}: must be non-negative")
         if self.cache_size < 1:
             raise ValueError(f"cache_size={self.cache_size}: must be at least 1")
 
@@ -73,6 +84,11 @@ class Config:
                     values[f.name] = int(raw)
                 except ValueError:
                     raise ValueError(f"{f.metadata['env']}={raw!r}: expected an integer") from None
+            elif f.type in ("float | None", "float"):
+                try:
+                    values[f.name] = float(raw)
+                except ValueError:
+                    raise ValueError(f"{f.metadata['env']}={raw!r}: expected a number") from None
             else:
                 values[f.name] = raw
         return cls(**values)

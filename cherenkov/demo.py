@@ -116,7 +116,7 @@ def run(args) -> int:
         backend = current().cpu_backend
         console.print("On CPU, generated kernels are " + (
             "C++ (OpenMP), built with the system compiler" if backend == "cpp" else
-            "run in Triton's interpreter (correct, not fast)") + f" [cpu_backend={backend}].")
+            "run in Triton's interpreter (correct, not fast)") + f" (cpu_backend={backend}).")
     same = all(abs(a - b) < 1e-3 * max(1.0, abs(a)) for a, b in zip(losses["eager"],
                                                                   losses["cherenkov"]))
     console.print(f"training losses agree with eager: {'yes' if same else 'NO'}")
