@@ -111,9 +111,9 @@ class PartitionReport:
                  f"{len(self.recomputed)} recomputed; budget {budget}"
                  + ("" if self.fits_budget else " (NOT met: nothing more can be recomputed)")]
         for d in self.decisions:
-            rec = "inf" if math.isinf(d.recompute_s) else f"{d.recompute_s * 1e6:.3f}us"
+            rec = "inf" if math.isinf(d.recompute_s) else f"{d.recompute_s * 1e9:.3g}ns"
             lines.append(f"  {d.action:9s} {d.name:24s} {d.op:28s} {d.nbytes:>12d} B  "
-                         f"save {d.save_s * 1e6:.3f}us recompute {rec}  {d.why}")
+                         f"save {d.save_s * 1e9:.3g}ns recompute {rec}  {d.why}")
         return "\n".join(lines)
 
 
@@ -342,10 +342,9 @@ def choose_saved(p: _Problem, budget: float | None):
     return s_hi, r_hi, hi, True
 
 
-def _report(p: _Problem, device: DeviceSpec, saved, recomputed, base_saved, budget, lam,
+def _report(p: _Problem, device: DeviceSpec, saved, recomputed, base_recomputed, budget, lam,
             fits) -> PartitionReport:
     report = PartitionReport(device.name, budget, lam, fits)
-    base = set(base_saved)
     for n in p.nodes:
         if n not in saved and n not in recomputed:
             continue
@@ -354,7 +353,8 @@ def _report(p: _Problem, device: DeviceSpec, saved, recomputed, base_saved, budg
             why = (f"cannot recompute: {cannot_recompute(n)}" if math.isinf(rec)
                    else "cheaper to save")
         else:
-            why = "cheaper to recompute" if n not in base else "recomputed to fit the budget"
+            why = ("cheaper to recompute" if n in base_recomputed
+                   else "recomputed to fit the budget")
         op = n.op if n.op != "call_function" else str(n.target)
         report.decisions.append(Decision(n.name, op, _nbytes(n), "save" if n in saved
                                          else "recompute", why, p.save_s.get(n, 0.0), rec))
@@ -395,9 +395,10 @@ def cherenkov_partition(joint_module: fx.GraphModule, joint_inputs: Any, *args,
 
     problem = _build(joint_module.graph, info, device_spec)
     budget = budget_bytes(memory_budget, device_spec)
-    base_saved, _ = _solve(problem, 0.0)
+    _, base_recomputed = _solve(problem, 0.0)
     saved, recomputed, lam, fits = choose_saved(problem, budget)
-    LAST_REPORT = _report(problem, device_spec, saved, recomputed, base_saved, budget, lam, fits)
+    LAST_REPORT = _report(problem, device_spec, saved, recomputed, base_recomputed, budget, lam,
+                          fits)
 
     saved_sym = [n for n in saved if tp.is_sym_node(n)]
     saved_opaque = [n for n in saved if _is_opaque(n)]

@@ -182,8 +182,23 @@ class CppKernel:
         self._set_threads = library.cherenkov_set_num_threads
         self._set_threads.argtypes = [ctypes.c_int]
         self._threads = None
+        self._checked = False
 
     def __call__(self, *tensors: torch.Tensor) -> None:
+        """The first call checks every argument; later calls (same shapes: compiled graphs are
+        specialized) only pass pointers."""
+        if self._checked:
+            ptrs = [t.data_ptr() - t.storage_offset() * t.element_size() for t in tensors]
+            threads = torch.get_num_threads()
+            if threads != self._threads:
+                self._set_threads(threads)
+                self._threads = threads
+            self._fn(*ptrs)
+            return
+        self._checked_call(*tensors)
+        self._checked = True
+
+    def _checked_call(self, *tensors: torch.Tensor) -> None:
         n_in = len(self.inputs)
         if len(tensors) != n_in + len(self.outputs):
             raise TypeError(f"{self.name} takes {n_in} inputs and {len(self.outputs)} outputs, "
