@@ -21,38 +21,17 @@ import torch.nn.functional as F
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from cherenkov.capture.decompositions import decomposition_table
-from cherenkov.codegen.triton_renderer import RenderedKernel
-from cherenkov.lowering.from_fx import lower_fx
-from cherenkov.passes.cse import eliminate_common_subexpressions
-from cherenkov.passes.fusion import fuse
-from cherenkov.runtime.compiled_graph import CompiledGraph
-from cherenkov.runtime.cpp_build import compile_graph_kernels
-
-
-class _Launch:
-    def __init__(self, fn):
-        self.fn = fn
-
-    def __getitem__(self, grid):
-        return self.fn
+from cherenkov.compiler import compile_fx
+from cherenkov.config import Config
 
 
 def cherenkov_cpp(fn, args):
-    """fn compiled for `args` with every generated kernel in C++; (callable, n kernels, seconds)."""
+    """fn compiled for `args` through the compiler with the C++ backend;
+    (callable, n kernels, seconds)."""
     start = time.perf_counter()
     gm = make_fx(fn, decomposition_table=decomposition_table())(*args)
-    graph, _ = lower_fx(gm, list(args), strict=True)
-    graph = eliminate_common_subexpressions(graph)
-    fusion = fuse(graph)
-    built = compile_graph_kernels([g.kernel for g in fusion.groups])
-    plan = {}
-    for g in fusion.groups:
-        k = g.kernel
-        rendered = RenderedKernel(k.name, built[k.name].source,
-                                  [b.name for b in k.inputs + k.outputs], 1, 0)
-        plan[g] = (rendered, _Launch(built[k.name]), None, {})
-    compiled = CompiledGraph(graph, fusion, plan, torch.device("cpu"))
-    return (lambda *a: compiled(list(a))), len(fusion.groups), time.perf_counter() - start
+    compiled, info = compile_fx(gm, list(args), Config(strict=True, cpu_backend="cpp"))
+    return (lambda *a: compiled(list(a))), len(info.kernels), time.perf_counter() - start
 
 
 def median_ms(fn, args, repeats=15):

@@ -180,7 +180,7 @@ def cannot_recompute(node: fx.Node) -> str | None:
         return "mutates its input"
     if node.target.namespace not in ("aten", "prims"):
         return "not an aten op"
-    if tp._must_be_in_forward(node):
+    if getattr(tp, "_must_be_in_forward", lambda n: False)(node):
         return "must be in forward"
     return None
 
