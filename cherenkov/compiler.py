@@ -155,6 +155,9 @@ def _cpp_kernels(fusion):
 def _dump(folder: Path, gm, lowered, graph, fusion, sources, info: CompileInfo) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "0_fx_graph.txt").write_text(gm.print_readable(print_output=False))
+    report = gm.meta.get("cherenkov_partition") if hasattr(gm, "meta") else None
+    if report is not None:                   # what the recompute partitioner saved, and why
+        (folder / "0_partition.txt").write_text(str(report) + "\n")
     (folder / "1_ir_lowered.txt").write_text(format_graph(lowered) + "\n")
     (folder / "2_ir_after_cse.txt").write_text(format_graph(graph) + "\n")
     lines = []

@@ -145,3 +145,13 @@ def test_config_validates_partitioner_and_budget():
         Config(partitioner="networkx")
     with pytest.raises(ValueError):
         Config.from_env({"CHERENKOV_MEMORY_BUDGET": "lots"})
+
+
+def test_dump_shows_the_partitioners_decisions(tmp_path):
+    import cherenkov
+    x = torch.randn(8, 16, requires_grad=True)
+    w = torch.randn(16, 16, requires_grad=True)
+    fn = lambda x, w: torch.nn.functional.gelu(x @ w).sum()  # noqa: E731
+    cherenkov.compile(fn, strict=True, partitioner="cherenkov", dump_dir=str(tmp_path))(x, w).backward()
+    texts = [p.read_text() for p in tmp_path.rglob("0_partition.txt")]
+    assert texts and any("save" in t for t in texts)
