@@ -41,6 +41,7 @@ _SIMD_CLAUSE = {Op.SUM: "+", Op.PROD: "*", Op.MAX: "max", Op.MIN: "min", Op.ANY:
 
 class _Renderer:
     def __init__(self, kernel: Kernel):
+        self.split = None           # x = x0 * d + x1 when the pointwise loop is split
         self.k = kernel
         self.names = {b.name: f"in_{i}" for i, b in enumerate(kernel.inputs)}
         self.names.update({b.name: f"out_{i}" for i, b in enumerate(kernel.outputs)})
@@ -111,11 +112,42 @@ class _Renderer:
                               "schedule(static)")
         elif simd:
             self.lines.append("  #pragma omp simd")
-        self.lines.append(f"  for (int64_t x = 0; x < {k.X}; ++x) {{")
-        self.row("    ")
+        inner = self.inner_period() if simd and not self.serial() else 0
+        if inner:
+            # x = x0 * inner + x1: a value broadcast along the inner dim (a bias) is read at
+            # x1 instead of x % inner, so the inner loop vectorizes for any element type
+            self.split = ix.add(ix.mul(ix.var("x0", k.X // inner), inner), ix.var("x1", inner))
+            if self.lines[-1].strip() == "#pragma omp simd":
+                self.lines.pop()
+            else:
+                self.lines[-1] = self.lines[-1].replace(" simd", "")
+            self.lines.append(f"  for (int64_t x0 = 0; x0 < {k.X // inner}; ++x0) {{")
+            self.lines.append("    #pragma omp simd")
+            self.lines.append(f"    for (int64_t x1 = 0; x1 < {inner}; ++x1) {{")
+            self.row("      ")
+            self.lines.append("    }")
+        else:
+            self.lines.append(f"  for (int64_t x = 0; x < {k.X}; ++x) {{")
+            self.row("    ")
         self.lines.append("  }")
         self.lines.append("}")
         return "\n".join(self.lines) + "\n"
+
+    def inner_period(self) -> int:
+        """The period d of `x % d` reads in a pointwise kernel (a broadcast operand), if any."""
+        k = self.k
+        if k.R != 1:
+            return 0
+        best = 0
+        for s in k.body:
+            index = getattr(s, "index", None)
+            if index is None:
+                continue
+            for a, _ in index.terms:
+                if (isinstance(a, ix.Mod) and a.expr == ix.var("x", k.X) and k.X % a.divisor == 0
+                        and a.divisor >= 16):
+                    best = max(best, a.divisor)
+        return best
 
     def row(self, ind: str) -> None:
         """The body of one row: per stage, its row-level work, then one loop over r."""
@@ -181,6 +213,8 @@ class _Renderer:
     def index(self, e: ix.Lin) -> str:
         """C++ for an index expression; floor division/modulo made explicit where C differs."""
         e = ix.as_lin(e)
+        if self.split is not None:
+            e = ix.substitute(e, "x", self.split)
         parts = []
         for a, c in e.terms:
             if isinstance(a, (ix.Var, ix.Dyn)):

@@ -297,3 +297,22 @@ def render(e, name_of) -> str:
     if e.const or not parts:
         parts.append(str(e.const))
     return " + ".join(parts).replace("+ -", "- ")
+
+
+def substitute(e, name: str, value: Lin) -> Lin:
+    """`e` with the variable `name` replaced by `value`, simplified again (so that
+    substituting x = x0*d + x1 turns (x % d) into x1 and (x // d) into x0)."""
+    e = as_lin(e)
+    out = const(e.const)
+    for a, c in e.terms:
+        if isinstance(a, Var) and a.name == name:
+            term = value
+        elif isinstance(a, Div):
+            term = floordiv(substitute(a.expr, name, value), a.divisor)
+        elif isinstance(a, Mod):
+            term = mod(substitute(a.expr, name, value), a.divisor)
+        else:
+            term = atom(a)
+        out = add(out, mul(term, c))
+    return out
+

@@ -335,3 +335,14 @@ def test_hand_built_scatter_add_kernel(dtype):
     fn(idx, val, out)
     expected = torch.ones(7, dtype=torch.float64).index_add(0, idx, val.double())
     assert torch.equal(out.double(), expected)
+
+
+def test_broadcast_operand_splits_the_pointwise_loop():
+    """x % d reads (a bias along the last dim) become the inner loop's own index."""
+    x = torch.randn(8, 64).to(torch.bfloat16)
+    b = torch.randn(64).to(torch.bfloat16)
+    fn = lambda x, b: torch.nn.functional.gelu(x + b, approximate="tanh")  # noqa: E731
+    outs, kernels = run_cpp(fn, x, b)
+    torch.testing.assert_close(outs[0], fn(x, b), rtol=1e-2, atol=1e-2)
+    source = render_cpp(kernels[0])
+    assert "x1 < 64" in source and "% 64" not in source
