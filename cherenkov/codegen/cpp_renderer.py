@@ -301,8 +301,9 @@ class _Renderer:
             self.lines.append(f"{ind}{t} {a} = {fill};")
             clauses = [f"{_SIMD_CLAUSE[s.op]}:{a}"]
             if self.tracks_nan(s):      # NaN propagates, as in PyTorch: track it beside the max/min
-                self.lines.append(f"{ind}bool {s.out}_nan = false;")
-                clauses.append(f"||:{s.out}_nan")
+                # an int flag with `|`: a bool `||` reduction stops gcc vectorizing the loop
+                self.lines.append(f"{ind}int {s.out}_nan = 0;")
+                clauses.append(f"|:{s.out}_nan")
             return clauses
         fill = {Op.SUM: "0", Op.PROD: "1", Op.ANY: "false", Op.ALL: "true"}[s.op]
         self.lines.append(f"{ind}{t} {a} = {fill};")
@@ -323,7 +324,7 @@ class _Renderer:
             cmp = ">" if s.op == Op.MAX else "<"
             self.lines.append(f"{ind}{a} = {v} {cmp} {a} ? {self.as_type(v, t)} : {a};")
             if self.tracks_nan(s):
-                self.lines.append(f"{ind}{s.out}_nan = {s.out}_nan || ({v} != {v});")
+                self.lines.append(f"{ind}{s.out}_nan |= ({v} != {v});")
         elif s.op == Op.SUM:
             self.lines.append(f"{ind}{a} += {self.as_type(v, t)};")
         elif s.op == Op.PROD:
