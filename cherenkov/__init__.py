@@ -29,6 +29,21 @@ def compile(model_or_fn, *, dynamic=None, fullgraph: bool = False, **options):
     return torch.compile(model_or_fn, backend=backend, dynamic=dynamic, fullgraph=fullgraph)
 
 
+def profile_next_call() -> None:
+    """Time every generated kernel on the next call of each compiled graph (see
+    `cost_reports`)."""
+    from cherenkov.backend import COMPILED
+    for graph, _ in COMPILED:
+        graph.profile_next = True
+
+
+def cost_reports() -> dict:
+    """{graph name: CostReport} -- per kernel, predicted time, bytes and FLOPs, and the
+    measured time once a profiled call (`profile_next_call`) has run."""
+    from cherenkov.backend import COMPILED
+    return {info.name: info.report for _, info in COMPILED if getattr(info, "report", None)}
+
+
 def _register() -> None:
     """Make backend="cherenkov" work after a plain `import cherenkov` (no install needed)."""
     try:

@@ -43,7 +43,9 @@ class ShapeSpecialized:
         self.name = name
         self.cache: OrderedDict = OrderedDict()
         self.infos: list = []
+        self.info_of: dict = {}
         self.failed_reason: str | None = None
+        self.profile_next = False                 # time each kernel on the next call
 
     def __call__(self, inputs: list):
         if self.failed_reason is not None:
@@ -64,9 +66,22 @@ class ShapeSpecialized:
                 return self.gm(*inputs)
             self.cache[key] = compiled
             self.infos.append(info)
+            self.info_of[key] = info
             COMPILED.append((self, info))
         self.cache.move_to_end(key)
+        if self.profile_next:
+            from cherenkov.runtime.profile import predicted_report, profiled_run
+            self.profile_next = False
+            info = self.info_of[key]
+            info.report = predicted_report(compiled, self.device_spec(inputs))
+            return profiled_run(compiled, inputs, info.report)
         return compiled(inputs)
+
+    def device_spec(self, inputs):
+        from cherenkov import hw
+        device = next((t.device for t in inputs if isinstance(t, torch.Tensor)), None)
+        return hw.current_device(device) if self.config.device == "auto" else \
+            hw.device(self.config.device)
 
     def _fallback(self, reason: str) -> None:
         self.failed_reason = reason

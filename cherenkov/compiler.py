@@ -42,6 +42,7 @@ class CompileInfo:
     kernels: list = field(default_factory=list)          # (name, fused ops, bytes, source)
     externs: list = field(default_factory=list)          # (op, reason)
     library_calls: dict = field(default_factory=dict)    # kind -> count
+    report: object = None                                # CostReport after a profiled call
 
     def summary(self) -> dict:
         return {

@@ -113,3 +113,19 @@ def test_row_values_broadcast_into_a_fused_store():
     torch.testing.assert_close(cherenkov.compile(fn, strict=True)(x), fn(x))
     fn2 = lambda x: (x.sum(-1, keepdim=True) + torch.zeros(4, 6), x.softmax(-1))  # noqa: E731
     torch.testing.assert_close(cherenkov.compile(fn2, strict=True)(x), fn2(x))
+
+
+def test_cost_report_predicts_and_measures_every_kernel():
+    fn = lambda x, r: torch.nn.functional.layer_norm(x + r, (40,)).relu()  # noqa: E731
+    compiled = cherenkov.compile(fn, strict=True)
+    x, r = torch.randn(16, 40), torch.randn(16, 40)
+    compiled(x, r)
+    cherenkov.profile_next_call()
+    torch.testing.assert_close(compiled(x, r), fn(x, r))
+    reports = cherenkov.cost_reports()
+    assert reports
+    report = list(reports.values())[-1]
+    assert report.lines and all(line.cost.bytes > 0 and line.cost.time_s > 0
+                                for line in report.lines)
+    assert all(line.measured_s is not None and line.measured_s > 0 for line in report.lines)
+    assert "predicted" in str(report)

@@ -97,6 +97,11 @@ class Kernel:
     def is_reduction(self) -> bool:
         return self.R > 1 or any(isinstance(s, Reduce) for s in self.body)
 
+    def flops(self) -> int:
+        """One operation per element each arithmetic statement or reduction computes."""
+        return sum(self.X * (self.R if self.levels.get(s.out) == "xr" else 1)
+                   for s in self.body if isinstance(s, (Compute, Reduce)))
+
     def bytes_moved(self) -> int:
         """Bytes read and written. A buffer read through one index pattern counts once (the
         cache serves repeats); read through several patterns (e.g. row- and column-wise) it

@@ -112,9 +112,7 @@ def mixed_access(kernel: Kernel) -> bool:
 def predicted_time(kernel: Kernel, device) -> float:
     """Roofline time of a kernel: its FLOPs (one per computed element) and bytes moved."""
     from cherenkov import cost
-    flops = sum(kernel.X * (kernel.R if kernel.levels.get(s.out) == "xr" else 1)
-                for s in kernel.body if type(s).__name__ in ("Compute", "Reduce"))
-    return cost.kernel_time(device, flops, kernel.bytes_moved())
+    return cost.kernel_time(device, kernel.flops(), kernel.bytes_moved())
 
 
 def fuse(graph: Graph, enable: bool = True, device=None) -> FusionResult:

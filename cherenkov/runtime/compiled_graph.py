@@ -146,6 +146,7 @@ class CompiledGraph:
                        for s in arg_slots])
 
         step = Step("kernel", run, rendered.name)
+        step.kernel = rendered.kernel             # kernel IR, for cost reports
         step.reads = list(arg_slots) + [p[4] for p in prefills if p[4] is not None]
         return step
 
