@@ -1,8 +1,11 @@
 """Tile sizes, warps and pipeline stages for the attention kernels: one table, one function.
 
-`choose_config(kernel, head_dim, dtype, ...)` is the single place the hardware model will
-later drive; today it reads a small table tuned by hand for Hopper-class GPUs (and tiny tiles
-for the CPU interpreter, where tile size only trades numpy calls against wasted work).
+`choose_config(kernel, head_dim, dtype, ...)` is the single place tiles are chosen: a small
+table of tile shapes and warps tuned by hand for Hopper-class GPUs, with the number of
+software-pipeline stages then cut to what the device's shared memory holds (the hardware
+model's `sram_per_sm_bytes`): each stage keeps one K and one V tile in flight beside the
+resident Q tile. Tiny tiles for the CPU interpreter, where tile size only trades numpy calls
+against wasted work.
 A kernel tile must divide the block mask's tile, so the result is clipped to `sparse_block`.
 """
 from __future__ import annotations
@@ -42,11 +45,30 @@ def next_power_of_2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
+def stages_that_fit(cfg: KernelConfig, d_pad: int, elem_bytes: int, sram_bytes: float) -> int:
+    """Pipeline stages whose K/V tiles, beside the resident Q tile, fit in shared memory."""
+    resident = cfg.block_m * d_pad * elem_bytes
+    per_stage = 2 * cfg.block_n * d_pad * elem_bytes
+    return max(1, min(cfg.num_stages, int((sram_bytes - resident) // per_stage)))
+
+
 def choose_config(kernel: str, head_dim: int, dtype: torch.dtype, sparse_block=(128, 64),
-                  interpret: bool = False) -> KernelConfig:
-    """Tiles for `kernel` in {"fwd", "dq", "dkdv", "decode"} at this head dim and dtype."""
+                  interpret: bool = False, device=None) -> KernelConfig:
+    """Tiles for `kernel` in {"fwd", "dq", "dkdv", "decode"} at this head dim and dtype;
+    `device` is a `cherenkov.hw.DeviceSpec` (default: the live device)."""
     if interpret:
         return _INTERPRETER.clip(sparse_block)
+    cfg = _table_config(kernel, head_dim, dtype, sparse_block)
+    if device is None:
+        from cherenkov import hw
+        device = hw.current_device()
+    d_pad = max(16, next_power_of_2(head_dim))
+    stages = stages_that_fit(cfg, d_pad, torch.empty((), dtype=dtype).element_size(),
+                             device.sram_per_sm_bytes)
+    return KernelConfig(cfg.block_m, cfg.block_n, cfg.num_warps, stages)
+
+
+def _table_config(kernel: str, head_dim: int, dtype: torch.dtype, sparse_block) -> KernelConfig:
     d_pad = max(16, next_power_of_2(head_dim))
     table = _GPU_TABLE[kernel]
     key = min((k for k in table if k >= d_pad), default=max(table))

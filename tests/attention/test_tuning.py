@@ -1,0 +1,24 @@
+"""Attention tiles: pipeline stages follow the device's shared memory."""
+import dataclasses
+
+import torch
+
+from cherenkov import hw
+from cherenkov.attention.tuning import choose_config
+
+
+def test_stages_shrink_with_shared_memory():
+    h200 = hw.device("h200")
+    small = dataclasses.replace(h200, sram_per_sm_bytes=64 * 1024)
+    big = choose_config("fwd", 128, torch.bfloat16, device=h200)
+    little = choose_config("fwd", 128, torch.bfloat16, device=small)
+    assert big.num_stages >= little.num_stages >= 1
+    assert little.num_stages < big.num_stages
+    # every stage's K and V tiles plus the Q tile fit in the smaller shared memory
+    d, b = 128, 2
+    assert little.block_m * d * b + little.num_stages * 2 * little.block_n * d * b <= 64 * 1024
+
+
+def test_interpreter_tiles_are_small():
+    cfg = choose_config("fwd", 80, torch.float32, interpret=True)
+    assert cfg.block_m <= 32 and cfg.block_n <= 32
