@@ -34,6 +34,9 @@ from cherenkov.ir.ops import Op
 
 PARALLEL_MIN_ELEMENTS = 1 << 15     # below this, thread start-up costs more than it saves
 _RANK = {"c": 0, "x": 1, "xr": 2}
+ROW_BUFFER_MAX = 16384     # elements of one row kept in a per-thread buffer (64 KB of fp32)
+TRANSCENDENTAL = {Op.EXP, Op.EXP2, Op.EXPM1, Op.LOG, Op.LOG2, Op.LOG1P, Op.TANH, Op.SIGMOID,
+                  Op.ERF, Op.ERFC, Op.POW, Op.SIN, Op.COS, Op.TAN, Op.SQRT, Op.RSQRT, Op.DIV}
 ATOMIC_TYPES = {torch.float32, torch.float64, torch.int64, torch.int32}
 _SIMD_CLAUSE = {Op.SUM: "+", Op.PROD: "*", Op.MAX: "max", Op.MIN: "min", Op.ANY: "||",
                 Op.ALL: "&&"}
@@ -42,6 +45,8 @@ _SIMD_CLAUSE = {Op.SUM: "+", Op.PROD: "*", Op.MAX: "max", Op.MIN: "min", Op.ANY:
 class _Renderer:
     def __init__(self, kernel: Kernel):
         self.split = None           # x = x0 * d + x1 when the pointwise loop is split
+        self.rows_kept: set[str] = set()       # xr values kept in row buffers between passes
+        self.rows_written: set[str] = set()
         self.k = kernel
         self.names = {b.name: f"in_{i}" for i, b in enumerate(kernel.inputs)}
         self.names.update({b.name: f"out_{i}" for i, b in enumerate(kernel.outputs)})
@@ -155,6 +160,15 @@ class _Renderer:
         stage = self.stages()
         placed = [(i, s, self.placement(s)) for i, s in enumerate(k.body)]
         last = max(stage.values(), default=0)
+        passes = []
+        for st in range(last + 1):
+            passes.append([s for i, s, p in placed if (
+                isinstance(s, Store) and p == "xr" and stage[i] == st) or (
+                isinstance(s, Reduce) and k.levels.get(s.src) == "xr" and stage[i] == st + 1)])
+        self.rows_kept = self.rows_to_keep([p for p in passes if p])
+        self.rows_written: set[str] = set()
+        for v in sorted(self.rows_kept):
+            self.lines.append(f"{ind}alignas(64) {register_type(k.dtypes[v])} {v}_row[{k.R}];")
         for st in range(last + 1):
             row_work = [s for i, s, p in placed if p == "x" and stage[i] == st and
                         not (isinstance(s, Reduce) and k.levels.get(s.src) == "xr")]
@@ -173,8 +187,9 @@ class _Renderer:
             if sinks:
                 self.loop(sinks, ind)
 
-    def loop(self, sinks: list, ind: str) -> None:
-        """One pass over r: recompute the xr values the sinks need, fold or store them."""
+    def closure(self, sinks: list, stop: set) -> set[str]:
+        """The xr values a pass over r must compute for `sinks`; values in `stop` are taken
+        as they are (read back from their row buffer), without their inputs."""
         k = self.k
         needed: set[str] = set()
         stack = [d for s in sinks for d in inputs_of(s)]
@@ -183,7 +198,32 @@ class _Renderer:
             if d in needed or k.levels.get(d) != "xr":
                 continue
             needed.add(d)
-            stack.extend(inputs_of(self.stmt_of[d]))
+            if d not in stop:
+                stack.extend(inputs_of(self.stmt_of[d]))
+        return needed
+
+    def rows_to_keep(self, passes: list[list]) -> set[str]:
+        """xr values with a transcendental in them that several passes over r need: computed
+        once into a row buffer (R <= ROW_BUFFER_MAX elements) instead of once per pass."""
+        if self.k.R > ROW_BUFFER_MAX or len(passes) < 2:
+            return set()
+        count: dict[str, int] = {}
+        for sinks in passes:
+            for v in self.closure(sinks, set()):
+                count[v] = count.get(v, 0) + 1
+        costly = set()
+        for s in self.k.body:
+            out = getattr(s, "out", None)
+            if out in count and isinstance(s, Compute) and (
+                    s.op in TRANSCENDENTAL or any(a in costly for a in s.args)):
+                costly.add(out)
+        return {v for v in costly if count[v] > 1}
+
+    def loop(self, sinks: list, ind: str) -> None:
+        """One pass over r: recompute the xr values the sinks need (or read those kept in row
+        buffers by an earlier pass), fold or store them."""
+        k = self.k
+        needed = self.closure(sinks, self.rows_written)
         reductions = [s for s in sinks if isinstance(s, Reduce)]
         clauses = []
         for s in reductions:
@@ -198,14 +238,22 @@ class _Renderer:
         self.lines.append(f"{ind}for (int64_t r = 0; r < {k.R}; ++r) {{")
         inner = ind + "  "
         for s in k.body:
-            if getattr(s, "out", None) in needed:
-                self.stmt(s, inner)
+            out = getattr(s, "out", None)
+            if out not in needed:
+                continue
+            if out in self.rows_written:
+                self.declare(inner, out, f"{out}_row[r]")
+                continue
+            self.stmt(s, inner)
+            if out in self.rows_kept:
+                self.lines.append(f"{inner}{out}_row[r] = {out};")
         for s in sinks:
             if isinstance(s, Reduce):
                 self.update_acc(s, inner)
             else:
                 self.stmt(s, inner)
         self.lines.append(f"{ind}}}")
+        self.rows_written |= needed & self.rows_kept
         for s in reductions:
             self.finish_acc(s, ind)
 

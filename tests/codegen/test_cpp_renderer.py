@@ -347,3 +347,14 @@ def test_broadcast_operand_splits_the_pointwise_loop():
     source = render_cpp(kernels[0])
     code = source[source.index("extern"):]
     assert "x1 < 64" in code and "% 64" not in code
+
+
+def test_transcendental_row_values_are_kept_between_passes():
+    """softmax's exp is computed once per element: kept in a row buffer for the last pass."""
+    x = torch.randn(6, 300)
+    fn = lambda x: torch.softmax(x, -1)  # noqa: E731
+    outs, kernels = run_cpp(fn, x)
+    torch.testing.assert_close(outs[0], fn(x))
+    code = render_cpp(kernels[0])
+    code = code[code.index("extern"):]
+    assert "_row[300]" in code and code.count("ck_exp(") == 1
