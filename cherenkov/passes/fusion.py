@@ -59,6 +59,16 @@ def view_base(node: Node) -> Node | None:
     return node if is_buffer_source(node) and node.meta is not None else None
 
 
+def computed_view_base(node: Node) -> Node | None:
+    """The computed (fusible, non-view) value a chain of views reads, if that is all it is."""
+    while node.op in VIEW_OPS:
+        node = node.inputs[0]
+    if node.op in GroupOp.LIBRARY or node.op in (Op.INPUT, Op.GETITEM, Op.CONST) \
+            or node.op in GroupOp.SCATTER:
+        return None
+    return node
+
+
 def const_fill(node: Node):
     """The value a node is filled with, if it is a constant broadcast (e.g. zeros)."""
     while node.op in (Op.EXPAND, Op.RESHAPE):
@@ -145,6 +155,12 @@ def fuse(graph: Graph, enable: bool = True, device=None) -> FusionResult:
             realized.add(n)
         elif needed_outside:
             base = view_base(n)
+            if base is None and n not in outputs and n.op in VIEW_OPS:
+                # a view (a transpose, say) of a computed value, read by a matmul: store the
+                # value once and hand the library a view of it instead of a copy
+                base = computed_view_base(n)
+                if base is not None:
+                    realized.add(base)
             if base is not None:
                 views[n] = base
             else:
@@ -160,7 +176,7 @@ def fuse(graph: Graph, enable: bool = True, device=None) -> FusionResult:
     for g in groups:
         for r in g.reads:
             readers.setdefault(r, set()).add(g)
-    always = set(outputs) | _library_read(users)
+    always = set(outputs) | _library_read(users) | set(views.values())
     for i, g in enumerate(groups):
         stored = {m for m in g.members if m in always or readers.get(m, set()) - {g}}
         g.kernel = build_kernel(g, stored, f"k{i}")
@@ -206,7 +222,7 @@ def _merge(groups, realized, views, users, outputs, order, device):
     for g in groups:
         for r in g.reads:
             readers.setdefault(r, set()).add(g)
-    always = set(outputs) | _library_read(users)
+    always = set(outputs) | _library_read(users) | set(views.values())
     alive = set(groups)
     forbidden: set[frozenset] = set()
     # ancestors of every node as a bit set over node positions: dependencies between nodes
@@ -239,7 +255,7 @@ def _merge(groups, realized, views, users, outputs, order, device):
     def stored(members, parts) -> set[Node]:
         """Members some group other than `parts` (or the caller, a library op) reads."""
         return {m for m in members if m in always or
-                len(readers.get(m, ()) - set(parts)) > 0}
+                len(readers.get(m, set()) - set(parts)) > 0}
 
     def time_of(g: Group) -> float:
         if g.kernel is None:

@@ -48,3 +48,11 @@ def test_layernorm_backward_uses_few_kernels():
         torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-5)
     backward = [info for _, info in COMPILED[start:] if info.name.startswith("backward")]
     assert backward and len(backward[0].kernels) <= 3   # row reductions + column reductions
+
+
+def test_transposed_operand_of_a_matmul_is_a_view_not_a_copy():
+    """mm(x, gelu(y).t()): the gelu is stored once and the matmul reads it transposed."""
+    fn = lambda x, y: x @ torch.nn.functional.gelu(y).t()  # noqa: E731
+    infos = compile_and_count(fn, torch.randn(6, 8), torch.randn(5, 8))
+    assert len(infos[0].kernels) == 1
+    assert infos[0].kernels[0][2] == (5 * 8 * 4) * 2      # read y, write gelu(y): no transposed copy
