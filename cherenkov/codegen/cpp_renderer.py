@@ -29,7 +29,8 @@ from cherenkov.codegen import indexing as ix
 from cherenkov.codegen.cpp_ops import (cast_expr, literal, load_expr, register_type,
                                        render_op, storage_type, store_expr)
 from cherenkov.codegen.kernel_ir import (Cast, Compute, Constant, IndexValue, Kernel, Load,
-                                         Reduce, Store, inputs_of)
+                                         Reduce, Store, inputs_of,
+                                         per_element_closure)
 from cherenkov.ir.ops import Op
 
 PARALLEL_MIN_ELEMENTS = 1 << 15     # below this, thread start-up costs more than it saves
@@ -188,19 +189,9 @@ class _Renderer:
                 self.loop(sinks, ind)
 
     def closure(self, sinks: list, stop: set) -> set[str]:
-        """The xr values a pass over r must compute for `sinks`; values in `stop` are taken
-        as they are (read back from their row buffer), without their inputs."""
-        k = self.k
-        needed: set[str] = set()
-        stack = [d for s in sinks for d in inputs_of(s)]
-        while stack:
-            d = stack.pop()
-            if d in needed or k.levels.get(d) != "xr":
-                continue
-            needed.add(d)
-            if d not in stop:
-                stack.extend(inputs_of(self.stmt_of[d]))
-        return needed
+        """The xr values a pass over r must compute; values in `stop` are read back from their
+        row buffer, without their inputs."""
+        return per_element_closure(self.k, sinks, stop)
 
     def rows_to_keep(self, passes: list[list]) -> set[str]:
         """xr values with a transcendental in them that several passes over r need: computed

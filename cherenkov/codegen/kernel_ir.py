@@ -141,6 +141,22 @@ def inputs_of(s: Statement) -> list[str]:
     return []
 
 
+def per_element_closure(kernel: "Kernel", sinks, stop=frozenset()) -> set[str]:
+    """The per-element ("xr") values a pass over r must compute for `sinks`, walking inputs
+    back through other xr values; values in `stop` are taken as given (not walked through)."""
+    stmt_of = {getattr(s, "out", None): s for s in kernel.body}
+    needed: set[str] = set()
+    stack = [d for s in sinks for d in inputs_of(s)]
+    while stack:
+        d = stack.pop()
+        if d in needed or kernel.levels.get(d) != "xr":
+            continue
+        needed.add(d)
+        if d not in stop:
+            stack.extend(inputs_of(stmt_of[d]))
+    return needed
+
+
 def format_statement(s: Statement) -> str:
     ident = lambda n: n  # noqa: E731
     if isinstance(s, Load):

@@ -13,7 +13,8 @@ import torch
 
 from cherenkov.codegen import indexing as ix
 from cherenkov.codegen.kernel_ir import (Cast, Compute, Constant, IndexValue, Kernel, Load,
-                                         Reduce, Store, inputs_of)
+                                         Reduce, Store, inputs_of,
+                                         per_element_closure)
 from cherenkov.codegen.triton_ops import register_type, render_op, storage_type
 from cherenkov.ir.ops import Op
 
@@ -295,14 +296,7 @@ class _Renderer:
 
     def loop(self, sinks, stage) -> None:
         k = self.k
-        needed: set[str] = set()
-        stack = [d for s in sinks for d in inputs_of(s)]
-        while stack:
-            d = stack.pop()
-            if d in needed or k.levels.get(d) != "xr":
-                continue
-            needed.add(d)
-            stack.extend(inputs_of(self.stmt_of[d]))
+        needed = per_element_closure(k, sinks)
         for s in sinks:
             if isinstance(s, Reduce):
                 self.init_acc(s)
