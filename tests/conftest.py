@@ -5,7 +5,10 @@ sweep) run only with CHERENKOV_SLOW_TESTS=1.
 """
 import os
 
-os.environ.setdefault("TRITON_INTERPRET", "1")
+import torch  # noqa: E402  (only to ask whether a GPU is here)
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 # the Triton renderer is what runs on GPUs: test it by default; the C++ backend is
 # exercised by tests that ask for it (cpu_backend="cpp")
 os.environ.setdefault("CHERENKOV_CPU_BACKEND", "triton")

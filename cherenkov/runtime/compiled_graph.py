@@ -147,6 +147,7 @@ class CompiledGraph:
 
         step = Step("kernel", run, rendered.name)
         step.kernel = rendered.kernel             # kernel IR, for cost reports
+        step.launcher = launcher
         step.reads = list(arg_slots) + [p[4] for p in prefills if p[4] is not None]
         return step
 
