@@ -41,7 +41,6 @@ class FusionResult:
     groups: list[Group]
     realized: set                         # nodes with buffers (members that are stored)
     views: dict[Node, Node]               # view node -> base buffer node
-    buffer_meta: dict[Node, TensorMeta]
 
 
 def is_library(node: Node) -> bool:
@@ -180,7 +179,7 @@ def fuse(graph: Graph, enable: bool = True, device=None) -> FusionResult:
     for i, g in enumerate(groups):
         stored = {m for m in g.members if m in always or readers.get(m, set()) - {g}}
         g.kernel = build_kernel(g, stored, f"k{i}")
-    return FusionResult(groups, realized, views, {})
+    return FusionResult(groups, realized, views)
 
 
 def _reads(members, realized, views) -> set[Node]:

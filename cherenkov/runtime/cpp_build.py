@@ -144,14 +144,19 @@ def build_library(source: str, compiler: str | None = None) -> Path:
         STATS["loaded_from_disk"] += 1
         return lib
     folder.mkdir(parents=True, exist_ok=True)
+    # every builder writes and compiles its own copy, then renames: concurrent builders (test
+    # workers, ranks) never read a half-written source or load a half-written library
     src = folder / f"graph_{key}.cpp"
-    src.write_text(source)
+    src_tmp = folder / f"graph_{key}.tmp{os.getpid()}.cpp"
+    src_tmp.write_text(source)
     tmp = folder / f"graph_{key}.tmp{os.getpid()}.so"
-    code, err = _compile(tc.compiler, tc.flags, src, tmp)
+    code, err = _compile(tc.compiler, tc.flags, src_tmp, tmp)
     if code != 0:
         tmp.unlink(missing_ok=True)
+        src_tmp.replace(src)
         raise CppBuildError(f"{tc.compiler} failed on {src}:\n{err[-4000:]}")
-    tmp.replace(lib)                      # atomic: concurrent builders never see half a file
+    src_tmp.replace(src)
+    tmp.replace(lib)
     STATS["compiled"] += 1
     return lib
 
