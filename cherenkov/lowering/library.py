@@ -77,6 +77,31 @@ def library_node(target, args, kwargs, fake_out, reason: str = "", op: Op | None
     return Node(op, tuple(inputs), (target, template_args, template_kwargs, reason), meta)
 
 
+def template_filler(template):
+    """A fast `fill_template` for one template, built once: slots at the top level or inside
+    a top-level list/tuple (cat's tensor list, index's index list) are filled without walking
+    the tree on every call; deeper nesting falls back to the general walk."""
+    def part(value):
+        if isinstance(value, Slot):
+            i = value.index
+            return lambda vals: vals[i]
+        if isinstance(value, (list, tuple)) and any(isinstance(v, Slot) for v in value):
+            if any(isinstance(v, (list, tuple, dict)) for v in value):
+                return lambda vals: fill_template(value, vals)
+            kind = type(value)
+            items = [(True, v.index) if isinstance(v, Slot) else (False, v) for v in value]
+            return lambda vals: kind(vals[x] if is_slot else x for is_slot, x in items)
+        if template_has_slots(value):
+            return lambda vals: fill_template(value, vals)
+        return lambda vals: value
+
+    if isinstance(template, dict):
+        parts = {k: part(v) for k, v in template.items()}
+        return lambda vals: {k: f(vals) for k, f in parts.items()}
+    parts = [part(v) for v in template]
+    return lambda vals: [f(vals) for f in parts]
+
+
 def fill_template(template, values):
     return tree_map(lambda v: values[v.index] if isinstance(v, Slot) else v, template)
 

@@ -14,7 +14,7 @@ import torch
 
 from cherenkov.ir.graph import Graph, Node
 from cherenkov.ir.ops import GroupOp, Op
-from cherenkov.lowering.library import fill_template
+from cherenkov.lowering.library import template_filler
 from cherenkov.passes.fusion import FusionResult, Group, const_fill, is_library
 
 
@@ -155,6 +155,7 @@ class CompiledGraph:
         target, t_args, t_kwargs, _ = node.args
         in_slots = [self._slot_of(i) for i in node.inputs]
         out = self._slot_of(node)
+        fill_args, fill_kwargs = template_filler(t_args), template_filler(t_kwargs)
         # kernels read library outputs with the strides PyTorch's fake run promised
         metas = node.meta if isinstance(node.meta, tuple) else (node.meta,)
         layouts = [(m.shape, m.strides) if m is not None else None for m in metas]
@@ -162,7 +163,7 @@ class CompiledGraph:
 
         def run(env):
             values = [env[s] for s in in_slots]
-            result = target(*fill_template(t_args, values), **fill_template(t_kwargs, values))
+            result = target(*fill_args(values), **fill_kwargs(values))
             parts = list(result) if many else [result]
             for i, (t, layout) in enumerate(zip(parts, layouts)):
                 if layout is not None and isinstance(t, torch.Tensor) and (t.storage_offset() or (
