@@ -129,3 +129,13 @@ def test_cost_report_predicts_and_measures_every_kernel():
                                 for line in report.lines)
     assert all(line.measured_s is not None and line.measured_s > 0 for line in report.lines)
     assert "predicted" in str(report)
+
+
+def test_view_chains_become_one_as_strided_and_stay_correct():
+    """Views of an input (transpose, a copying reshape, a slice) and of a computed value
+    (exp, then transposed), each read by a matmul."""
+    def fn(a, w, w2):
+        return a.t().reshape(4, 6)[:, 1:5] @ w, a.exp().t() @ w2
+    a, w, w2 = torch.randn(6, 4), torch.randn(4, 3), torch.randn(6, 6)
+    for got, want in zip(cherenkov.compile(fn, strict=True)(a, w, w2), fn(a, w, w2)):
+        torch.testing.assert_close(got, want)

@@ -195,12 +195,19 @@ class CompiledGraph:
         chain.reverse()
         ops = [_torch_view(v) for v in chain]
         src, out = self._slot_of(base), self._slot_of(node)
+        layout = _final_layout(base, ops)
 
-        def run(env):
-            t = env[src]
-            for op in ops:
-                t = op(t)
-            env[out] = t
+        if layout is not None:              # the whole chain is one as_strided of the base
+            size, stride, offset = layout
+
+            def run(env):
+                env[out] = env[src].as_strided(size, stride, offset)
+        else:
+            def run(env):
+                t = env[src]
+                for op in ops:
+                    t = op(t)
+                env[out] = t
 
         step = Step("view", run, "view")
         step.reads = [src]
@@ -235,6 +242,28 @@ class CompiledGraph:
 def _buffer_name(node: Node) -> str:
     from cherenkov.passes.fusion import buffer_name
     return buffer_name(node)
+
+
+def _final_layout(base: Node, ops) -> tuple | None:
+    """(size, stride, storage offset) of a chain of views applied to `base`, worked out once on
+    a meta tensor with base's layout; None if some step would copy (a reshape that is not a
+    view) or base's layout at run time is not the one recorded (kernel outputs are contiguous,
+    library outputs are brought to their recorded layout, inputs are specialized on it)."""
+    meta = base.meta
+    if meta is None or isinstance(meta, tuple):
+        return None
+    extent = meta.storage_offset + sum((s - 1) * st for s, st in zip(meta.shape, meta.strides)) + 1
+    storage = torch.empty(max(extent, 1), dtype=meta.dtype, device="meta")
+    t = storage.as_strided(meta.shape, meta.strides, meta.storage_offset)
+    try:
+        for op in ops:
+            r = op(t)
+            if not r._is_view() and r is not t:
+                return None
+            t = r
+    except RuntimeError:
+        return None
+    return tuple(t.shape), tuple(t.stride()), t.storage_offset()
 
 
 def _torch_view(node: Node):
