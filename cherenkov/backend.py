@@ -42,8 +42,7 @@ class ShapeSpecialized:
         self.config = config
         self.name = name
         self.cache: OrderedDict = OrderedDict()
-        self.infos: list = []
-        self.info_of: dict = {}
+        self.info_of: dict = {}                   # input signature -> CompileInfo
         self.failed_reason: str | None = None
         self.profile_next = False                 # time each kernel on the next call
 
@@ -65,7 +64,6 @@ class ShapeSpecialized:
                 self._fallback(f"{type(e).__name__}: {e}")
                 return self.gm(*inputs)
             self.cache[key] = compiled
-            self.infos.append(info)
             self.info_of[key] = info
             COMPILED.append((self, info))
         self.cache.move_to_end(key)

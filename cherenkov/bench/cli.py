@@ -48,6 +48,17 @@ def select(cases, patterns):
     return [c for c in cases if any(p in c.name.lower() for p in pats)]
 
 
+def pick_device(args) -> torch.device | None:
+    """The device a suite runs on: --cpu, else CUDA; None (after saying why) without a GPU."""
+    if args.cpu:
+        return torch.device("cpu")
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    print("cherenkov bench: no CUDA GPU on this machine; nothing to measure. "
+          "Use --cpu for a tiny-shape run of the harness on the Triton interpreter.")
+    return None
+
+
 def run(args) -> int:
     if args.suite in RUNNERS:
         return RUNNERS[args.suite](args)
@@ -63,13 +74,8 @@ def run(args) -> int:
         for c in cases:
             print(f"{c.name:28s} {c.shape:28s} modes: {', '.join(c.modes)}")
         return 0
-    if args.cpu:
-        device = torch.device("cpu")
-    elif torch.cuda.is_available():
-        device = torch.device("cuda")
-    else:
-        print("cherenkov bench: no CUDA GPU on this machine; nothing to measure. "
-              "Use --cpu for a tiny-shape run of the harness on the Triton interpreter.")
+    device = pick_device(args)
+    if device is None:
         return 0
     names = args.impls or (["eager", "cherenkov"] if args.cpu
                            else ["eager", "torch.compile", "cherenkov"])

@@ -60,7 +60,8 @@ class KernelBuilder:
             return "x"
         return "c"
 
-    def emit(self, stmt, dtype, level):
+    def emit(self, stmt):
+        """Append a statement (its value's dtype and level were recorded by `_new`)."""
         self.kernel.body.append(stmt)
         return stmt.out
 
@@ -73,7 +74,7 @@ class KernelBuilder:
         index = ix.dot(idx, meta.strides, meta.storage_offset)
         level = self._level(index, *( [self.kernel.levels[mask]] if mask else []))
         out = self._new(meta.dtype, level)
-        return self.emit(Load(out, name, index, mask), meta.dtype, level)
+        return self.emit(Load(out, name, index, mask))
 
     # ---- the recursion --------------------------------------------------------------------
     def compute(self, node: Node, idx: tuple, mask: str | None = None) -> str:
@@ -99,21 +100,21 @@ class KernelBuilder:
         op = node.op
         if op == Op.CONST:
             out = self._new(node.dtype, "c")
-            return self.emit(Constant(out, node.args[0], node.dtype), node.dtype, "c")
+            return self.emit(Constant(out, node.args[0], node.dtype))
         if op == Op.IOTA:
             index = idx[node.args[0]]
             level = self._level(index)
             out = self._new(torch.int64, level)
-            return self.emit(IndexValue(out, index), torch.int64, level)
+            return self.emit(IndexValue(out, index))
         if op == Op.CAST:
             src = self.compute(node.inputs[0], idx, mask)
             out = self._new(node.dtype, self.kernel.levels[src])
-            return self.emit(Cast(out, src, node.dtype), node.dtype, self.kernel.levels[src])
+            return self.emit(Cast(out, src, node.dtype))
         if op in GroupOp.ELEMENTWISE:
             args = tuple(self.compute(i, idx if i.shape else (), mask) for i in node.inputs)
             level = self._level(*[self.kernel.levels[a] for a in args])
             out = self._new(node.dtype, level)
-            return self.emit(Compute(out, op, args), node.dtype, level)
+            return self.emit(Compute(out, op, args))
         if op in GroupOp.MOVEMENT:
             return self._movement(node, idx, mask)
         if op in GroupOp.REDUCTION:
@@ -175,19 +176,19 @@ class KernelBuilder:
 
     def _const(self, value, dtype) -> str:
         out = self._new(dtype, "c")
-        return self.emit(Constant(out, value, dtype), dtype, "c")
+        return self.emit(Constant(out, value, dtype))
 
     def _op(self, op: Op, args, dtype) -> str:
         level = self._level(*[self.kernel.levels[a] for a in args])
         out = self._new(dtype, level)
-        return self.emit(Compute(out, op, tuple(args)), dtype, level)
+        return self.emit(Compute(out, op, tuple(args)))
 
     def _and_mask(self, mask, cond):
         return cond if mask is None else self._op(Op.AND, (mask, cond), torch.bool)
 
     def _in_range(self, index: ix.Lin, lo: int, hi: int) -> str:
         value = self._new(torch.int64, self._level(index))
-        self.emit(IndexValue(value, index), torch.int64, self._level(index))
+        self.emit(IndexValue(value, index))
         ge = self._op(Op.GE, (value, self._const(lo, torch.int64)), torch.bool)
         lt = self._op(Op.LT, (value, self._const(hi, torch.int64)), torch.bool)
         return self._op(Op.AND, (ge, lt), torch.bool)
@@ -261,7 +262,7 @@ class KernelBuilder:
                 value = self._reduce_trivial(node, value)
             else:
                 out = self._new(node.dtype, "x")
-                value = self.emit(Reduce(out, node.op, value), node.dtype, "x")
+                value = self.emit(Reduce(out, node.op, value))
             self.reduced[node] = (value, at)
             linear = self.x
         else:
@@ -279,7 +280,7 @@ class KernelBuilder:
             name, meta = store_as
             if node.dtype != self.kernel.dtypes[value]:
                 cast = self._new(node.dtype, self.kernel.levels[value])
-                value = self.emit(Cast(cast, value, node.dtype), node.dtype, self.kernel.levels[value])
+                value = self.emit(Cast(cast, value, node.dtype))
             self.kernel.body.append(Store(name, ix.dot(ix.unravel(linear, node.shape),
                                                        contiguous_strides(node.shape)), value))
             self.kernel.outputs.append(Buffer(name, node.dtype, numel(node.shape)))
@@ -304,7 +305,7 @@ class KernelBuilder:
         name, meta = store_as
         if self.kernel.dtypes[value] != node.dtype:
             cast = self._new(node.dtype, self.kernel.levels[value])
-            value = self.emit(Cast(cast, value, node.dtype), node.dtype, self.kernel.levels[value])
+            value = self.emit(Cast(cast, value, node.dtype))
         self.kernel.body.append(Store(name, ix.dot(dest, contiguous_strides(node.shape)), value,
                                       atomic_add=True))
         self.kernel.outputs.append(Buffer(name, node.dtype, numel(node.shape)))
@@ -318,7 +319,7 @@ class KernelBuilder:
                 if self.kernel.dtypes[value] != torch.bool else value
         if self.kernel.dtypes[value] != node.dtype:
             out = self._new(node.dtype, self.kernel.levels[value])
-            return self.emit(Cast(out, value, node.dtype), node.dtype, self.kernel.levels[value])
+            return self.emit(Cast(out, value, node.dtype))
         return value
 
     def finish(self) -> Kernel:

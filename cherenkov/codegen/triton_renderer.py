@@ -39,6 +39,17 @@ class RenderedKernel:
     num_warps: int
 
 
+REDUCE_FN = {Op.SUM: "tl.sum", Op.MAX: "tl.max", Op.MIN: "tl.min", Op.ANY: "tl.max",
+             Op.ALL: "tl.min", Op.PROD: "_prod"}
+
+
+def arg_extreme_fill(op: Op, dtype: torch.dtype) -> str:
+    """What masked-off lanes hold for argmax (lowest value) / argmin (highest value)."""
+    if dtype.is_floating_point:
+        return "float('-inf')" if op == Op.ARGMAX else "float('inf')"
+    return "-9223372036854775807" if op == Op.ARGMAX else "9223372036854775807"
+
+
 IDENTITY = {Op.SUM: "0", Op.PROD: "1", Op.MAX: "float('-inf')", Op.MIN: "float('inf')",
             Op.ANY: "0", Op.ALL: "1"}
 
@@ -166,9 +177,7 @@ class _Renderer:
         src_t = self.k.dtypes[s.src]
         if s.op in (Op.ARGMAX, Op.ARGMIN):
             red = "tl.max" if s.op == Op.ARGMAX else "tl.min"
-            fill = "float('-inf')" if s.op == Op.ARGMAX else "float('inf')"
-            if not src_t.is_floating_point:
-                fill = "-9223372036854775807" if s.op == Op.ARGMAX else "9223372036854775807"
+            fill = arg_extreme_fill(s.op, src_t)
             self.lines.append(f"{indent}{s.out}_v = tl.where({m}, {v}, {fill})")
             self.lines.append(f"{indent}{s.out}_m = {red}({s.out}_v, 1)[:, None]")
             self.lines.append(f"{indent}{s.out} = tl.min(tl.where({s.out}_v == {s.out}_m, "
@@ -178,9 +187,7 @@ class _Renderer:
             v = f"({v} != 0).to(tl.int32)"
         ident = IDENTITY[s.op]
         masked = f"tl.where({m}, {v}, {ident})"
-        fn = {Op.SUM: "tl.sum", Op.MAX: "tl.max", Op.MIN: "tl.min", Op.ANY: "tl.max",
-              Op.ALL: "tl.min", Op.PROD: "_prod"}[s.op]
-        text = f"{fn}({masked}, 1)[:, None]"
+        text = f"{REDUCE_FN[s.op]}({masked}, 1)[:, None]"
         if s.op in (Op.ANY, Op.ALL):
             text = f"({text} != 0)"
         self.emit(indent, s.out, text)
@@ -324,9 +331,7 @@ class _Renderer:
             self.lines.append(f"    {total}_acc = tl.zeros([XBLOCK, RBLOCK], tl.float32)")
             return
         if s.op in (Op.ARGMAX, Op.ARGMIN):
-            fill = "float('-inf')" if s.op == Op.ARGMAX else "float('inf')"
-            if not self.k.dtypes[s.src].is_floating_point:
-                fill = "-9223372036854775807" if s.op == Op.ARGMAX else "9223372036854775807"
+            fill = arg_extreme_fill(s.op, self.k.dtypes[s.src])
             self.lines.append(f"    {s.out}_acc = tl.full([XBLOCK, RBLOCK], {fill}, {t})")
             self.lines.append(f"    {s.out}_idx = tl.zeros([XBLOCK, RBLOCK], tl.int64)")
             return
@@ -376,9 +381,7 @@ class _Renderer:
             self.lines.append(f"    {s.out} = tl.min(tl.where({a} == {s.out}_m, {s.out}_idx, "
                               f"{self.k.R}), 1)[:, None]")
             return
-        fn = {Op.SUM: "tl.sum", Op.MAX: "tl.max", Op.MIN: "tl.min", Op.ANY: "tl.max",
-              Op.ALL: "tl.min", Op.PROD: "_prod"}[s.op]
-        text = f"{fn}({a}, 1)[:, None]"
+        text = f"{REDUCE_FN[s.op]}({a}, 1)[:, None]"
         if s.op in (Op.ANY, Op.ALL):
             text = f"({text} != 0)"
         self.lines.append(f"    {s.out} = {text}")

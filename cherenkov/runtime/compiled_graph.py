@@ -46,10 +46,6 @@ class CompiledGraph:
         return self.slot[node]
 
     def _plan(self, fusion: FusionResult, kernels) -> None:
-        producer: dict[Node, object] = {}
-        for g in fusion.groups:
-            for m in g.members:
-                producer[m] = g
         work = []       # (item, dependencies)
         order = self.graph.nodes()
         for node in order:
@@ -72,7 +68,7 @@ class CompiledGraph:
             progressed = False
             for item in list(pending):
                 obj, deps = item
-                ready = all(self._available(d, done, producer, fusion) for d in deps)
+                ready = all(d.op == Op.INPUT or d in done for d in deps)
                 if ready:
                     planned.append(obj)
                     if isinstance(obj, Group):
@@ -95,10 +91,6 @@ class CompiledGraph:
                 self.steps.append(self._library_step(obj))
         self.output_slots = [None if o is None else self.slot[o] for o in self.graph.outputs]
         self._lifetimes()
-
-    def _available(self, dep: Node, done, producer, fusion) -> bool:
-        return dep.op == Op.INPUT or dep in done or dep.op == Op.CONST and dep not in producer \
-            and dep not in fusion.views
 
     def _lifetimes(self) -> None:
         last: dict[int, int] = {}

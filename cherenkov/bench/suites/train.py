@@ -442,7 +442,7 @@ def run(args) -> int:
     --time-budget --dtype --list, and --steps where the bench CLI offers it."""
     import sys
     from cherenkov import hw
-    from cherenkov.bench.cli import select
+    from cherenkov.bench.cli import pick_device, select
     from cherenkov.bench.report import metadata
 
     scale = "smoke" if (args.smoke or args.cpu) else "full"
@@ -453,13 +453,8 @@ def run(args) -> int:
             print(f"{c.name:14s} {c.shape:14s} {param_count(c.model) / 1e6:8.1f}M params  "
                   f"{step_flops(c.model, c.batch, c.seq) / 1e12:.3g} TFLOP/step")
         return 0
-    if args.cpu:
-        device = torch.device("cpu")
-    elif torch.cuda.is_available():
-        device = torch.device("cuda")
-    else:
-        print("cherenkov bench: no CUDA GPU on this machine; nothing to measure. "
-              "Use --cpu for a tiny-shape run of the harness on the Triton interpreter.")
+    device = pick_device(args)
+    if device is None:
         return 0
     names = args.impls or (["eager", "cherenkov"] if args.cpu else list(ORDER))
     unknown = [n for n in names if n not in BACKENDS]
