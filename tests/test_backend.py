@@ -139,3 +139,15 @@ def test_view_chains_become_one_as_strided_and_stay_correct():
     a, w, w2 = torch.randn(6, 4), torch.randn(4, 3), torch.randn(6, 6)
     for got, want in zip(cherenkov.compile(fn, strict=True)(a, w, w2), fn(a, w, w2)):
         torch.testing.assert_close(got, want)
+
+
+def test_identical_kernels_share_one_compiled_function():
+    from cherenkov.compiler import compile_fx
+    from torch.fx.experimental.proxy_tensor import make_fx
+    fn = lambda a, b: (torch.softmax(a, -1) @ b, torch.softmax(b, -1) @ a)  # noqa: E731
+    a, b = torch.randn(8, 8), torch.randn(8, 8)
+    from cherenkov.capture.decompositions import decomposition_table
+    gm = make_fx(fn, decomposition_table=decomposition_table())(a, b)
+    compiled, info = compile_fx(gm, [a, b], Config(strict=True, cpu_backend="triton"))
+    sources = [k[3] for k in info.kernels]
+    assert len(sources) == 2 and sources[0] == sources[1]   # same text, same function name
