@@ -1,0 +1,149 @@
+"""Where a training step's time goes: torch.profiler over a few steps of the train suite's
+GPT-2 (or Llama) config, for torch.compile and Cherenkov, in one process.
+
+For each backend: host time to issue one step (no synchronization) against the GPU time of the
+step, and the CUDA kernels grouped by name (total time per step, launches per step) with a
+category (matmul, attention, generated, aten, optimizer, copy). Cherenkov's generated kernels
+are named by content hash; the report maps each to its fused op count and bytes, and the
+sources of the costliest ones are written beside it.
+
+    PYTHONPATH=. python3 bench/profile_train_gpu.py --out $OUT [--case gpt2-style]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+
+from cherenkov.bench.suites import train as suite
+
+
+def category(name: str) -> str:
+    n = name.lower()
+    if n.startswith("k_"):
+        return "cherenkov kernel"
+    if any(s in n for s in ("gemm", "cutlass", "nvjet", "sm90_xmma", "cublas", "matmul")):
+        return "matmul"
+    if "flash" in n or "fmha" in n or "attention" in n or n.startswith("_attn") or "attn" in n:
+        return "attention"
+    if n.startswith("triton_"):
+        return "inductor kernel"
+    if "adam" in n or "multi_tensor" in n:
+        return "optimizer"
+    if "copy" in n or "memcpy" in n or "memset" in n or "fill" in n:
+        return "copy/fill"
+    return "aten other"
+
+
+def profile_backend(case, backend, settings, steps: int = 3) -> dict:
+    dev = settings.device
+    torch.manual_seed(settings.seed)
+    model = suite.build_model(case.model, dev).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, betas=(0.9, 0.95),
+                            weight_decay=0.1, fused=True)
+    fn = backend.build(model)
+    batches = suite.make_batches(case, 2, settings.seed, dev)
+    for i in range(6):
+        suite._train_step(fn, opt, *batches[i % 2], settings)
+    torch.cuda.synchronize()
+    # host time to issue a step, and the step's wall time when synchronized
+    host, wall = [], []
+    for i in range(5):
+        t0 = time.perf_counter()
+        suite._train_step(fn, opt, *batches[i % 2], settings)
+        host.append(time.perf_counter() - t0)
+        torch.cuda.synchronize()
+        wall.append(time.perf_counter() - t0)
+    acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=acts) as prof:
+        for i in range(steps):
+            suite._train_step(fn, opt, *batches[i % 2], settings)
+        torch.cuda.synchronize()
+    kernels = defaultdict(lambda: [0.0, 0])
+    for ev in prof.events():
+        if ev.device_type == torch.autograd.DeviceType.CUDA:
+            k = kernels[ev.name]
+            k[0] += ev.device_time_total / steps
+            k[1] += 1 / steps
+    del model, opt, fn
+    torch._dynamo.reset()
+    torch.cuda.empty_cache()
+    return {"host_ms": sorted(host)[2] * 1e3, "wall_ms": sorted(wall)[2] * 1e3,
+            "kernels": {n: {"us": v[0], "count": v[1], "category": category(n)}
+                        for n, v in kernels.items()}}
+
+
+def cherenkov_kernels() -> dict:
+    """k_<hash> -> (fused ops, bytes, source) of every kernel Cherenkov compiled."""
+    from cherenkov.backend import COMPILED
+    out = {}
+    for _, info in COMPILED:
+        for name, fused, nbytes, source in info.kernels:
+            m = re.search(r"def (k_[0-9a-f]+)\(", source)
+            if m:
+                out[m.group(1)] = (fused, nbytes, source)
+    return out
+
+
+def render(case, results: dict, known: dict) -> str:
+    lines = [f"# Training-step profile: {case.name} {case.shape} on {torch.cuda.get_device_name()}",
+             "", f"torch {torch.__version__}", ""]
+    for name, r in results.items():
+        ks = r["kernels"]
+        total = sum(k["us"] for k in ks.values())
+        lines += [f"## {name}", "",
+                  f"host issue time {r['host_ms']:.1f} ms/step; synchronized wall {r['wall_ms']:.1f}"
+                  f" ms/step; kernel time {total / 1e3:.1f} ms/step, "
+                  f"{sum(k['count'] for k in ks.values()):.0f} launches/step", "",
+                  "| category | ms/step | launches/step |", "|---|---|---|"]
+        cats = defaultdict(lambda: [0.0, 0.0])
+        for k in ks.values():
+            cats[k["category"]][0] += k["us"]
+            cats[k["category"]][1] += k["count"]
+        for c, (us, n) in sorted(cats.items(), key=lambda kv: -kv[1][0]):
+            lines.append(f"| {c} | {us / 1e3:.2f} | {n:.0f} |")
+        lines += ["", "| kernel | category | us/step | launches | fused ops | MB |", "|---|---|---|---|---|---|"]
+        for n, k in sorted(ks.items(), key=lambda kv: -kv[1]["us"])[:40]:
+            fused, nbytes = known.get(n, ("", None))[:2]
+            mb = f"{nbytes / 1e6:.0f}" if nbytes else ""
+            lines.append(f"| {n[:90]} | {k['category']} | {k['us']:.0f} | {k['count']:.0f} | {fused} | {mb} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="bench/results")
+    ap.add_argument("--case", default="gpt2-style")
+    ap.add_argument("--impls", nargs="+", default=["torch.compile", "cherenkov"])
+    args = ap.parse_args()
+    case = next(c for c in suite.cases("full") if c.name == args.case)
+    settings = suite.Settings(device=torch.device("cuda"))
+    results = {}
+    for impl in args.impls:
+        t0 = time.time()
+        results[impl] = profile_backend(case, suite.BACKENDS[impl], settings)
+        print(impl, "profiled in", round(time.time() - t0, 1), "s", flush=True)
+    known = cherenkov_kernels()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    text = render(case, results, known)
+    print(text)
+    stem = f"profile_train_{case.name}"
+    (out / f"{stem}.md").write_text(text)
+    (out / f"{stem}.json").write_text(json.dumps(results, indent=1))
+    top = sorted(results.get("cherenkov", {"kernels": {}})["kernels"].items(),
+                 key=lambda kv: -kv[1]["us"])
+    src = out / "kernel_sources"
+    src.mkdir(exist_ok=True)
+    for n, _ in [kv for kv in top if kv[0] in known][:12]:
+        (src / f"{n}.py").write_text(known[n][2])
+
+
+if __name__ == "__main__":
+    main()
