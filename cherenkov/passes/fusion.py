@@ -3,7 +3,11 @@
 1. Realize: reductions, values read by library ops (matmul, attention, extern), and graph
    outputs get buffers; other elementwise and movement nodes are inlined into the kernels that
    read them (views become index arithmetic). Pure views of a buffer read by a library op or
-   returned are passed as PyTorch views, never copied.
+   returned are passed as PyTorch views, never copied. A value read by several consumers is
+   realized too when inlining it would cost more than storing it once: each consumer would
+   re-read everything the value is computed from (its closure), so a chain such as the
+   residual stream (x_k = x_{k-1} + f_k) would otherwise be recomputed from the start by every
+   layer -- quadratic in depth.
 2. Merge: candidate pairs (sharing an input, or one reading what the other writes) are tried
    in order of the bytes a merge would save, when their domains agree ((X, R) equal, or a
    pointwise kernel of X*R or X elements joining an (X, R) reduction). The cost model
@@ -165,6 +169,7 @@ def fuse(graph: Graph, enable: bool = True, device=None) -> FusionResult:
             else:
                 realized.add(n)
 
+    _realize_shared(nodes, users, realized, views)
     groups = [Group([n], *domain_of(n)) for n in nodes if n in realized]
     for g in groups:
         g.reads = _reads(g.members, realized, views)
@@ -180,6 +185,44 @@ def fuse(graph: Graph, enable: bool = True, device=None) -> FusionResult:
         stored = {m for m in g.members if m in always or readers.get(m, set()) - {g}}
         g.kernel = build_kernel(g, stored, f"k{i}")
     return FusionResult(groups, realized, views)
+
+
+def _consumers(node: Node, users, realized) -> int:
+    """How many computations read `node`, looking through views that are inlined."""
+    count = 0
+    for u in users.get(node, []):
+        if u.op in VIEW_OPS and u not in realized:
+            count += _consumers(u, users, realized)
+        else:
+            count += 1
+    return count
+
+
+def _realize_shared(nodes, users, realized, views) -> None:
+    """Realize computed values with k >= 2 consumers whose closure (the buffers an inlined copy
+    reads) costs more to re-read k times than storing the value once and reading it k times:
+    k * C > (k + 1) * bytes(value). Walks in topological order, so a realized value ends the
+    closures of the values computed from it."""
+    closure: dict[Node, dict] = {}
+    for n in nodes:
+        if n in realized or is_buffer_source(n) or n.op == Op.CONST or n in views:
+            closure[n] = {n: _bytes(n)} if n.op != Op.CONST else {}
+            continue
+        reads: dict = {}
+        for i in n.inputs:
+            reads.update(closure.get(i, {}))
+        closure[n] = reads
+        if n.op in VIEW_OPS or not isinstance(n.meta, TensorMeta):
+            continue
+        k = _consumers(n, users, realized)
+        if k < 2:
+            continue
+        size = _bytes(n)
+        cost = sum(min(b, numel(n.shape) * r.meta.dtype.itemsize) for r, b in reads.items()
+                   if isinstance(r.meta, TensorMeta))
+        if k * cost > (k + 1) * size:
+            realized.add(n)
+            closure[n] = {n: size}
 
 
 def _reads(members, realized, views) -> set[Node]:

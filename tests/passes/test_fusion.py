@@ -56,3 +56,21 @@ def test_transposed_operand_of_a_matmul_is_a_view_not_a_copy():
     infos = compile_and_count(fn, torch.randn(6, 8), torch.randn(5, 8))
     assert len(infos[0].kernels) == 1
     assert infos[0].kernels[0][2] == (5 * 8 * 4) * 2      # read y, write gelu(y): no transposed copy
+
+
+def test_residual_stream_is_stored_not_recomputed_by_every_layer():
+    """x_k = x_{k-1} + layernorm(x_{k-1}) @ w_k, twelve times: each x_k feeds a matmul and the
+    next layer. Inlining x_k into its consumers would make layer k re-read every earlier layer's
+    inputs (quadratic); storing it bounds every kernel's reads."""
+    torch.manual_seed(0)
+    ws = [torch.randn(16, 16) * 0.1 for _ in range(12)]
+
+    def fn(x, *ws):
+        for w in ws:
+            x = x + F.layer_norm(x, (16,)) @ w
+        return x
+
+    infos = compile_and_count(fn, torch.randn(8, 16), *ws)
+    kernels = [k for info in infos for k in info.kernels]
+    largest = max(k[2] for k in kernels)
+    assert largest <= 4 * 8 * 16 * 4 + 2 * 8 * 4       # a few (8, 16) fp32 rows, not the chain
