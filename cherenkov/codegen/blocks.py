@@ -116,18 +116,11 @@ def interpreter_blocks(kernel: Kernel) -> BlockConfig:
 def is_column_reduction(kernel: Kernel) -> bool:
     """True when the kernel's loads walk memory along x and jump along r (reducing the rows
     of a column): tiles must then be wide in x for coalesced loads."""
-    from cherenkov.codegen import indexing as ix
-    from cherenkov.codegen.kernel_ir import Load
+    from cherenkov.codegen.kernel_ir import r_strides
     if kernel.R == 1:
         return False
-    big = {b.name for b in kernel.inputs if b.numel * 2 >= kernel.X * kernel.R}
-    r_strides = []
-    for s in kernel.body:
-        if isinstance(s, Load) and s.buffer in big:      # per-row vectors do not count
-            for atom, coef in s.index.terms:
-                if isinstance(atom, ix.Var) and atom.name == "r":
-                    r_strides.append(abs(coef))
-    return bool(r_strides) and min(r_strides) > 1
+    strides = r_strides(kernel)
+    return bool(strides) and all(st != 1 for st in strides)
 
 
 def column_blocks(X: int, R: int, elem_bytes: int, spec: hw.DeviceSpec) -> BlockConfig:

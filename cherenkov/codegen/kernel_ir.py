@@ -141,6 +141,20 @@ def inputs_of(s: Statement) -> list[str]:
     return []
 
 
+def r_strides(kernel: "Kernel") -> list[int]:
+    """For every load that walks the whole (x, r) domain (its index depends on both x and r;
+    per-row and per-column vectors do not count): the step of its address along r, 0 when r
+    reaches the address only through // or % (not a walk either way). A row kernel's loads all
+    step 1; a column reduction's step the row length."""
+    from cherenkov.codegen.indexing import Var
+    out = []
+    for s in kernel.body:
+        if isinstance(s, Load) and {"x", "r"} <= variables(s.index):
+            direct = [abs(c) for a, c in s.index.terms if isinstance(a, Var) and a.name == "r"]
+            out.append(direct[0] if direct else 0)
+    return out
+
+
 def per_element_closure(kernel: "Kernel", sinks, stop=frozenset()) -> set[str]:
     """The per-element ("xr") values a pass over r must compute for `sinks`, walking inputs
     back through other xr values; values in `stop` are taken as given (not walked through)."""

@@ -108,18 +108,10 @@ def merged_domain(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int] | N
 def mixed_access(kernel: Kernel) -> bool:
     """True when the kernel walks its full-size inputs both along r (rows) and across r
     (columns): no tile shape coalesces both, so such a merge trades launches for bandwidth."""
-    from cherenkov.codegen import indexing as ix
-    from cherenkov.codegen.kernel_ir import Load
+    from cherenkov.codegen.kernel_ir import r_strides
     if kernel.R == 1:
         return False
-    big = {b.name for b in kernel.inputs if b.numel * 2 >= kernel.X * kernel.R}
-    strides = set()
-    for s in kernel.body:
-        if isinstance(s, Load) and s.buffer in big:
-            for atom, coef in s.index.terms:
-                if isinstance(atom, ix.Var) and atom.name == "r":
-                    strides.add(abs(coef) == 1)
-    return len(strides) == 2
+    return len({st == 1 for st in r_strides(kernel)}) == 2
 
 
 def predicted_time(kernel: Kernel, device) -> float:

@@ -49,3 +49,28 @@ def test_row_and_column_walks_of_one_buffer_never_share_a_kernel():
     assert not mixed_access(k)
     k.body.append(Load("t1", "a", ix.add(ix.mul(r, 64), x)))          # down columns
     assert mixed_access(k)
+
+
+def test_column_walks_of_pieces_smaller_than_the_domain_still_count():
+    """A cat of three (rows, 64) pieces read down columns: each piece is a third of the
+    domain, yet the kernel walks every one of them across rows."""
+    from cherenkov.codegen import indexing as ix
+    from cherenkov.codegen.blocks import is_column_reduction
+    from cherenkov.codegen.kernel_ir import Buffer, Kernel, Load
+    from cherenkov.passes.fusion import mixed_access
+    x, r = ix.var("x", 192), ix.var("r", 256)
+    k = Kernel("k", 192, 256, inputs=[Buffer(n, torch.float32, 256 * 64) for n in "abc"])
+    for i, n in enumerate("abc"):
+        k.body.append(Load(f"t{i}", n, ix.add(ix.mul(r, 64), ix.mod(x, 64))))
+    assert is_column_reduction(k) and not mixed_access(k)
+    k.body.append(Load("t3", "a", ix.add(ix.mul(ix.floordiv(x, 3), 256), r)))   # along rows
+    assert mixed_access(k) and not is_column_reduction(k)
+
+
+def test_cat_feeding_a_matmul_and_a_column_sum_matches_eager():
+    q, k_, v = (torch.randn(512, 8) for _ in range(3))
+    w = torch.randn(24, 5)
+    fn = lambda q, k, v, w: (torch.cat([q, k, v], 1) @ w, torch.cat([q, k, v], 1).sum(0))  # noqa
+    out = cherenkov.compile(fn, strict=True, device="h200")(q, k_, v, w)
+    for a, e in zip(out, fn(q, k_, v, w)):
+        torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-4)
