@@ -59,6 +59,20 @@ def profile_backend(case, backend, settings, steps: int = 3) -> dict:
         host.append(time.perf_counter() - t0)
         torch.cuda.synchronize()
         wall.append(time.perf_counter() - t0)
+    import cProfile
+    import io
+    import pstats
+    prof_host = cProfile.Profile()
+    prof_host.enable()
+    for i in range(3):
+        suite._train_step(fn, opt, *batches[i % 2], settings)
+    prof_host.disable()
+    torch.cuda.synchronize()
+    text = io.StringIO()
+    stats = pstats.Stats(prof_host, stream=text)
+    stats.sort_stats("tottime").print_stats(35)
+    stats.sort_stats("cumulative").print_stats(45)
+    host_profile = text.getvalue()
     acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=acts) as prof:
         for i in range(steps):
@@ -73,7 +87,7 @@ def profile_backend(case, backend, settings, steps: int = 3) -> dict:
     del model, opt, fn
     torch._dynamo.reset()
     torch.cuda.empty_cache()
-    return {"host_ms": sorted(host)[2] * 1e3, "wall_ms": sorted(wall)[2] * 1e3,
+    return {"host_profile": host_profile, "host_ms": sorted(host)[2] * 1e3, "wall_ms": sorted(wall)[2] * 1e3,
             "kernels": {n: {"us": v[0], "count": v[1], "category": category(n)}
                         for n, v in kernels.items()}}
 
@@ -136,6 +150,8 @@ def main() -> None:
     print(text)
     stem = f"profile_train_{case.name}"
     (out / f"{stem}.md").write_text(text)
+    for impl, r in results.items():
+        (out / f"{stem}_host_{impl}.txt").write_text(r.pop("host_profile"))
     (out / f"{stem}.json").write_text(json.dumps(results, indent=1))
     top = sorted(results.get("cherenkov", {"kernels": {}})["kernels"].items(),
                  key=lambda kv: -kv[1]["us"])
