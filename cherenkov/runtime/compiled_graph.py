@@ -16,6 +16,7 @@ from cherenkov.ir.graph import Graph, Node
 from cherenkov.ir.ops import GroupOp, Op
 from cherenkov.lowering.library import template_filler
 from cherenkov.passes.fusion import FusionResult, Group, const_fill, is_library
+from cherenkov.runtime.triton_launch import TritonLaunch
 
 
 @dataclass
@@ -206,16 +207,24 @@ class CompiledGraph:
         return step
 
     # ---- running --------------------------------------------------------------------------
-    def use_cuda_graphs(self) -> None:
-        """Replay the plan through a CUDA graph from the third call on (see cuda_graphs.py)."""
+    def use_cuda_graphs(self, warmup: int = 1) -> None:
+        """Replay the plan through a CUDA graph after `warmup` calls (see cuda_graphs.py)."""
         from cherenkov.runtime.cuda_graphs import GraphedPlan
         if self.device.type == "cuda":
-            self._call = GraphedPlan(self.run_plan, self.graph.name)
+            self._call = GraphedPlan(self.run_plan, self.graph.name, warmup)
 
     def __call__(self, inputs: list):
         return self._call(inputs)
 
+    def bind_stream(self) -> None:
+        """Generated kernels launch on the current CUDA stream, looked up once per run."""
+        if self.device.type == "cuda":
+            index = self.device.index
+            TritonLaunch.stream = torch._C._cuda_getCurrentRawStream(
+                index if index is not None else torch.cuda.current_device())
+
     def run_plan(self, inputs: list):
+        self.bind_stream()
         env = list(inputs) + [None] * (len(self.slot) - self.n_inputs)
         for step in self.steps:
             step.run(env)

@@ -1,9 +1,18 @@
 """Replay a compiled graph's plan through a CUDA graph (static shapes, CUDA only).
 
-Inputs whose storage stays put between calls (parameters, optimizer-updated in place) are
-used directly; the others are copied into static buffers before each replay. Outputs are
-cloned after replay, so callers never see a buffer that the next replay overwrites. If capture
-fails (a sync inside an extern op, say), the plan runs without graphs, with the reason logged.
+Warm-up calls run the plan as usual; the next call captures it. Inputs whose storage stayed
+put since the previous call (parameters updated in place, the saved activations a graphed
+forward hands its backward) are read where they are; the others are copied into static
+buffers before each replay. A static input that later moves makes the plan capture again (a
+few times at most, then it runs without graphs).
+
+Outputs are the graph's own buffers, returned without a copy: a training step's saved
+activations go straight from the forward's replay to the backward's. Before each replay the
+plan checks that nobody still holds an output of the previous one (storage use counts back to
+what they were right after capture); if someone does -- a loss kept across steps, two forwards
+before one backward -- that call runs the plan without the graph, so an output is never
+overwritten under its holder. If capture fails (a sync inside an extern op, say), the plan runs
+without graphs, with the reason logged.
 """
 from __future__ import annotations
 
@@ -13,45 +22,74 @@ import torch
 
 log = logging.getLogger("cherenkov")
 
+MAX_CAPTURES = 4
+
+
+def storage_uses(tensors) -> list[int]:
+    """Use counts of the tensors' storages (how many tensors and views share each)."""
+    return [torch._C._storage_Use_Count(t.untyped_storage()._cdata) for t in tensors]
+
 
 class GraphedPlan:
-    def __init__(self, run_plan, name: str):
+    def __init__(self, run_plan, name: str, warmup: int = 1):
         self.run_plan = run_plan        # callable(list of inputs) -> list of outputs
         self.name = name
+        self.warmup = warmup            # calls before capture (a backward waits for its forward)
         self.calls = 0
-        self.first_ptrs: list | None = None
+        self.captures = 0
+        self.prev_ptrs: list | None = None
         self.graph = None
         self.disabled = False
+        self.held_logged = False
         self.static_inputs: list = []
         self.static_slots: list[bool] = []
         self.static_outputs: list = []
+        self.owned: list = []           # outputs in the graph's pool (not inputs passed through)
+        self.baseline: list[int] = []
 
     def __call__(self, inputs: list):
         if self.disabled:
             return self.run_plan(inputs)
         self.calls += 1
         ptrs = [t.data_ptr() if isinstance(t, torch.Tensor) else None for t in inputs]
-        if self.calls == 1:                      # warm-up; remember where inputs live
-            self.first_ptrs = ptrs
+        if self.graph is None and self.calls <= self.warmup:
+            self.prev_ptrs = ptrs
             return self.run_plan(inputs)
         if self.graph is None:
             self._capture(inputs, ptrs)
-            if self.disabled:
+            if self.graph is None:
                 return self.run_plan(inputs)
+        elif storage_uses(self.owned) != self.baseline:
+            if not self.held_logged:
+                log.info("cherenkov: %s: an output of the previous replay is still held; "
+                         "running without the CUDA graph while it is", self.name)
+                self.held_logged = True
+            return self.run_plan(inputs)
         for i, t in enumerate(inputs):
             if not isinstance(t, torch.Tensor):
                 continue
             if self.static_slots[i]:
-                if ptrs[i] != self.static_inputs[i].data_ptr():
-                    self.graph = None               # a "static" input moved: capture again
-                    return self(inputs)
+                if ptrs[i] != self.static_inputs[i].data_ptr():   # moved: capture again
+                    self._release()
+                    self.prev_ptrs = ptrs
+                    return self.run_plan(inputs)
             else:
                 self.static_inputs[i].copy_(t)
         self.graph.replay()
-        return [o.clone() if isinstance(o, torch.Tensor) else o for o in self.static_outputs]
+        return list(self.static_outputs)
+
+    def _release(self) -> None:
+        self.graph, self.static_inputs, self.static_outputs, self.owned = None, [], [], []
 
     def _capture(self, inputs, ptrs) -> None:
-        self.static_slots = [p is not None and p == q for p, q in zip(ptrs, self.first_ptrs)]
+        if self.captures >= MAX_CAPTURES:
+            log.warning("cherenkov: %s: inputs keep moving; running without CUDA graphs",
+                        self.name)
+            self.disabled = True
+            return
+        self.captures += 1
+        prev = self.prev_ptrs or [None] * len(ptrs)
+        self.static_slots = [p is not None and p == q for p, q in zip(ptrs, prev)]
         self.static_inputs = [t if (not isinstance(t, torch.Tensor) or keep) else t.clone()
                               for t, keep in zip(inputs, self.static_slots)]
         try:
@@ -62,10 +100,22 @@ class GraphedPlan:
             torch.cuda.current_stream().wait_stream(stream)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
-                self.static_outputs = self.run_plan(self.static_inputs)
-            self.graph = graph
+                outputs = self.run_plan(self.static_inputs)
         except Exception as e:  # noqa: BLE001 -- capture is an optimization, never a failure
             log.warning("cherenkov: CUDA graph capture of %s failed (%s); running without",
                         self.name, e)
             self.disabled = True
-            self.graph = None
+            self._release()
+            return
+        self.graph = graph
+        self.static_outputs = outputs
+        inputs_storage = {t.untyped_storage().data_ptr() for t in self.static_inputs
+                          if isinstance(t, torch.Tensor)}
+        seen, self.owned = set(), []
+        for o in outputs:
+            if isinstance(o, torch.Tensor):
+                key = o.untyped_storage().data_ptr()
+                if key not in inputs_storage and key not in seen:
+                    seen.add(key)
+                    self.owned.append(o)
+        self.baseline = storage_uses(self.owned)

@@ -29,6 +29,7 @@ def profiled_run(compiled, inputs: list, report: CostReport) -> list:
     """Run the plan once, timing every kernel step (CUDA events on GPUs, the host clock on
     CPUs), and fill the measured column of `report`."""
     cuda = compiled.device.type == "cuda"
+    compiled.bind_stream()
     env = list(inputs) + [None] * (len(compiled.slot) - compiled.n_inputs)
     marks = []
     for step in compiled.steps:

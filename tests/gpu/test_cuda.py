@@ -3,6 +3,7 @@
 They check what the CPU suite cannot: compiled Triton kernels on the device (not the
 interpreter), bf16 autocast numerics, CUDA-graph replay and the direct launch path.
 """
+import copy
 import dataclasses
 
 import pytest
@@ -63,3 +64,34 @@ def test_direct_launch_is_checked_then_used():
     assert launchers
     # after two calls every launcher has decided, and calls since then were still correct
     assert all(launcher.direct in (True, False) for launcher in launchers)
+
+
+def test_cuda_graph_outputs_held_across_calls_are_never_overwritten():
+    fn = lambda x: (x * 3).sin() + 1  # noqa: E731
+    compiled = cherenkov.compile(fn, strict=True, cuda_graphs=True)
+    xs = [torch.randn(256, device="cuda") for _ in range(6)]
+    outs = [compiled(x) for x in xs]          # every output kept alive
+    for x, out in zip(xs, outs):
+        torch.testing.assert_close(out, fn(x))
+
+
+def test_cuda_graph_training_steps_match_and_backward_reads_saved_activations_in_place():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(),
+                                torch.nn.LayerNorm(128), torch.nn.Linear(128, 8)).cuda()
+    ref = copy.deepcopy(model)
+    start = len(COMPILED)
+    graphed = cherenkov.compile(model, strict=True, cuda_graphs=True)
+    for step in range(5):
+        x = torch.randn(32, 64, device="cuda")
+        graphed(x).square().mean().backward()
+        ref(x).square().mean().backward()
+        for p, q in zip(model.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+            p.grad = q.grad = None
+    plans = {info.name: next(iter(g.cache.values()))._call for g, info in COMPILED[start:]}
+    backward = next(p for name, p in plans.items() if name.startswith("backward"))
+    assert backward.graph is not None
+    # only the incoming gradient is copied in; saved activations are read where they are
+    copied = [i for i, keep in enumerate(backward.static_slots) if not keep]
+    assert len(copied) <= 1
