@@ -6,7 +6,7 @@ forward hands its backward) are read where they are; the others are copied into 
 buffers before each replay. A static input that later moves makes the plan capture again (a
 few times at most, then it runs without graphs).
 
-Outputs are the graph's own buffers, returned without a copy: a training step's saved
+Outputs are the graph's own buffers, returned without a copy (as fresh aliases): a training step's saved
 activations go straight from the forward's replay to the backward's. Before each replay the
 plan checks that nobody still holds an output of the previous one (storage use counts back to
 what they were right after capture); if someone does -- a loss kept across steps, two forwards
@@ -76,7 +76,9 @@ class GraphedPlan:
             else:
                 self.static_inputs[i].copy_(t)
         self.graph.replay()
-        return list(self.static_outputs)
+        # fresh tensors on the graph's buffers (not marked as views): whoever holds one adds
+        # to its storage's use count, which is what the check above reads
+        return [o.detach() if isinstance(o, torch.Tensor) else o for o in self.static_outputs]
 
     def _release(self) -> None:
         self.graph, self.static_inputs, self.static_outputs, self.owned = None, [], [], []
