@@ -142,14 +142,16 @@ def inputs_of(s: Statement) -> list[str]:
 
 
 def r_strides(kernel: "Kernel") -> list[int]:
-    """For every load that walks the whole (x, r) domain (its index depends on both x and r;
-    per-row and per-column vectors do not count): the step of its address along r, 0 when r
-    reaches the address only through // or % (not a walk either way). A row kernel's loads all
-    step 1; a column reduction's step the row length."""
+    """For every load that walks the (x, r) domain -- its index depends on both x and r and its
+    buffer holds at least a quarter of the domain (per-row and per-column vectors do not count,
+    even when a split reduction indexes rows by x and r) -- the step of its address along r;
+    0 when r reaches the address only through // or % (not a walk either way). A row kernel's
+    loads all step 1; a column reduction's step the row length."""
     from cherenkov.codegen.indexing import Var
+    big = {b.name for b in kernel.inputs if b.numel * 4 >= kernel.X * kernel.R}
     out = []
     for s in kernel.body:
-        if isinstance(s, Load) and {"x", "r"} <= variables(s.index):
+        if isinstance(s, Load) and s.buffer in big and {"x", "r"} <= variables(s.index):
             direct = [abs(c) for a, c in s.index.terms if isinstance(a, Var) and a.name == "r"]
             out.append(direct[0] if direct else 0)
     return out

@@ -74,3 +74,20 @@ def test_cat_feeding_a_matmul_and_a_column_sum_matches_eager():
     out = cherenkov.compile(fn, strict=True, device="h200")(q, k_, v, w)
     for a, e in zip(out, fn(q, k_, v, w)):
         torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-4)
+
+
+def test_per_row_vectors_of_a_split_column_sum_do_not_count_as_row_walks():
+    """Partial column sums over chunks of rows read a per-row statistic (mean, rstd) at
+    chunk * rows_per_chunk + r: x and r both appear, yet it is no walk along rows."""
+    from cherenkov.codegen import indexing as ix
+    from cherenkov.codegen.blocks import is_column_reduction
+    from cherenkov.codegen.kernel_ir import Buffer, Kernel, Load
+    from cherenkov.passes.fusion import mixed_access
+    cols, chunks, rows = 64, 8, 256
+    x, r = ix.var("x", cols * chunks), ix.var("r", rows)
+    row = ix.add(ix.mul(ix.floordiv(x, cols), rows), r)
+    k = Kernel("k", cols * chunks, rows, inputs=[Buffer("g", torch.float32, chunks * rows * cols),
+                                                 Buffer("mean", torch.float32, chunks * rows)])
+    k.body.append(Load("t0", "g", ix.add(ix.mul(row, cols), ix.mod(x, cols))))
+    k.body.append(Load("t1", "mean", row))
+    assert is_column_reduction(k) and not mixed_access(k)
