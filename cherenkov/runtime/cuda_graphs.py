@@ -43,6 +43,7 @@ class GraphedPlan:
         self.held_logged = False
         self.static_inputs: list = []
         self.static_slots: list[bool] = []
+        self.input_storages: list = []  # storage of each input at capture (for inspection)
         self.static_outputs: list = []
         self.owned: list = []           # outputs in the graph's pool (not inputs passed through)
         self.baseline: list[int] = []
@@ -92,6 +93,8 @@ class GraphedPlan:
         self.captures += 1
         prev = self.prev_ptrs or [None] * len(ptrs)
         self.static_slots = [p is not None and p == q for p, q in zip(ptrs, prev)]
+        self.input_storages = [t.untyped_storage().data_ptr() if isinstance(t, torch.Tensor)
+                               else None for t in inputs]
         self.static_inputs = [t if (not isinstance(t, torch.Tensor) or keep) else t.clone()
                               for t, keep in zip(inputs, self.static_slots)]
         try:

@@ -90,8 +90,12 @@ def test_cuda_graph_training_steps_match_and_backward_reads_saved_activations_in
             torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
             p.grad = q.grad = None
     plans = {info.name: next(iter(g.cache.values()))._call for g, info in COMPILED[start:]}
+    forward = next(p for name, p in plans.items() if name.startswith("forward"))
     backward = next(p for name, p in plans.items() if name.startswith("backward"))
-    assert backward.graph is not None
-    # only the incoming gradient is copied in; saved activations are read where they are
-    copied = [i for i, keep in enumerate(backward.static_slots) if not keep]
-    assert len(copied) <= 1
+    assert forward.graph is not None and backward.graph is not None
+    # activations the forward graph computed are read in place (only the batch, a saved
+    # forward input, and the incoming gradient are copied in)
+    made_by_forward = {o.untyped_storage().data_ptr() for o in forward.owned}
+    read_in_place = [keep for keep, s in zip(backward.static_slots, backward.input_storages)
+                     if s in made_by_forward]
+    assert read_in_place and all(read_in_place)
