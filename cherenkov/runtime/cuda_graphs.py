@@ -43,6 +43,7 @@ class GraphedPlan:
         self.held_logged = False
         self.static_inputs: list = []
         self.static_slots: list[bool] = []
+        self.captured_ptrs: list = []
         self.input_storages: list = []  # storage of each input at capture (for inspection)
         self.static_outputs: list = []
         self.owned: list = []           # outputs in the graph's pool (not inputs passed through)
@@ -70,7 +71,7 @@ class GraphedPlan:
             if not isinstance(t, torch.Tensor):
                 continue
             if self.static_slots[i]:
-                if ptrs[i] != self.static_inputs[i].data_ptr():   # moved: capture again
+                if ptrs[i] != self.captured_ptrs[i]:               # moved: capture again
                     self._release()
                     self.prev_ptrs = ptrs
                     return self.run_plan(inputs)
@@ -113,6 +114,11 @@ class GraphedPlan:
             self._release()
             return
         self.graph = graph
+        self.captured_ptrs = ptrs
+        # keep only the copies: holding a static input (a forward graph's output read in place
+        # by its backward) would look like a holder to that forward's liveness check forever
+        self.static_inputs = [None if keep else t
+                              for t, keep in zip(self.static_inputs, self.static_slots)]
         self.static_outputs = outputs
         inputs_storage = {t.untyped_storage().data_ptr() for t in self.static_inputs
                           if isinstance(t, torch.Tensor)}
