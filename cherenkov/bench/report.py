@@ -26,8 +26,11 @@ TARGET_PCT = {"fwd": 90.0, "fwd+bwd": 85.0}     # issue 3: % of copy bandwidth
 
 
 def commit() -> str:
-    """`git rev-parse --short HEAD` of the checkout this package lives in, else
-    $CHERENKOV_COMMIT, else "unknown"."""
+    """$CHERENKOV_COMMIT when set (a copy of the tree on another machine may carry a stale
+    .git), else `git rev-parse --short HEAD` of the checkout this package lives in, else
+    "unknown"."""
+    if os.environ.get("CHERENKOV_COMMIT"):
+        return os.environ["CHERENKOV_COMMIT"]
     root = Path(__file__).resolve().parents[2]
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, timeout=10,
@@ -36,7 +39,7 @@ def commit() -> str:
             return out.stdout.strip()
     except (OSError, subprocess.SubprocessError):
         pass
-    return os.environ.get("CHERENKOV_COMMIT", "unknown")
+    return "unknown"
 
 
 def metadata(device: torch.device, spec, suite: str, copy_bw: float, scale: str) -> dict:

@@ -13,6 +13,10 @@ Kernels run at the device's *achievable* rates, never at the datasheet peak:
     (`MATMUL_EFFICIENCY`, `BANDWIDTH_EFFICIENCY` below), since the hw package defines no
     typical fraction of its own.
 
+Memory-bound kernels (norms, elementwise, cross-entropy, the optimizer) do not run at copy
+bandwidth either: they are charged at `MEMORY_BOUND_EFFICIENCY` of it, the fraction fused
+kernels reach in our H200 memory suite.
+
 Flash attention does not run at the matmul rate: its FLOPs are charged at
 `flash_attention_efficiency(head_dim)` of the achievable matmul rate, a fraction measured
 for PyTorch's SDPA flash kernel (the kernel `torch.compile` training calls) on our H200.
@@ -36,6 +40,12 @@ MATMUL_EFFICIENCY = 780e12 / 989.5e12
 # Fraction of the datasheet HBM bandwidth a device-to-device copy reaches (bytes read +
 # written): our H200 copies at 4.22 TB/s of a 4.8 TB/s datasheet, 0.88 (same probe).
 BANDWIDTH_EFFICIENCY = 4.22e12 / 4.8e12
+# Fused memory-bound kernels (no tensor cores) as a fraction of the copy bandwidth: the geomean
+# over the 16 rows (8 ops, forward and forward+backward) of torch.compile's kernels in our H200
+# memory suite, 0.661 (bench/results/2026-11-29_memory_h200.json, commit 48bb680: from 0.35 for
+# cross-entropy forward to 1.0 for SwiGLU). Its fused AdamW measured 1.39 ms for 163M params,
+# 0.78 of copy (bench/results/2026-11-29_profile_train_gpt2_h200_887c1f2.md).
+MEMORY_BOUND_EFFICIENCY = 0.661
 # Causal flash attention (fwd + bwd, FLOPs of the unmasked half, bwd = 2.5x fwd) as a fraction
 # of the achievable matmul rate, by head dimension: PyTorch SDPA flash on our H200 reached
 # 235 TFLOP/s at D=64 and 268 TFLOP/s at D=128 against 780 TFLOP/s for a large matmul
@@ -75,6 +85,8 @@ class ClusterCosts:
         eff = flash_attention_efficiency(head_dim)
         attn_rates = {k: v * eff for k, v in self.device.measured_flops.items() if k in FLOP_KEYS}
         self.attention_device = self.device.replace(measured_flops=attn_rates)
+        self.memory_device = self.device.replace(
+            measured_copy_bandwidth=self.device.achievable_bandwidth * MEMORY_BOUND_EFFICIENCY)
         self._kernel = lru_cache(maxsize=None)(self._kernel_uncached)
         self._coll = lru_cache(maxsize=None)(self._collective_uncached)
 
@@ -98,7 +110,8 @@ class ClusterCosts:
         return self._coll(kind, float(nbytes), int(group_size), bool(spans_nodes), per_node)
 
     def _kernel_uncached(self, flops, nbytes, tensor_core, attention):
-        dev = self.attention_device if attention else self.device
+        dev = self.attention_device if attention else self.device if tensor_core \
+            else self.memory_device
         return float(kernel_time(dev, flops, nbytes, self.dtype, tensor_core))
 
     def _collective_uncached(self, kind, nbytes, group_size, spans_nodes, per_node):
