@@ -7,7 +7,8 @@ from cherenkov.hw import cluster
 from cherenkov.models import ModelConfig
 from cherenkov.parallel.layer_graph import (causal_tile_overhead, embedding_graph, head_graph,
                                             layer_graph)
-from cherenkov.planner.costs import (BANDWIDTH_EFFICIENCY, MATMUL_EFFICIENCY, MEMORY_BOUND_EFFICIENCY, ClusterCosts,
+from cherenkov.planner.costs import (BANDWIDTH_EFFICIENCY, MATMUL_EFFICIENCY,
+                                     MEMORY_BOUND_EFFICIENCY, ClusterCosts,
                                      flash_attention_efficiency)
 from cherenkov.planner.program import OPTIMIZER_BYTES_MOVED
 from cherenkov.planner.result import simulate_plan
