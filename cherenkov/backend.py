@@ -15,7 +15,7 @@ from collections import OrderedDict
 
 import torch
 from torch._functorch.aot_autograd import aot_module_simplified
-from functorch.compile import make_boxed_func, min_cut_rematerialization_partition
+from functorch.compile import min_cut_rematerialization_partition
 
 from cherenkov.capture.decompositions import decomposition_table
 from cherenkov.compiler import compile_fx
@@ -97,7 +97,15 @@ def _make_compiler(config: Config, kind: str):
     def compiler(gm: torch.fx.GraphModule, example_inputs):
         counter[0] += 1
         fn = ShapeSpecialized(gm, config, f"{kind}{counter[0]}")
-        return make_boxed_func(lambda *args: fn(list(args)))
+
+        def run(args: list):
+            # boxed call: take the caller's list and empty it, so an input nobody else holds
+            # (a saved activation in a backward) is freed after its last use in the plan
+            inputs = list(args)
+            args.clear()
+            return fn(inputs)
+        run._boxed_call = True
+        return run
     return compiler
 
 

@@ -151,3 +151,25 @@ def test_identical_kernels_share_one_compiled_function():
     compiled, info = compile_fx(gm, [a, b], Config(strict=True, cpu_backend="triton"))
     sources = [k[3] for k in info.kernels]
     assert len(sources) == 2 and sources[0] == sources[1]   # same text, same function name
+
+
+def test_an_input_is_freed_after_its_last_use_when_the_caller_hands_over_its_list():
+    """AOTAutograd hands a backward its saved activations in a list it gives up: the plan
+    empties the list and drops each input after its last use (peak memory)."""
+    import weakref
+
+    from cherenkov.compiler import compile_fx
+    from torch.fx.experimental.proxy_tensor import make_fx
+    fn = lambda x, w: (torch.relu(x) @ w).sin()  # noqa: E731
+    x, w = torch.randn(6, 8), torch.randn(8, 5)
+    gm = make_fx(fn)(x, w)
+    compiled, _ = compile_fx(gm, [x, w], Config(strict=True))
+    inputs = [x.clone(), w]
+    alive = weakref.ref(inputs[0])
+    seen = []
+    last = compiled.steps[-1]
+    run = last.run
+    last.run = lambda env: (seen.append(alive() is None), run(env))
+    out = compiled(inputs)
+    assert inputs == [] and seen == [True]
+    torch.testing.assert_close(out[0], fn(x, w))

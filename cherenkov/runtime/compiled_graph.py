@@ -101,7 +101,7 @@ class CompiledGraph:
         keep = set(s for s in self.output_slots if s is not None)
         frees: dict[int, list[int]] = {}
         for s, i in last.items():
-            if s not in keep and s >= self.n_inputs:
+            if s not in keep:            # inputs too: a backward's saved activations
                 frees.setdefault(i, []).append(s)
         for i, step in enumerate(self.steps):
             step.frees = tuple(frees.get(i, ()))
@@ -214,6 +214,9 @@ class CompiledGraph:
             self._call = GraphedPlan(self.run_plan, self.graph.name, warmup)
 
     def __call__(self, inputs: list):
+        """Runs the plan on `inputs`, taking ownership of the list: it is emptied, so each
+        input can be freed after its last use (AOTAutograd hands a backward its saved
+        activations this way, as it does Inductor's)."""
         return self._call(inputs)
 
     def bind_stream(self) -> None:
@@ -226,6 +229,7 @@ class CompiledGraph:
     def run_plan(self, inputs: list):
         self.bind_stream()
         env = list(inputs) + [None] * (len(self.slot) - self.n_inputs)
+        inputs.clear()
         for step in self.steps:
             step.run(env)
             for s in step.frees:

@@ -102,11 +102,11 @@ class GraphedPlan:
             stream = torch.cuda.Stream()
             stream.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(stream):
-                self.run_plan(self.static_inputs)
+                self.run_plan(list(self.static_inputs))
             torch.cuda.current_stream().wait_stream(stream)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
-                outputs = self.run_plan(self.static_inputs)
+                outputs = self.run_plan(list(self.static_inputs))
         except Exception as e:  # noqa: BLE001 -- capture is an optimization, never a failure
             log.warning("cherenkov: CUDA graph capture of %s failed (%s); running without",
                         self.name, e)
