@@ -327,8 +327,10 @@ class _Renderer:
         t = self.acc_type(s)
         if s.out in getattr(self, "paired_max", {}):
             total = self.paired_max[s.out]
-            self.lines.append(f"    {s.out}_acc = tl.full([XBLOCK, RBLOCK], float('-inf'), tl.float32)")
-            self.lines.append(f"    {total}_acc = tl.zeros([XBLOCK, RBLOCK], tl.float32)")
+            # one running max and sum per row, rescaled once per block: one exp per element
+            # (a running max per lane would rescale, i.e. exp, every element twice)
+            self.lines.append(f"    {s.out}_acc = tl.full([XBLOCK, 1], float('-inf'), tl.float32)")
+            self.lines.append(f"    {total}_acc = tl.zeros([XBLOCK, 1], tl.float32)")
             return
         if s.op in (Op.ARGMAX, Op.ARGMIN):
             fill = arg_extreme_fill(s.op, self.k.dtypes[s.src])
@@ -342,13 +344,13 @@ class _Renderer:
         ind = "        "
         if s.out in getattr(self, "paired_max", {}):
             total = f"{self.paired_max[s.out]}_acc"
+            # a row still all -inf rescales by exp(-inf - 0) = 0, never by exp(-inf + inf)
             self.lines += [
                 f"{ind}{s.out}_v = tl.where({m}, {v}, float('-inf'))",
-                f"{ind}{s.out}_new = tl.maximum({a}, {s.out}_v)",
-                f"{ind}{s.out}_alpha = tl.where({s.out}_new == float('-inf'), 0.0, "
-                f"tl.exp({a} - {s.out}_new))",
-                f"{ind}{total} = {total} * {s.out}_alpha + tl.where({s.out}_new == float('-inf'), "
-                f"0.0, tl.exp({s.out}_v - {s.out}_new))",
+                f"{ind}{s.out}_new = tl.maximum({a}, tl.max({s.out}_v, 1)[:, None])",
+                f"{ind}{s.out}_ref = tl.where({s.out}_new == float('-inf'), 0.0, {s.out}_new)",
+                f"{ind}{total} = {total} * tl.exp({a} - {s.out}_ref) + "
+                f"tl.sum(tl.exp({s.out}_v - {s.out}_ref), 1)[:, None]",
                 f"{ind}{a} = {s.out}_new"]
             return
         if s.op in (Op.ARGMAX, Op.ARGMIN):
@@ -370,10 +372,7 @@ class _Renderer:
         a = f"{s.out}_acc"
         if s.out in getattr(self, "paired_max", {}):
             total = self.paired_max[s.out]
-            self.lines += [
-                f"    {s.out} = tl.max({a}, 1)[:, None]",
-                f"    {total} = tl.sum(tl.where({a} == float('-inf'), 0.0, "
-                f"{total}_acc * tl.exp({a} - {s.out})), 1)[:, None]"]
+            self.lines += [f"    {s.out} = {a}", f"    {total} = {total}_acc"]
             return
         if s.op in (Op.ARGMAX, Op.ARGMIN):
             red = "tl.max" if s.op == Op.ARGMAX else "tl.min"

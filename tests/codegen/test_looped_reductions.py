@@ -46,3 +46,15 @@ def test_looped_matches_eager(small_tiles, name):
     fn = fns[name]
     torch.testing.assert_close(cherenkov.compile(fn, strict=True)(x), fn(x), rtol=1e-5,
                                atol=1e-5)
+
+
+def test_online_softmax_rows_starting_with_minus_inf_blocks_and_all_minus_inf(small_tiles):
+    """Running max per row, rescaled once per block: a row whose first blocks are all -inf
+    must rescale by 0 (not by NaN), and an all -inf row gives eager's NaN."""
+    x = torch.randn(5, 301)
+    x[1, :40] = float("-inf")            # the first blocks (16 wide when looped) are all -inf
+    x[2, :] = float("-inf")
+    x[3, 250:] = 40.0                    # the max arrives late: earlier sums are rescaled
+    fn = lambda x: (torch.log_softmax(x, -1), torch.logsumexp(x, -1))  # noqa: E731
+    for got, want in zip(cherenkov.compile(fn, strict=True)(x), fn(x)):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5, equal_nan=True)
