@@ -103,13 +103,19 @@ class Kernel:
                    for s in self.body if isinstance(s, (Compute, Reduce)))
 
     def bytes_moved(self) -> int:
-        """Bytes read and written. A buffer read through one index pattern counts once (the
-        cache serves repeats); read through several patterns (e.g. row- and column-wise) it
-        counts once per pattern, since each walks the whole of it."""
+        """Bytes read and written. A buffer read through one walk counts once (the cache serves
+        repeats, and neighbours such as x and x + 64 of a rotate-half share cache lines); read
+        through several walks (e.g. row- and column-wise) it counts once per walk, since each
+        covers the whole of it. A walk is the index's steps along the kernel's variables."""
+        from cherenkov.codegen.indexing import Var
         patterns: dict[str, set] = {}
         for s in self.body:
             if isinstance(s, Load):
-                patterns.setdefault(s.buffer, set()).add(s.index)
+                walk = s.index
+                steps = tuple(sorted((a.name, c) for a, c in s.index.terms if isinstance(a, Var)))
+                if steps:
+                    walk = steps
+                patterns.setdefault(s.buffer, set()).add(walk)
         total = 0
         for b in self.inputs:
             if b.name in patterns:
