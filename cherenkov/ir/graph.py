@@ -91,6 +91,10 @@ class Graph:
     name: str = "graph"
     # output positions that return Python scalars (e.g. sym sizes) instead of tensors
     scalar_outputs: dict[int, object] = field(default_factory=dict)
+    # in-place updates of inputs (x.add_(y) after functionalization: copy_(x, x + y)) as
+    # (input index, output position): that output's value is copied into the input after the
+    # run; such outputs follow the graph's own
+    mutations: list[tuple[int, int]] = field(default_factory=list)
 
     def nodes(self) -> list[Node]:
         return toposort([o for o in self.outputs if o is not None], self.inputs)

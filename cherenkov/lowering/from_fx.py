@@ -47,6 +47,10 @@ def _op_name(target) -> str:
     return str(getattr(target, "__name__", target))
 
 
+class GraphNotSupported(RuntimeError):
+    """The graph as a whole cannot be compiled (the backend runs it in eager, with this reason)."""
+
+
 def lower_fx(gm: torch.fx.GraphModule, inputs: list, strict: bool = False,
              name: str = "graph", route_attention: bool = True) -> tuple[Graph, LoweringReport]:
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
@@ -58,6 +62,7 @@ def lower_fx(gm: torch.fx.GraphModule, inputs: list, strict: bool = False,
     graph_inputs: list[Node] = []
     outputs: list = []
     scalar_outputs: dict[int, object] = {}
+    mutations: list = []                  # (input index, new value)
     placeholder_index = 0
 
     def ir_of(value):
@@ -98,6 +103,20 @@ def lower_fx(gm: torch.fx.GraphModule, inputs: list, strict: bool = False,
                 fake_env[fx_node] = fake_of(fx_node.args)[0][args[1]]
                 continue
             fake_args, fake_kwargs = fake_of(fx_node.args), fake_of(fx_node.kwargs)
+            if target is torch.ops.aten.copy_.default:
+                dst = args[0]
+                if not (isinstance(dst, Node) and dst.op == Op.INPUT):
+                    raise GraphNotSupported("copy_ into a value that is not a graph input "
+                                            "(an in-place update of a view or intermediate)")
+                value = _lower_call(ctx, torch.ops.aten.copy.default, args, kwargs,
+                                    fake_of(fx_node.args)[0], report, strict)
+                mutations.append((dst.args[0], value))
+                env[fx_node] = value
+                fake_env[fx_node] = fake_args[0]
+                continue
+            if isinstance(target, torch._ops.OpOverload) and target._schema.is_mutable:
+                raise GraphNotSupported(f"in-place op {_op_name(target)} left in the graph "
+                                        "(its update would be lost)")
             if not isinstance(target, torch._ops.OpOverload):
                 # Python arithmetic on sizes (sym ints), specialized to concrete values
                 env[fx_node] = fake_env[fx_node] = target(*fake_args, **fake_kwargs)
@@ -116,7 +135,11 @@ def lower_fx(gm: torch.fx.GraphModule, inputs: list, strict: bool = False,
                 else:
                     outputs.append(None)
                     scalar_outputs[i] = value
-    return Graph(graph_inputs, outputs, name, scalar_outputs), report
+    updates = []
+    for index, value in mutations:
+        updates.append((index, len(outputs)))
+        outputs.append(value)
+    return Graph(graph_inputs, outputs, name, scalar_outputs, updates), report
 
 
 def _lower_call(ctx, target, args, kwargs, fake_out, report: LoweringReport, strict: bool):

@@ -6,6 +6,8 @@ Library calls (matmul, attention, RNG, extern) are never merged: RNG must not be
 """
 from __future__ import annotations
 
+import dataclasses
+
 from cherenkov.ir.graph import Graph, Node
 from cherenkov.ir.ops import GroupOp
 
@@ -36,4 +38,4 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
         if node_new is not node:
             replaced[node] = node_new
     outputs = [None if o is None else replaced.get(o, o) for o in graph.outputs]
-    return Graph(graph.inputs, outputs, graph.name, graph.scalar_outputs)
+    return dataclasses.replace(graph, outputs=outputs)

@@ -11,6 +11,8 @@ device has many more processors than there are outputs.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from cherenkov.ir.graph import Graph, Node, numel
 from cherenkov.ir.ops import Op
 
@@ -42,7 +44,7 @@ def split_reductions(graph: Graph, sm_count: int) -> Graph:
         if new is not node:
             replaced[node] = new
     outputs = [None if o is None else replaced.get(o, o) for o in graph.outputs]
-    return Graph(graph.inputs, outputs, graph.name, graph.scalar_outputs)
+    return dataclasses.replace(graph, outputs=outputs)
 
 
 def _column_wise(src: Node) -> bool:

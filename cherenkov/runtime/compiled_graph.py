@@ -216,8 +216,21 @@ class CompiledGraph:
     def __call__(self, inputs: list):
         """Runs the plan on `inputs`, taking ownership of the list: it is emptied, so each
         input can be freed after its last use (AOTAutograd hands a backward its saved
-        activations this way, as it does Inductor's)."""
-        return self._call(inputs)
+        activations this way, as it does Inductor's). In-place updates of inputs are applied
+        after the run."""
+        if not self.graph.mutations:
+            return self._call(inputs)
+        targets = [inputs[i] for i, _ in self.graph.mutations]
+        return self.apply_mutations(targets, self._call(inputs))
+
+    def apply_mutations(self, targets: list, outs: list) -> list:
+        """Copy each updated value into its input; return the graph's own outputs."""
+        for dst, (_, position) in zip(targets, self.graph.mutations):
+            value = outs[position]
+            if value.untyped_storage().data_ptr() == dst.untyped_storage().data_ptr():
+                value = value.clone()            # never copy a tensor onto itself in place
+            dst.copy_(value)
+        return outs[: len(outs) - len(self.graph.mutations)]
 
     def bind_stream(self) -> None:
         """Generated kernels launch on the current CUDA stream, looked up once per run."""

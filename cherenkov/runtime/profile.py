@@ -52,5 +52,6 @@ def profiled_run(compiled, inputs: list, report: CostReport) -> list:
     for label, a, b in marks:
         seconds = a.elapsed_time(b) / 1e3 if cuda else b - a
         report.measure(label, seconds)
-    return [compiled.graph.scalar_outputs.get(i) if s is None else env[s]
+    outs = [compiled.graph.scalar_outputs.get(i) if s is None else env[s]
             for i, s in enumerate(compiled.output_slots)]
+    return compiled.apply_mutations([inputs[i] for i, _ in compiled.graph.mutations], outs)
