@@ -57,3 +57,36 @@ def test_compiled_optimizer_step_matches_eager():
         opt_ref.step()
         for p, q in zip(params, ref):
             torch.testing.assert_close(p, q)
+
+
+def test_adamw_step_compiles_without_externs_and_matches_eager():
+    """Adam's decomposition leaves prims.fma (a * b + c rounded once): it is generated code,
+    rounded exactly once on both CPU backends."""
+    from cherenkov.backend import COMPILED
+    torch.manual_seed(0)
+    params = [torch.randn(5, 3, requires_grad=True), torch.randn(3, requires_grad=True)]
+    ref = [p.detach().clone().requires_grad_() for p in params]
+    opt = torch.optim.AdamW(params, lr=0.1)
+    opt_ref = torch.optim.AdamW(ref, lr=0.1)
+    start = len(COMPILED)
+    step = cherenkov.compile(lambda: opt.step(), strict=True)
+    for _ in range(3):
+        for ps in (params, ref):
+            for p in ps:
+                p.grad = torch.cos(p.detach())
+        step()
+        opt_ref.step()
+        for p, q in zip(params, ref):
+            torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)   # op order differs
+    infos = [info for _, info in COMPILED[start:]]
+    assert infos and all(not info.externs for info in infos)
+
+
+def test_fma_rounds_once_on_both_cpu_backends():
+    torch.manual_seed(0)
+    a, b, c = torch.randn(300), torch.randn(300), torch.randn(300)
+    exact = (a.double() * b.double() + c.double()).float()
+    fn = lambda a, b, c: torch.ops.prims.fma.default(a, b, c)  # noqa: E731
+    for backend in ("cpp", "triton"):
+        got = cherenkov.compile(fn, strict=True, cpu_backend=backend)(a, b, c)
+        assert torch.equal(got, exact), backend

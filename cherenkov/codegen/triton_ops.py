@@ -69,6 +69,8 @@ def render_op(op: Op, args: list[str], dtype: torch.dtype, arg_dtypes) -> str:
     """Source for `op(*args)`; `dtype` is the result's IR dtype, `arg_dtypes` the operands'."""
     if op == Op.WHERE:
         return f"tl.where({args[0]}, {args[1]}, {args[2]})"
+    if op == Op.FMA:
+        return f"tl.fma({args[0]}, {args[1]}, {args[2]})"
     if op == Op.SIGN:
         a = args[0]
         return f"(({a} > 0).to({register_type(dtype)}) - ({a} < 0).to({register_type(dtype)}))"

@@ -32,6 +32,7 @@ class Op(Enum):
     SHL = auto(); SHR = auto()
     # elementwise: ternary and casts
     WHERE = auto()
+    FMA = auto()          # a * b + c rounded once (prims.fma: addcmul, lerp, Adam)
     CAST = auto()         # args = (dtype,)
     # reductions over the trailing dims; args = (number of reduced trailing dims,)
     SUM = auto(); PROD = auto(); MAX = auto(); MIN = auto(); ARGMAX = auto(); ARGMIN = auto()
@@ -72,7 +73,7 @@ class GroupOp:
         Op.MAXIMUM, Op.MINIMUM, Op.ATAN2, Op.HYPOT, Op.COPYSIGN, Op.NEXTAFTER, Op.EQ, Op.NE,
         Op.LT, Op.LE, Op.GT, Op.GE, Op.AND, Op.OR, Op.XOR, Op.BITWISE_AND, Op.BITWISE_OR,
         Op.BITWISE_XOR, Op.SHL, Op.SHR})
-    TERNARY = frozenset({Op.WHERE})
+    TERNARY = frozenset({Op.WHERE, Op.FMA})
     COMPARISON = frozenset({Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE, Op.ISNAN, Op.ISINF})
     ELEMENTWISE = UNARY | BINARY | TERNARY | frozenset({Op.CONST, Op.IOTA})
     REDUCTION = frozenset({Op.SUM, Op.PROD, Op.MAX, Op.MIN, Op.ARGMAX, Op.ARGMIN, Op.ANY, Op.ALL})

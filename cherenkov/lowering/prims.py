@@ -6,6 +6,8 @@ import torch
 from cherenkov.lowering.elementwise import cast_value
 from cherenkov.lowering.registry import lowering
 
+import torch._inductor.inductor_prims  # noqa: E402,F401 -- registers prims.fma (decompositions emit it)
+
 prims = torch.ops.prims
 
 
@@ -39,6 +41,13 @@ def _register_same_named():
 
 
 _register_same_named()
+
+
+@lowering(prims.fma.default)
+def _fma(ctx, a, b, c):
+    """a * b + c with one rounding, as the prim (and eager's fused kernels) compute it."""
+    from cherenkov.ir.ops import Op
+    return ctx.pointwise(Op.FMA, [a, b, c], ctx.out.dtype)
 
 
 @lowering(prims.add.default)
