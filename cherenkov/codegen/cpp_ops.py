@@ -119,6 +119,8 @@ def render_op(op: Op, args: list[str], dtype: torch.dtype, arg_dtypes) -> str:
     floating = any(d.is_floating_point for d in arg_dtypes)
     if op == Op.WHERE:
         return f"({args[0]} ? {args[1]} : {args[2]})"
+    if op == Op.FMA:
+        return f"std::fma({args[0]}, {args[1]}, {args[2]})"
     if op in (Op.FLOORDIV, Op.TRUNCDIV, Op.REMAINDER, Op.FMOD):
         kind = "f" if floating else "i"
         name = {Op.FLOORDIV: "floordiv", Op.TRUNCDIV: "truncdiv", Op.REMAINDER: "mod",
