@@ -2,7 +2,9 @@
 (Inductor's C++ backend) vs Cherenkov's C++ kernels, in one process, median of repeated runs;
 correctness against eager first. Writes markdown + JSON to argv[1] (default bench/results).
 
-    PYTHONPATH=. python3 bench/cpp_cpu.py [OUTDIR] [--rows 4096] [--cols 4096]
+    PYTHONPATH=. python3 bench/cpp_cpu.py [OUTDIR] [--rows 4096] [--cols 4096] [--cases softmax]
+
+`--cases` takes comma-separated parts of case names ("softmax", "bf16", "RMSNorm fp32").
 
 Cherenkov's side runs lower → fuse → C++ render/build → the same execution plan the Triton
 kernels use, so it measures the kernels plus the plan's per-call overhead.
@@ -88,11 +90,16 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=4096)
     parser.add_argument("--cols", type=int, default=4096)
     parser.add_argument("--no-inductor", action="store_true")
+    parser.add_argument("--cases", default="",
+                        help="comma-separated: only the cases whose name contains one of them")
     args = parser.parse_args()
     M, N = args.rows, args.cols
     results = {"threads": torch.get_num_threads(), "shape": [M, N], "rows": []}
     results["copy_GBps"] = copy_gbps(torch.randn(M, N))
+    wanted = [w.strip() for w in args.cases.split(",") if w.strip()]
     for name, fn, inputs, nbytes in cases(M, N):
+        if wanted and not any(w in name for w in wanted):
+            continue
         ours, n_kernels, compile_s = cherenkov_cpp(fn, inputs)
         want = fn(*inputs)
         got = ours(*inputs)[0]

@@ -26,8 +26,8 @@ from __future__ import annotations
 import torch
 
 from cherenkov.codegen import indexing as ix
-from cherenkov.codegen.cpp_ops import (cast_expr, literal, load_expr, register_type,
-                                       render_op, storage_type, store_expr)
+from cherenkov.codegen.cpp_ops import (LOW_PRECISION, cast_expr, literal, load_expr,
+                                       register_type, render_op, storage_type, store_expr)
 from cherenkov.codegen.kernel_ir import (Cast, Compute, Constant, IndexValue, Kernel, Load,
                                          Reduce, Store, inputs_of,
                                          per_element_closure)
@@ -48,6 +48,7 @@ class _Renderer:
         self.split = None           # x = x0 * d + x1 when the pointwise loop is split
         self.rows_kept: set[str] = set()       # xr values kept in row buffers between passes
         self.rows_written: set[str] = set()
+        self.in_loop: set[str] = set()          # xr values declared in the current pass over r
         self.k = kernel
         self.names = {b.name: f"in_{i}" for i, b in enumerate(kernel.inputs)}
         self.names.update({b.name: f"out_{i}" for i, b in enumerate(kernel.outputs)})
@@ -215,6 +216,7 @@ class _Renderer:
         buffers by an earlier pass), fold or store them."""
         k = self.k
         needed = self.closure(sinks, self.rows_written)
+        self.in_loop = needed
         reductions = [s for s in sinks if isinstance(s, Reduce)]
         clauses = []
         for s in reductions:
@@ -244,6 +246,7 @@ class _Renderer:
             else:
                 self.stmt(s, inner)
         self.lines.append(f"{ind}}}")
+        self.in_loop = set()
         self.rows_written |= needed & self.rows_kept
         for s in reductions:
             self.finish_acc(s, ind)
@@ -272,6 +275,16 @@ class _Renderer:
         if e.const or not parts:
             parts.append(str(e.const))
         return " + ".join(parts).replace("+ -", "- ")
+
+    def stored(self, value: str, dtype: torch.dtype) -> str:
+        """The bits a store of `value` writes into a `dtype` buffer. A value cast to the
+        buffer's 16-bit float type is stored from the cast's source, rounded once: rounding it
+        again would give the same bits, but the compiler cannot tell, and keeps both."""
+        cast = self.stmt_of.get(value)
+        if (isinstance(cast, Cast) and dtype in LOW_PRECISION and cast.dtype == dtype
+                and (self.k.levels.get(cast.src, "c") in ("c", "x") or cast.src in self.in_loop)):
+            return store_expr(f"static_cast<float>({cast.src})", dtype)
+        return store_expr(value, dtype)
 
     def declare(self, ind: str, out: str, text: str) -> None:
         self.lines.append(f"{ind}const {register_type(self.k.dtypes[out])} {out} = {text};")
@@ -305,7 +318,7 @@ class _Renderer:
         elif isinstance(s, Store):
             dtype = self.buffer_dtype[s.buffer]
             self.lines.append(f"{ind}{self.names[s.buffer]}[{self.index(s.index)}] = "
-                              f"{store_expr(s.src, dtype)};")
+                              f"{self.stored(s.src, dtype)};")
         else:
             raise TypeError(f"unexpected statement {s!r}")
 

@@ -1,6 +1,7 @@
 """The C++ renderer and build, against eager: each function is traced and lowered, fused, and
 every kernel of its graph rendered to C++, built into one library and run through the same
 execution plan (`CompiledGraph`) the Triton kernels use."""
+import platform
 import shutil
 import subprocess
 
@@ -251,6 +252,87 @@ extern "C" void unary(const float* x, float* e, float* t, int64_t n) {
         err = ((got.double() - want.double()).abs() / ulp).nan_to_num(0.0)
         assert err.max() <= 2.0
         assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.isinf(), want.isinf())
+
+
+# the unfused Cephes exp the renderer used before ck_exp was restructured (clamp, then selects)
+_CEPHES_EXP = """
+static inline float ref_ldexp2(float y, int32_t k) {
+    int32_t k1 = k >> 1, k2 = k - k1;
+    return y * CK_BIT_CAST(float, (k1 + 127) << 23) * CK_BIT_CAST(float, (k2 + 127) << 23);
+}
+static inline float ref_exp(float x) {
+    float xc = x > 88.8f ? 88.8f : (x < -104.0f ? -104.0f : x);
+    xc = x != x ? 0.0f : xc;
+    float k = std::floor(xc * 1.44269504088896341f + 0.5f);
+    float r = xc - k * 0.693359375f;
+    r = r - k * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f; p = p * r + 8.3334519073e-3f; p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f; p = p * r + 5.0000001201e-1f;
+    float y = ref_ldexp2(p * r * r + r + 1.0f, static_cast<int32_t>(k));
+    y = x > 88.72283935546875f ? std::numeric_limits<float>::infinity() : y;
+    y = x < -103.972084045410f ? 0.0f : y;
+    return x != x ? x : y;
+}
+extern "C" void exps(const float* x, float* got, float* ref, int64_t n) {
+  #pragma omp simd
+  for (int64_t i = 0; i < n; ++i) got[i] = ck_exp(x[i]);
+  for (int64_t i = 0; i < n; ++i) ref[i] = ref_exp(x[i]);
+}
+"""
+
+
+def test_exp_is_the_cephes_formula_fused_or_not():
+    """ck_exp built without FMA is the unfused formula bit for bit; built as the backend
+    builds it (with FMA where -march=native has it), within 1 ulp of it, with the same
+    infinities, zeros and NaNs. On every float near the overflow and underflow edges and on
+    random bit patterns (NaN payloads, subnormals, huge values)."""
+    tc = cpp_build.find_toolchain()
+
+    def floats(first_bits, n):                 # n consecutive float bit patterns
+        b = torch.arange(first_bits, first_bits + n, dtype=torch.int64)
+        return torch.where(b >= 2 ** 31, b - 2 ** 32, b).to(torch.int32).view(torch.float32)
+    # [88.7, 88.8], [-104.05, -103.9], +inf and NaNs, -inf and NaNs
+    edges = [floats(0x42B16666, 0x3340), floats(0xC2CFCCCD, 0x4CD0), floats(0x7F800000, 4),
+             floats(0xFF800000, 4)]
+    x = torch.cat(edges + [torch.randint(-2 ** 31, 2 ** 31 - 1, (1 << 18,), dtype=torch.int32)
+                           .view(torch.float32), torch.linspace(-110, 95, 10001)])
+    bits = lambda t: t.view(torch.int32).long()  # noqa: E731
+    folder = cpp_build.cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "exps.cpp").write_text(PRELUDE + _CEPHES_EXP)
+    builds = {"default": []}
+    if platform.machine() in ("x86_64", "AMD64"):
+        builds["no_fma"] = ["-mno-fma"]
+    for name, extra in builds.items():
+        lib = folder / f"exps_{name}.so"
+        subprocess.run([tc.compiler, *tc.flags, *extra, str(folder / "exps.cpp"), "-o", str(lib)],
+                       check=True)
+        got, ref = torch.empty_like(x), torch.empty_like(x)
+        cpp_build.load_library(lib).exps(*[ctypes_ptr(t) for t in (x, got, ref)], len(x))
+        nan = x.isnan()
+        assert torch.equal(bits(got[nan]), bits(x[nan]))           # NaN in, same NaN out
+        if name == "no_fma":
+            assert torch.equal(bits(got), bits(ref))
+        else:                   # same sign, so the bit patterns are ordered like the values
+            assert (bits(got[~nan]) - bits(ref[~nan])).abs().max() <= 1
+            assert torch.equal(got[~nan].isinf(), ref[~nan].isinf())
+            assert torch.equal(got[~nan] == 0, ref[~nan] == 0)
+
+
+def test_cast_to_16_bit_float_then_store_rounds_once():
+    """A value cast to the output's bf16/fp16 is stored from the cast's fp32 source: one
+    rounding in the source, the same bits as eager."""
+    x = torch.randn(16, 48).to(torch.bfloat16)
+    fn = lambda x: ((x.float() * 3 + 1).to(torch.bfloat16),  # noqa: E731
+                    torch.softmax(x.float(), -1).half())
+    outs, kernels = run_cpp(fn, x)
+    want = fn(x)
+    assert outs[0].dtype == torch.bfloat16 and torch.equal(outs[0], want[0])   # same fp32 math
+    torch.testing.assert_close(outs[1], want[1], rtol=1e-3, atol=1e-5)        # our exp, not ATen's
+    stores = [line for k in kernels for line in render_cpp(k).splitlines()
+              if line.strip().startswith("out_")]
+    assert stores and all(line.count("ck_f_to_") == 1 and "_to_f(" not in line for line in stores)
 
 
 def ctypes_ptr(t):
