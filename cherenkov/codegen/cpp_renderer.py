@@ -109,6 +109,10 @@ class _Renderer:
             self.lines.append("  // values constant over the whole kernel")
             for s in consts:
                 self.stmt(s, "  ")
+        if self.column_form():
+            self.columns()
+            self.lines.append("}")
+            return "\n".join(self.lines) + "\n"
         # a pointwise kernel's rows are its elements: vectorize across them too
         simd = " simd" if k.R == 1 and not any(isinstance(s, Store) and s.atomic_add
                                                 for s in body) else ""
@@ -139,6 +143,129 @@ class _Renderer:
         self.lines.append("  }")
         self.lines.append("}")
         return "\n".join(self.lines) + "\n"
+
+    # ---- column reductions: rows outer, columns inner -------------------------------------
+    def column_form(self) -> bool:
+        """A kernel that reduces down columns (its loads step a row length along r) with one
+        stage of plain reductions: looping over r inside each x would stride through memory,
+        so it is rendered with the loops swapped (see `columns`)."""
+        from cherenkov.codegen.blocks import is_column_reduction
+        k = self.k
+        if k.R == 1 or k.X < 8 or k.X * k.R < PARALLEL_MIN_ELEMENTS or self.serial():
+            return False
+        if not is_column_reduction(k):
+            return False
+        stage = self.stages()
+        for i, s in enumerate(k.body):
+            p = self.placement(s)
+            if isinstance(s, Reduce):
+                if s.op not in (Op.SUM, Op.PROD, Op.MAX, Op.MIN) or stage[i] != 1 \
+                        or k.levels.get(s.src) != "xr":
+                    return False
+            elif p == "xr" and (stage[i] != 0 or isinstance(s, Store)):
+                return False
+        return True
+
+    def columns(self) -> None:
+        """Each thread folds a contiguous block of rows into its own partial row of every
+        reduction (the inner loop walks columns: contiguous, vectorized); then one pass over
+        the columns combines the partials in thread order and runs the per-column rest."""
+        k = self.k
+        reductions = [s for s in k.body if isinstance(s, Reduce)]
+        needed = self.full_closure(reductions)
+        self.lines.append("  // column reduction: rows split across threads, columns inner")
+        self.lines.append(f"  const int nt = ck_num_threads < {k.R} ? ck_num_threads : {k.R};")
+        for s in reductions:
+            t = self.part_type(s)
+            self.lines.append(f"  std::vector<{t}> {s.out}_part((size_t)nt * {k.X}, "
+                              f"{self.identity(s)});")
+            if self.tracks_nan(s):
+                self.lines.append(f"  std::vector<int> {s.out}_nanp((size_t)nt * {k.X}, 0);")
+        self.lines.append("  #pragma omp parallel num_threads(nt)")
+        self.lines.append("  {")
+        self.lines.append("    const int64_t tid = ck_thread_id();")
+        for s in reductions:
+            self.lines.append(f"    {self.part_type(s)}* __restrict {s.out}_p = "
+                              f"{s.out}_part.data() + tid * {k.X};")
+            if self.tracks_nan(s):
+                self.lines.append(f"    int* __restrict {s.out}_n = {s.out}_nanp.data() + tid * {k.X};")
+        self.lines.append("    #pragma omp for schedule(static)")
+        self.lines.append(f"    for (int64_t r = 0; r < {k.R}; ++r) {{")
+        self.lines.append("      #pragma omp simd")
+        self.lines.append(f"      for (int64_t x = 0; x < {k.X}; ++x) {{")
+        self.in_loop = {v for v in needed if k.levels.get(v) == "xr"}
+        for s in k.body:
+            if getattr(s, "out", None) in needed:
+                self.stmt(s, "        ")
+        for s in reductions:
+            a, v, t = f"{s.out}_p[x]", s.src, self.part_type(s)
+            if s.op == Op.SUM:
+                self.lines.append(f"        {a} += {self.as_type(v, t)};")
+            elif s.op == Op.PROD:
+                self.lines.append(f"        {a} *= {self.as_type(v, t)};")
+            else:
+                cmp = ">" if s.op == Op.MAX else "<"
+                self.lines.append(f"        {a} = {v} {cmp} {a} ? {self.as_type(v, t)} : {a};")
+                if self.tracks_nan(s):
+                    self.lines.append(f"        {s.out}_n[x] |= ({v} != {v});")
+        self.in_loop = set()
+        self.lines += ["      }", "    }", "  }"]
+        if k.X >= PARALLEL_MIN_ELEMENTS // 16:
+            self.lines.append("  #pragma omp parallel for num_threads(ck_num_threads) "
+                              "schedule(static)")
+        self.lines.append(f"  for (int64_t x = 0; x < {k.X}; ++x) {{")
+        for s in k.body:
+            if isinstance(s, Reduce):
+                self.combine(s, "    ")
+            elif self.placement(s) == "x":
+                self.stmt(s, "    ")
+        self.lines.append("  }")
+
+    def full_closure(self, sinks) -> set[str]:
+        """Every per-column or per-element value the sinks read (not the kernel constants)."""
+        needed: set[str] = set()
+        stack = [d for s in sinks for d in inputs_of(s)]
+        while stack:
+            d = stack.pop()
+            if d in needed or self.k.levels.get(d) not in ("x", "xr"):
+                continue
+            needed.add(d)
+            stack.extend(inputs_of(self.stmt_of[d]))
+        return needed
+
+    def part_type(self, s: Reduce) -> str:
+        """Float sums down a column accumulate in double: each thread adds its rows one after
+        another (no tree), so a float accumulator would lose ~R ulps where eager's cascade and
+        the Triton renderer's tiles lose ~log R."""
+        t = self.acc_type(s)
+        return "double" if s.op == Op.SUM and t == "float" else t
+
+    def identity(self, s: Reduce) -> str:
+        t = self.acc_type(s)
+        if s.op in (Op.MAX, Op.MIN):
+            if t in ("float", "double"):
+                return f"{'-' if s.op == Op.MAX else ''}std::numeric_limits<{t}>::infinity()"
+            return f"std::numeric_limits<{t}>::{'lowest' if s.op == Op.MAX else 'max'}()"
+        return "0" if s.op == Op.SUM else "1"
+
+    def combine(self, s: Reduce, ind: str) -> None:
+        t, a = self.part_type(s), f"{s.out}_acc"
+        self.lines.append(f"{ind}{t} {a} = {s.out}_part[x];")
+        if self.tracks_nan(s):
+            self.lines.append(f"{ind}int {s.out}_nan = {s.out}_nanp[x];")
+        self.lines.append(f"{ind}for (int t = 1; t < nt; ++t) {{")
+        p = f"{s.out}_part[(size_t)t * {self.k.X} + x]"
+        if s.op == Op.SUM:
+            self.lines.append(f"{ind}  {a} += {p};")
+        elif s.op == Op.PROD:
+            self.lines.append(f"{ind}  {a} *= {p};")
+        else:
+            cmp = ">" if s.op == Op.MAX else "<"
+            self.lines.append(f"{ind}  {a} = {p} {cmp} {a} ? {p} : {a};")
+            if self.tracks_nan(s):
+                self.lines.append(f"{ind}  {s.out}_nan |= {s.out}_nanp[(size_t)t * {self.k.X} + x];")
+        self.lines.append(f"{ind}}}")
+        self.finish_acc(s, ind)
 
     def inner_period(self) -> int:
         """The period d of `x % d` reads in a pointwise kernel (a broadcast operand), if any."""

@@ -286,6 +286,21 @@ def _merge(groups, realized, views, users, outputs, order, device):
     heap: list = []
     tiebreak = itertools.count()
 
+    def misaligned(a: Group, b: Group) -> bool:
+        """A pointwise kernel over X*R elements computes its element x*R + r in lane (x, r) of
+        a reduction it joins: the same element as the reduction's source only when the
+        reduction runs along rows. Joined to a column reduction it would share no element and
+        address its own through // and % of (x, r)."""
+        from cherenkov.codegen.blocks import is_column_reduction
+        if (a.R == 1) == (b.R == 1):
+            return False
+        red, pw = (a, b) if a.R > 1 else (b, a)
+        if pw.X != red.X * red.R:
+            return False
+        if red.kernel is None:
+            red.kernel = build_kernel(red, stored(red.members, [red]), "probe")
+        return is_column_reduction(red.kernel)
+
     def stored(members, parts) -> set[Node]:
         """Members some group other than `parts` (or the caller, a library op) reads."""
         return {m for m in members if m in always or
@@ -327,7 +342,7 @@ def _merge(groups, realized, views, users, outputs, order, device):
         if a not in alive or b not in alive or key in forbidden:
             continue
         forbidden.add(key)                      # each pair is decided once
-        if cycle(a, b):
+        if cycle(a, b) or misaligned(a, b):
             continue
         dom = merged_domain((a.X, a.R), (b.X, b.R))
         merged = Group(sorted(a.members + b.members, key=order.__getitem__), *dom)

@@ -74,3 +74,25 @@ def test_residual_stream_is_stored_not_recomputed_by_every_layer():
     kernels = [k for info in infos for k in info.kernels]
     largest = max(k[2] for k in kernels)
     assert largest <= 4 * 8 * 16 * 4 + 2 * 8 * 4       # a few (8, 16) fp32 rows, not the chain
+
+
+def test_pointwise_never_joins_a_column_reduction_of_another_element_order():
+    """cat(q, k, v) feeding a matmul, and its column sum (a bias gradient): the cat's element
+    x*R + r is not the column sum's (x, r), so they stay two kernels (no // and % soup)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from cherenkov import hw
+    from cherenkov.codegen.blocks import is_column_reduction
+    from cherenkov.ir.ops import Op
+    from cherenkov.lowering.from_fx import lower_fx
+    from cherenkov.passes.fusion import fuse
+    q, k, v, w = torch.randn(512, 8), torch.randn(512, 8), torch.randn(512, 8), torch.randn(24, 4)
+    fn = lambda q, k, v, w: (torch.cat([q, k, v], 1) @ w, torch.cat([q, k, v], 1).sum(0))  # noqa
+    graph, _ = lower_fx(make_fx(fn)(q, k, v, w), [q, k, v, w])
+    fusion = fuse(graph, device=hw.device("cpu"))
+    for g in fusion.groups:
+        if g.R > 1 and is_column_reduction(g.kernel):
+            assert not any(m.op == Op.CAT for m in g.members)
+    out = cherenkov.compile(fn, strict=True)(q, k, v, w)
+    for a, e in zip(out, fn(q, k, v, w)):
+        torch.testing.assert_close(a, e, rtol=1e-5, atol=1e-5)
