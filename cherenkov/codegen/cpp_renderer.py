@@ -46,6 +46,7 @@ _SIMD_CLAUSE = {Op.SUM: "+", Op.PROD: "*", Op.MAX: "max", Op.MIN: "min", Op.ANY:
 class _Renderer:
     def __init__(self, kernel: Kernel):
         self.split = None           # x = x0 * d + x1 when the pointwise loop is split
+        self.owned_columns = False  # a scatter whose threads own disjoint columns
         self.rows_kept: set[str] = set()       # xr values kept in row buffers between passes
         self.rows_written: set[str] = set()
         self.in_loop: set[str] = set()          # xr values declared in the current pass over r
@@ -113,6 +114,11 @@ class _Renderer:
             self.columns()
             self.lines.append("}")
             return "\n".join(self.lines) + "\n"
+        period = self.scatter_period()
+        if period:
+            self.scatter_by_columns(period)
+            self.lines.append("}")
+            return "\n".join(self.lines) + "\n"
         # a pointwise kernel's rows are its elements: vectorize across them too
         simd = " simd" if k.R == 1 and not any(isinstance(s, Store) and s.atomic_add
                                                 for s in body) else ""
@@ -143,6 +149,72 @@ class _Renderer:
         self.lines.append("  }")
         self.lines.append("}")
         return "\n".join(self.lines) + "\n"
+
+    # ---- scatter-adds of whole rows: threads own columns ----------------------------------
+    def scatter_period(self) -> int:
+        """C when the kernel adds element x into row f(x // C), column x % C (an embedding
+        backward: each token's gradient row into its vocabulary row): threads that own
+        disjoint column ranges then never write the same element -- no atomics."""
+        k = self.k
+        stores = [s for s in k.body if isinstance(s, Store) and s.atomic_add]
+        if k.R != 1 or len(stores) != 1:
+            return 0
+        x = ix.var("x", k.X)
+        cols = [(a, c) for a, c in stores[0].index.terms
+                if isinstance(a, ix.Mod) and a.expr == x]
+        if len(cols) != 1 or cols[0][1] != 1:
+            return 0
+        period = cols[0][0].divisor
+        if period < 2 or k.X % period:
+            return 0
+        rest = ix.add(stores[0].index, ix.mul(ix.atom(cols[0][0]), -1))
+        return period if self.row_only(rest, period, set()) else 0
+
+    def row_only(self, e, period: int, seen: set) -> bool:
+        """Whether `e` depends on x only through x // period (x // d for d a multiple of it)."""
+        x = ix.var("x", self.k.X)
+        for a, _ in ix.as_lin(e).terms:
+            if isinstance(a, ix.Var):
+                if a.name == "x":
+                    return False
+            elif isinstance(a, ix.Dyn):
+                if not self.row_only_value(a.name, period, seen):
+                    return False
+            elif isinstance(a, ix.Div) and a.expr == x:
+                if a.divisor % period:
+                    return False
+            elif not self.row_only(a.expr, period, seen):
+                return False
+        return True
+
+    def row_only_value(self, name: str, period: int, seen: set) -> bool:
+        if name in seen or self.k.levels.get(name) == "c":
+            return True
+        seen.add(name)
+        s = self.stmt_of.get(name)
+        if isinstance(s, (Load, IndexValue)):
+            return self.row_only(s.index, period, seen) and (
+                not getattr(s, "mask", None) or self.row_only_value(s.mask, period, seen))
+        if isinstance(s, Constant):
+            return True
+        return s is not None and all(self.row_only_value(d, period, seen) for d in inputs_of(s))
+
+    def scatter_by_columns(self, period: int) -> None:
+        k = self.k
+        self.owned_columns = True
+        self.split = ix.add(ix.mul(ix.var("x0", k.X // period), period), ix.var("x1", period))
+        self.lines += [
+            "  // scatter-add of whole rows: each thread owns a range of columns, so no two",
+            "  // threads add into one element (no atomics; rows in order, deterministic)",
+            "  #pragma omp parallel num_threads(ck_num_threads)",
+            "  {",
+            "    const int64_t nth = ck_thread_count(), tid = ck_thread_id();",
+            f"    const int64_t c0 = {period} * tid / nth, c1 = {period} * (tid + 1) / nth;",
+            f"    for (int64_t x0 = 0; x0 < {k.X // period}; ++x0) {{",
+            "      #pragma omp simd",
+            "      for (int64_t x1 = c0; x1 < c1; ++x1) {"]
+        self.row("        ")
+        self.lines += ["      }", "    }", "  }"]
 
     # ---- column reductions: rows outer, columns inner -------------------------------------
     def column_form(self) -> bool:
@@ -436,7 +508,7 @@ class _Renderer:
         elif isinstance(s, Store) and s.atomic_add:
             dtype = self.buffer_dtype[s.buffer]
             target = f"{self.names[s.buffer]}[{self.index(s.index)}]"
-            if dtype in ATOMIC_TYPES:       # rows may collide on one element: add atomically
+            if dtype in ATOMIC_TYPES and not self.owned_columns:       # rows may collide on one element: add atomically
                 self.lines.append(f"{ind}#pragma omp atomic")
                 self.lines.append(f"{ind}{target} += {s.src};")
             else:                           # the row loop runs serially (see `serial`)
