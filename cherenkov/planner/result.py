@@ -84,6 +84,21 @@ def simulate_plan(plan, costs=None) -> Prediction:
                       max(tl.peak_memory(p) for p in range(c.pp)), breakdown, dict(volume))
 
 
+def shortlist(ranked: list, top: int) -> list:
+    """The plans worth simulating: the `top` best estimates, plus the best estimate of every
+    ZeRO stage and every schedule. The closed form is least accurate where communication
+    overlaps (ZeRO-3's per-microbatch gathers, pipeline schedules); a whole family it
+    over-rates could otherwise push the best plan of another out of the simulated set."""
+    chosen = list(ranked[:top])
+    seen = {(p.choice.zero_stage, p.choice.schedule) for _, p in chosen}
+    for est, plan in ranked[top:]:
+        key = (plan.choice.zero_stage, plan.choice.schedule)
+        if key not in seen:
+            seen.add(key)
+            chosen.append((est, plan))
+    return chosen
+
+
 def plan_training(req: Request, progress=None, top: int = SIMULATE_TOP) -> Prediction:
     """Search, simulate the `top` best estimates, return the fastest simulated plan."""
     planner = Planner(req)
@@ -97,7 +112,7 @@ def plan_training(req: Request, progress=None, top: int = SIMULATE_TOP) -> Predi
                     f"({nodes * req.cluster.gpus_per_node} GPUs).")
         raise Infeasible(msg)
     best = None
-    for est, plan in ranked[:top]:
+    for est, plan in shortlist(ranked, top):
         pred = simulate_plan(plan, planner.costs)
         pred.estimate_s = est
         if pred.peak_memory_bytes_per_device > req.usable_memory:
