@@ -39,8 +39,9 @@ ROW_BUFFER_MAX = 16384     # elements of one row kept in a per-thread buffer (64
 TRANSCENDENTAL = {Op.EXP, Op.EXP2, Op.EXPM1, Op.LOG, Op.LOG2, Op.LOG1P, Op.TANH, Op.SIGMOID,
                   Op.ERF, Op.ERFC, Op.POW, Op.SIN, Op.COS, Op.TAN, Op.SQRT, Op.RSQRT, Op.DIV}
 ATOMIC_TYPES = {torch.float32, torch.float64, torch.int64, torch.int32}
-_SIMD_CLAUSE = {Op.SUM: "+", Op.PROD: "*", Op.MAX: "max", Op.MIN: "min", Op.ANY: "||",
-                Op.ALL: "&&"}
+# ANY/ALL fold int flags with | and &: a bool ||/&& reduction stops gcc vectorizing the loop
+_SIMD_CLAUSE = {Op.SUM: "+", Op.PROD: "*", Op.MAX: "max", Op.MIN: "min", Op.ANY: "|",
+                Op.ALL: "&"}
 
 
 class _Renderer:
@@ -524,7 +525,7 @@ class _Renderer:
     # ---- reductions -----------------------------------------------------------------------
     def acc_type(self, s: Reduce) -> str:
         if s.op in (Op.ANY, Op.ALL):
-            return "bool"
+            return "int"
         if s.op in (Op.ARGMAX, Op.ARGMIN):
             return register_type(self.k.dtypes[s.src])
         return register_type(self.k.dtypes[s.out])
@@ -556,7 +557,7 @@ class _Renderer:
                 self.lines.append(f"{ind}int {s.out}_nan = 0;")
                 clauses.append(f"|:{s.out}_nan")
             return clauses
-        fill = {Op.SUM: "0", Op.PROD: "1", Op.ANY: "false", Op.ALL: "true"}[s.op]
+        fill = {Op.SUM: "0", Op.PROD: "1", Op.ANY: "0", Op.ALL: "1"}[s.op]
         self.lines.append(f"{ind}{t} {a} = {fill};")
         return [f"{_SIMD_CLAUSE[s.op]}:{a}"]
 
@@ -581,9 +582,9 @@ class _Renderer:
         elif s.op == Op.PROD:
             self.lines.append(f"{ind}{a} *= {self.as_type(v, t)};")
         elif s.op == Op.ANY:
-            self.lines.append(f"{ind}{a} = {a} || ({v} != 0);")
+            self.lines.append(f"{ind}{a} |= ({v} != 0);")
         else:
-            self.lines.append(f"{ind}{a} = {a} && ({v} != 0);")
+            self.lines.append(f"{ind}{a} &= ({v} != 0);")
 
     def finish_acc(self, s: Reduce, ind: str) -> None:
         a = f"{s.out}_acc"

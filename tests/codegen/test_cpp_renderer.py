@@ -497,3 +497,19 @@ def test_scatter_into_single_elements_keeps_atomic_adds():
     fn = lambda src: torch.zeros(50).index_add(0, index, src)  # noqa: E731
     got = cherenkov.compile(fn, strict=True, cpu_backend="cpp")(src)
     torch.testing.assert_close(got, fn(src), rtol=1e-4, atol=1e-4)
+
+
+def test_any_all_row_reductions_fold_int_flags():
+    """any/all over rows (with an inf, a NaN and an all-true row) match eager; the flags are
+    ints folded with | and & (a bool ||/&& reduction does not vectorize)."""
+    from cherenkov.backend import COMPILED
+    torch.manual_seed(0)
+    x = torch.randn(64, 1000)
+    x[3, 5], x[4, 9] = float("inf"), float("nan")
+    x[7] = 0.5
+    fn = lambda x: ((x > 2.5).any(-1), (x < 3.0).all(-1), torch.isfinite(x).all(-1))  # noqa
+    start = len(COMPILED)
+    for got, want in zip(cherenkov.compile(fn, strict=True, cpu_backend="cpp")(x), fn(x)):
+        assert torch.equal(got, want)
+    source = "".join(k[3] for _, info in COMPILED[start:] for k in info.kernels)
+    assert "reduction(|:" in source and "||:" not in source and "&&:" not in source
