@@ -33,6 +33,7 @@ import triton  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
 
 import cherenkov.attention as ca  # noqa: E402
+from cherenkov.bench.report import commit  # noqa: E402
 
 START = time.time()
 BUDGET_S = float(os.environ.get("ATTN_BUDGET_S", 330))
@@ -319,7 +320,7 @@ def main() -> int:
 
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "gpu": "cpu (smoke)" if SMOKE else torch.cuda.get_device_name(), "torch": torch.__version__,
-            "triton": triton.__version__, "commit": os.environ.get("CHERENKOV_COMMIT", "unknown"),
+            "triton": triton.__version__, "commit": commit(),
             "wall_s": round(time.time() - START, 1)}
     text = markdown(meta)
     with open(os.path.join(out_dir, "attention_gpu.md"), "w") as f:

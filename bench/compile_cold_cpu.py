@@ -24,6 +24,7 @@ import copy, json, sys, time, torch
 impl = sys.argv[1]
 import cherenkov
 from cherenkov.models import GPT, ModelConfig
+from cherenkov.bench.report import commit as current_commit
 torch.manual_seed(0)
 cfg = ModelConfig("gpt", layers=2, hidden=64, heads=4, vocab=128, seq=32, name="demo")
 model = GPT(cfg)
@@ -80,8 +81,7 @@ def main() -> None:
                          "runs": runs}
         print(impl, results[impl]["first_step_s"], results[impl]["step_s"],
               results[impl]["vs_eager"], flush=True)
-    commit = os.environ.get("CHERENKOV_COMMIT") or subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = current_commit()
     meta = {"date": datetime.date.today().isoformat(), "torch": torch.__version__,
             "commit": commit, "machine": f"CPU, {os.cpu_count()} cores",
             "model": "demo GPT: 2 layers, d=64, 4 heads, vocab 128, B=2 T=32, AdamW"}

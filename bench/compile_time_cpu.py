@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -26,6 +25,7 @@ from cherenkov.models import GPT, ModelConfig
 from cherenkov.passes.cse import eliminate_common_subexpressions
 from cherenkov.passes.fusion import fuse
 from cherenkov.passes.split_reductions import split_reductions
+from cherenkov.bench.report import commit as current_commit
 
 graphs = []
 
@@ -64,8 +64,7 @@ def main(out: str) -> None:
         rows.append({"graph": name, "ir_nodes": len(graph.nodes()), "kernels": len(fusion.groups),
                      "lower_s": t1 - t0, "cse_split_s": t2 - t1, "fuse_s": t3 - t2,
                      "render_s": t4 - t3})
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip() or os.environ.get("CHERENKOV_COMMIT", "?")
+    commit = current_commit()
     meta = {"date": datetime.date.today().isoformat(), "torch": torch.__version__,
             "commit": commit, "machine": f"CPU, {os.cpu_count()} cores"}
     os.makedirs(out, exist_ok=True)

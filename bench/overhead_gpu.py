@@ -17,6 +17,7 @@ import torch.nn.functional as F
 import triton
 
 import cherenkov
+from cherenkov.bench.report import commit
 
 
 class MLP(torch.nn.Module):
@@ -80,7 +81,7 @@ def main(out):
                      "us_per_call": per_call_us(step, 200), "losses": losses})
     meta = {"date": datetime.date.today().isoformat(), "gpu": torch.cuda.get_device_name(),
             "torch": torch.__version__, "triton": triton.__version__,
-            "commit": os.environ.get("CHERENKOV_COMMIT", "unknown")}
+            "commit": commit()}
     os.makedirs(out, exist_ok=True)
     json.dump({"meta": meta, "rows": rows}, open(os.path.join(out, "overhead.json"), "w"), indent=2)
     lines = [f"# Per-call overhead on {meta['gpu']} -- {meta['date']}, torch {meta['torch']}, "

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import time
+from cherenkov.bench.report import commit as current_commit
 
 POINTS = [(m, c) for m in ("llama3-8b", "llama3-70b", "llama3-405b")
           for c in ("1x8xH100", "8x8xH100", "64x8xH100", "256x8xH100", "2048x8xH100")]
@@ -37,8 +38,7 @@ def main(out: str) -> None:
         r.update(model_name=model, cluster_name=cluster)
         rows.append(r)
         print(model, cluster, r.get("mfu"), r.get("error", "")[:100], flush=True)
-    commit = os.environ.get("CHERENKOV_COMMIT") or subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = current_commit()
     date = datetime.date.today().isoformat()
     stem = os.path.join(out, f"{date}_planner_sweep")
     json.dump({"commit": commit, "date": date, "rows": rows}, open(stem + ".json", "w"), indent=1)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import subprocess
 import sys
 
 from cherenkov.hw import cluster
@@ -20,6 +19,7 @@ from cherenkov.models import ModelConfig
 from cherenkov.planner.plan import Choice
 from cherenkov.planner.result import simulate_plan
 from cherenkov.planner.search import Planner, Request
+from cherenkov.bench.report import commit as current_commit
 
 CONFIGS = {
     "gpt2-style": (ModelConfig("gpt", layers=12, hidden=768, heads=12, vocab=50304, seq=1024,
@@ -44,8 +44,7 @@ def main(out: str, train_json: str) -> None:
             row[f"measured_{impl}_s"] = step
             row[f"error_vs_{impl}"] = pred.step_time_s / step - 1 if step else None
         rows.append(row)
-    commit = os.environ.get("CHERENKOV_COMMIT") or subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = current_commit()
     meta = {"date": datetime.date.today().isoformat(), "commit": commit,
             "measured": f"{os.path.basename(train_json)} (commit {meta_run.get('commit')}, "
                         f"{meta_run.get('device')}, torch {meta_run.get('torch')})"}

@@ -9,7 +9,6 @@ import dataclasses
 import datetime
 import json
 import os
-import subprocess
 import sys
 import traceback
 
@@ -21,6 +20,7 @@ from triton.testing import do_bench
 import cherenkov
 from cherenkov.backend import COMPILED
 from cherenkov.models import GPT, Llama, preset
+from cherenkov.bench.report import commit
 
 DEV = "cuda"
 results = {"model_tests": [], "memory": [], "errors": []}
@@ -153,7 +153,7 @@ def write(outdir):
     os.makedirs(outdir, exist_ok=True)
     meta = {"date": datetime.date.today().isoformat(), "gpu": torch.cuda.get_device_name(),
             "torch": torch.__version__, "triton": triton.__version__,
-            "commit": os.environ.get("CHERENKOV_COMMIT", "unknown")}
+            "commit": commit()}
     results["meta"] = meta
     with open(os.path.join(outdir, "spine_h200.json"), "w") as f:
         json.dump(results, f, indent=2)

@@ -40,6 +40,7 @@ lce_module = importlib.import_module("cherenkov.templates.linear_cross_entropy")
 # not the function of the same name that cherenkov.templates exports
 from cherenkov.templates.linear_cross_entropy import choose_chunk_size  # noqa: E402
 from cherenkov.templates.matmul import launch  # noqa: E402
+from cherenkov.bench.report import commit  # noqa: E402
 
 START = time.time()
 BUDGET_S = 330
@@ -255,7 +256,7 @@ def write(out_dir):
     gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu (smoke)"
     meta = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "gpu": gpu,
             "torch": torch.__version__, "triton": triton.__version__,
-            "commit": os.environ.get("CHERENKOV_COMMIT", "unknown"), "smoke": SMOKE,
+            "commit": commit(), "smoke": SMOKE,
             "wall_s": round(time.time() - START, 1)}
     with open(os.path.join(out_dir, "templates_gpu.json"), "w") as f:
         json.dump({"meta": meta, "matmul": MATMULS, "linear_cross_entropy": LCE,

@@ -295,21 +295,20 @@ def _merge(groups, realized, views, users, outputs, order, device):
         if (a.R == 1) == (b.R == 1):
             return False
         red, pw = (a, b) if a.R > 1 else (b, a)
-        if pw.X != red.X * red.R:
-            return False
-        if red.kernel is None:
-            red.kernel = build_kernel(red, stored(red.members, [red]), "probe")
-        return is_column_reduction(red.kernel)
+        return pw.X == red.X * red.R and is_column_reduction(kernel_of(red))
 
     def stored(members, parts) -> set[Node]:
         """Members some group other than `parts` (or the caller, a library op) reads."""
         return {m for m in members if m in always or
                 len(readers.get(m, set()) - set(parts)) > 0}
 
-    def time_of(g: Group) -> float:
+    def kernel_of(g: Group):
         if g.kernel is None:
             g.kernel = build_kernel(g, stored(g.members, [g]), "probe")
-        return predicted_time(g.kernel, device)
+        return g.kernel
+
+    def time_of(g: Group) -> float:
+        return predicted_time(kernel_of(g), device)
 
     def saving(a: Group, b: Group) -> int:
         shared = a.reads & b.reads
