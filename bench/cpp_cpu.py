@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from cherenkov.bench.report import commit as current_commit
 from cherenkov.capture.decompositions import decomposition_table
 from cherenkov.compiler import compile_fx
 from cherenkov.config import Config
@@ -81,6 +82,24 @@ def cases(M: int, N: int):
                 (f"softmax {tag}", softmax, (x,), 2 * M * N * size),
                 (f"bias + GeLU(tanh) {tag}", bias_gelu, (x, b), 2 * M * N * size),
                 (f"(x + r) * 0.5 {tag}", add_mul, (x, r), 3 * M * N * size)]
+    # training-graph shapes the rows above miss: a column sum (bias / LayerNorm-weight
+    # gradient), a row any (a finiteness check), an embedding backward (rows scattered into a
+    # vocabulary of M // 8 rows, many tokens per row)
+    x = torch.randn(M, N)
+    idx = torch.randint(0, max(1, M // 8), (M,))
+
+    def column_sum(x):
+        return x.sum(0)
+
+    def row_any(x):
+        return (x > 3.5).any(-1)
+
+    def embedding_backward(g):
+        return torch.ops.aten.embedding_dense_backward(g, idx, max(1, M // 8), -1, False)
+
+    out += [("column sum fp32", column_sum, (x,), M * N * 4),
+            ("row any fp32", row_any, (x,), M * N * 4),
+            ("embedding backward fp32", embedding_backward, (x,), M * N * 4 + M * N // 2)]
     return out
 
 
@@ -90,6 +109,7 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=4096)
     parser.add_argument("--cols", type=int, default=4096)
     parser.add_argument("--no-inductor", action="store_true")
+    parser.add_argument("--name", default="cpp_cpu", help="file stem after the date")
     parser.add_argument("--cases", default="",
                         help="comma-separated: only the cases whose name contains one of them")
     args = parser.parse_args()
@@ -121,9 +141,10 @@ def main() -> int:
         print(json.dumps(row))
     out = Path(args.outdir)
     out.mkdir(parents=True, exist_ok=True)
-    stem = out / f"{datetime.date.today()}_cpp_cpu"
+    stem = out / f"{datetime.date.today()}_{args.name}"
     stem.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
-    lines = [f"# C++ backend, CPU ({results['threads']} threads), {M}x{N}",
+    lines = [f"# C++ backend, CPU ({results['threads']} threads), {M}x{N}, cherenkov at "
+             f"{current_commit()}",
              f"copy bandwidth (clone): {results['copy_GBps']:.1f} GB/s", "",
              "| kernel | kernels | rel err | eager ms | inductor ms | cherenkov ms | GB/s | "
              "vs eager | vs inductor |", "|---|---|---|---|---|---|---|---|---|"]
