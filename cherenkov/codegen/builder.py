@@ -201,7 +201,8 @@ class KernelBuilder:
             size = src.shape[dim]
             cond = self._in_range(idx[dim], offset, offset + size)
             src_idx = list(idx)
-            src_idx[dim] = ix.add(idx[dim], -offset)
+            # read only where this piece is selected: there its index lies in [0, size)
+            src_idx[dim] = ix.within(ix.add(idx[dim], -offset), 0, size - 1)
             value = self.compute(src, tuple(src_idx), self._and_mask(mask, cond))
             pieces.append((cond, value))
             offset += size

@@ -272,6 +272,8 @@ class _Renderer(ColumnLoops):
         for a, c in e.terms:
             if isinstance(a, (ix.Var, ix.Dyn)):
                 text = a.name
+            elif isinstance(a, ix.Within):
+                text = f"({self.index(a.expr)})"
             else:
                 inner = self.index(a.expr)
                 nonneg = ix.rng(a.expr)[0] >= 0

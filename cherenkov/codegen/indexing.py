@@ -42,6 +42,16 @@ class Mod:
 
 
 @dataclass(frozen=True, slots=True)
+class Within:
+    """`expr`, promised to lie in [lo, hi] wherever its value is used: a cat piece's local
+    index, read only under the mask that selects that piece (lanes outside compute an address
+    that is never dereferenced). The promise lets views of the piece fold as if it were whole."""
+    expr: "Lin"
+    lo: int
+    hi: int
+
+
+@dataclass(frozen=True, slots=True)
 class Lin:
     terms: tuple      # ((atom, coef), ...) sorted by str(atom), no zero coefs
     const: int = 0
@@ -50,7 +60,7 @@ class Lin:
         return render(self, lambda name: name)
 
 
-Atom = Var | Dyn | Div | Mod
+Atom = Var | Dyn | Div | Mod | Within
 
 
 def _lin(terms: dict, const: int) -> Lin:
@@ -121,6 +131,15 @@ def dyn(name: str, lo=None, hi=None) -> Lin:
     return atom(Dyn(name, lo, hi))
 
 
+def within(e, lo: int, hi: int) -> Lin:
+    """`e` with the promise that it lies in [lo, hi] where used (see `Within`)."""
+    e = as_lin(e)
+    elo, ehi = rng(e)
+    if elo >= lo and ehi <= hi:
+        return e
+    return atom(Within(e, int(lo), int(hi)))
+
+
 def as_lin(e) -> Lin:
     return e if isinstance(e, Lin) else const(e)
 
@@ -158,6 +177,8 @@ def _atom_rng(a) -> tuple[float, float]:
         return 0, a.size - 1
     if isinstance(a, Dyn):
         return (float("-inf") if a.lo is None else a.lo, float("inf") if a.hi is None else a.hi)
+    if isinstance(a, Within):
+        return a.lo, a.hi
     lo, hi = rng(a.expr)
     if isinstance(a, Div):
         return (lo // a.divisor if lo != float("-inf") else lo,
@@ -206,6 +227,8 @@ def mod(e, d: int) -> Lin:
     if len(rest.terms) == 1 and rest.const == 0:
         a, c = rest.terms[0]
         if c == 1 and isinstance(a, Mod) and a.divisor % d == 0:   # (e % kd) % d == e % d
+            return mod(a.expr, d)
+        if c == 1 and isinstance(a, Within):    # a promise on the range, not on the value
             return mod(a.expr, d)
     return atom(Mod(rest, d))
 
@@ -287,6 +310,8 @@ def render(e, name_of) -> str:
             text = name_of(a.name)
         elif isinstance(a, Div):
             text = f"({render(a.expr, name_of)}) // {a.divisor}"
+        elif isinstance(a, Within):
+            text = f"({render(a.expr, name_of)})"
         else:
             text = f"({render(a.expr, name_of)}) % {a.divisor}"
         if c == 1:
@@ -311,6 +336,8 @@ def substitute(e, name: str, value: Lin) -> Lin:
             term = floordiv(substitute(a.expr, name, value), a.divisor)
         elif isinstance(a, Mod):
             term = mod(substitute(a.expr, name, value), a.divisor)
+        elif isinstance(a, Within):
+            term = within(substitute(a.expr, name, value), a.lo, a.hi)
         else:
             term = atom(a)
         out = add(out, mul(term, c))

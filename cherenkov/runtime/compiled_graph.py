@@ -16,6 +16,7 @@ from cherenkov.ir.graph import Graph, Node
 from cherenkov.ir.ops import GroupOp, Op
 from cherenkov.lowering.library import template_filler
 from cherenkov.passes.fusion import FusionResult, Group, const_fill, is_library
+from cherenkov.runtime.alloc import allocator, contiguous_strides
 from cherenkov.runtime.triton_launch import TritonLaunch
 
 
@@ -122,16 +123,17 @@ class CompiledGraph:
                     src = None if fill is not None else self._slot_of(m.inputs[0])
                     prefills.append((self.slot[m], tuple(m.shape), m.dtype, fill, src))
                 else:
-                    outs.append((self.slot[m], tuple(m.shape), m.dtype))
+                    outs.append((self.slot[m], tuple(m.shape), contiguous_strides(m.shape),
+                                 m.dtype))
         arg_slots = [by_name[n] for n in rendered.arg_names]
         # index expressions include an input's storage offset: hand Triton the storage start
         from_start = {self.slot[r] for r in group.reads
                       if r.op == Op.INPUT and r.meta.storage_offset != 0}
-        device = self.device
+        device, empty = self.device, allocator(self.device)
 
         def run(env):
-            for slot, shape, dtype in outs:
-                env[slot] = torch.empty(shape, dtype=dtype, device=device)
+            for slot, shape, strides, dtype in outs:
+                env[slot] = empty(shape, strides, dtype)
             for slot, shape, dtype, fill, src in prefills:
                 env[slot] = (torch.full(shape, fill, dtype=dtype, device=device) if src is None
                              else env[src].to(dtype).contiguous().clone())

@@ -11,6 +11,8 @@ def evaluate(e, env):
     for a, c in e.terms:
         if isinstance(a, ix.Var):
             v = env[a.name]
+        elif isinstance(a, ix.Within):
+            v = evaluate(a.expr, env)
         elif isinstance(a, ix.Div):
             v = evaluate(a.expr, env) // a.divisor
         else:
@@ -59,3 +61,26 @@ def test_floordiv_and_mod_simplify_with_ranges():
     for xv, rv in itertools.product(range(8), range(16)):
         env = {"x": xv, "r": rv}
         assert evaluate(ix.mod(e, 64), env) == (16 * xv + rv) % 64
+
+
+def test_a_cat_piece_index_folds_views_as_if_the_piece_were_whole():
+    """Piece 1 of a cat of three (rows, 768) pieces, each a transposed (16, 12, 1024, 64)
+    tensor: with the promise that the column lies in the piece, the address folds to
+    row/head/position/lane terms (no division of the whole flat index), and it is exact
+    wherever the promise holds."""
+    x = ix.var("x", 16384 * 2304)
+    row, col = ix.floordiv(x, 2304), ix.mod(x, 2304)
+    local = ix.within(ix.add(col, -768), 0, 767)
+    b, t, h, d = ix.unravel(ix.ravel((row, local), (16384, 768)), (16, 1024, 12, 64))
+    address = ix.dot((b, h, t, d), (786432, 65536, 64, 1))
+    text = str(address)
+    assert "786432)" not in text and "((x) % 64)" in text, text
+    rng = random.Random(0)
+    for value in [rng.randrange(16384 * 2304) for _ in range(2000)]:
+        rv, cv = divmod(value, 2304)
+        if not 768 <= cv < 1536:
+            continue
+        bv, tv = divmod(rv, 1024)
+        hv, dv = divmod(cv - 768, 64)
+        assert evaluate(address, {"x": value}) == bv * 786432 + hv * 65536 + tv * 64 + dv
+    assert ix.within(col, 0, 2303) == col          # a promise already kept adds nothing

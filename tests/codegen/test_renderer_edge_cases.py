@@ -46,3 +46,21 @@ def test_zero_dim_comparisons():
 
 def test_integer_to_bfloat16_casts():
     check(lambda n: (n.to(torch.bfloat16) * 2).float(), torch.arange(-40, 40))
+
+
+def test_cat_of_transposed_pieces_matches_eager_on_both_cpu_backends():
+    """The attention-backward cat (dq, dk, dv read through a transpose): each piece's index is
+    folded under the promise that it is read only where the piece is selected (odd sizes so
+    no piece boundary falls on a nice multiple)."""
+    B, H, T, D = 2, 3, 5, 7
+    pieces = [torch.randn(B, H, T, D) for _ in range(3)]
+    extra = torch.randn(B, T, 2)
+
+    def fn(a, b, c, e):
+        flat = [t.transpose(1, 2).reshape(B, T, H * D) for t in (a, b, c)]
+        return torch.cat(flat[:2] + [e] + flat[2:], 2)
+
+    want = fn(*pieces, extra)
+    for backend in ("cpp", "triton"):
+        got = cherenkov.compile(fn, strict=True, cpu_backend=backend)(*pieces, extra)
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
