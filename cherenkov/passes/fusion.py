@@ -150,9 +150,10 @@ def fuse(graph: Graph, enable: bool = True, device=None) -> FusionResult:
             realized.add(n)
         elif needed_outside:
             base = view_base(n)
-            if base is None and n not in outputs and n.op in VIEW_OPS:
-                # a view (a transpose, say) of a computed value, read by a matmul: store the
-                # value once and hand the library a view of it instead of a copy
+            if base is None and n.op in VIEW_OPS:
+                # a view (a transpose, say) of a computed value, read by a matmul or returned
+                # (a saved activation): store the value once and hand out a view of it
+                # instead of a copy (a weight cast for autocast was written twice)
                 base = computed_view_base(n)
                 if base is not None:
                     realized.add(base)

@@ -17,19 +17,29 @@ from cherenkov.ir.graph import Graph, Node, numel
 from cherenkov.ir.ops import Op
 
 SPLITTABLE = {Op.SUM: Op.SUM, Op.MAX: Op.MAX, Op.MIN: Op.MIN, Op.ANY: Op.ANY, Op.ALL: Op.ALL}
-MIN_CHUNK = 256          # keep each partial reduction at least this long
-OUTPUTS_PER_PROGRAM = 32  # a column-reduction program covers this many neighbouring outputs
+MIN_CHUNK = 256          # keep each row-wise partial reduction at least this long
+MIN_COLUMN_CHUNK = 64    # column-wise: a chunk of 64 rows is still a 64-row tile per program
+OUTPUTS_PER_PROGRAM = 64  # a column-reduction program covers this many neighbouring outputs
+# programs per SM a split should give: a column program keeps one (rows x 64 columns) tile in
+# flight, so a handful per SM leave HBM latency exposed (GPT-2's bias gradients at 8 or 32
+# chunks ran at 1.1-1.3 TB/s with 2-3 programs per SM); row-wise programs stream whole rows
+COLUMN_PROGRAMS_PER_SM = 8
+ROW_PROGRAMS_PER_SM = 4
 
 
 def choose_split(X: int, R: int, sm_count: int, column: bool = True) -> int:
     """How many chunks to cut R into (1 = leave it), so that the S*X partial reductions give
     every processor several programs: a column-wise program covers a few dozen neighbouring
     outputs, a row-wise one about one."""
-    want = 4 * sm_count * (OUTPUTS_PER_PROGRAM if column else 1)
-    if X >= want or R < 2 * MIN_CHUNK:
+    if column:
+        want = COLUMN_PROGRAMS_PER_SM * sm_count * OUTPUTS_PER_PROGRAM
+        min_chunk = MIN_COLUMN_CHUNK
+    else:
+        want, min_chunk = ROW_PROGRAMS_PER_SM * sm_count, MIN_CHUNK
+    if X >= want or R < 2 * MIN_CHUNK:      # short reductions: not worth a second launch
         return 1
     S = 1
-    while S * X < want and R % (2 * S) == 0 and R // (2 * S) >= MIN_CHUNK:
+    while S * X < want and R % (2 * S) == 0 and R // (2 * S) >= min_chunk:
         S *= 2
     return S
 

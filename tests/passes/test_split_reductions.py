@@ -9,7 +9,9 @@ from cherenkov.passes.split_reductions import choose_split
 
 
 def test_split_factor_fills_the_device_and_keeps_chunks_long():
-    assert choose_split(768, 16384, 132) == 32         # GPT-2 bias gradients: 32 chunks of 512 rows
+    assert choose_split(768, 16384, 132) == 128        # GPT-2 bias gradients: 128 chunks of 128 rows
+    assert choose_split(2304, 16384, 132) == 32        # its qkv bias: 32 chunks of 512 rows
+    assert choose_split(768, 16384, 132, column=False) == 1
     assert choose_split(1 << 20, 16384, 132) == 1      # plenty of outputs already
     assert choose_split(64, 300, 132) == 1             # too short to split
     assert 16384 % choose_split(96, 16384, 132) == 0
