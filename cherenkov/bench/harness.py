@@ -12,6 +12,7 @@ the check fail. For Cherenkov the kernels it generated (recorded by the backend 
 from __future__ import annotations
 
 import gc
+import logging
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ import torch
 
 from cherenkov.bench.case import Case, make_grad_out, prepare, step
 from cherenkov.bench.check import CheckResult, check, upcast
-from cherenkov.bench.timing import copies_for, median_s, rotating
+from cherenkov.bench.timing import copies_for, graph_replay_median_s, median_s, rotating
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,8 @@ def _cherenkov(fn):
     return cherenkov.compile(fn, strict=True, dynamic=False)
 
 
+log = logging.getLogger("cherenkov")
+
 EAGER = Implementation("eager", lambda fn: fn)
 TORCH_COMPILE = Implementation("torch.compile", _torch_compile)
 CHERENKOV = Implementation("cherenkov", _cherenkov)
@@ -53,12 +56,15 @@ class Settings:
     time_wrong: bool = True               # still time an implementation that failed its
                                           # check (reported WRONG, left out of summaries)
     modes: tuple[str, ...] = ("fwd", "fwd+bwd")
+    graph_replay: bool = True             # CUDA: time kernels by replaying a CUDA graph
 
 
 @dataclass
 class ImplResult:
     check: CheckResult | None = None
     time_s: float | None = None
+    launched_s: float | None = None       # plain calls, host issue included (CUDA only)
+    timing: str = "calls"                 # "cuda graph" when time_s is a graph replay
     error: str | None = None
     kernels: list = field(default_factory=list)     # (name, fused ops, bytes) it generated
     library_calls: dict = field(default_factory=dict)
@@ -142,6 +148,14 @@ def run_variant(case: Case, mode: str, impls: list[Implementation], settings: Se
             status(f"timing {impl.name}")
             call = lambda inputs, fn=fn: step(fn, case, mode, inputs, grad_out)  # noqa: E731
             r.time_s = median_s(rotating(call, copies), dev)
+            if dev.type == "cuda" and settings.graph_replay:
+                r.launched_s = r.time_s
+                try:
+                    r.time_s = graph_replay_median_s(call, copies, dev)
+                    r.timing = "cuda graph"
+                except Exception as e:  # noqa: BLE001 -- not capturable: keep the plain time
+                    log.warning("%s %s: CUDA graph capture failed (%s); timed plainly",
+                                case.label(mode), impl.name, _short(e))
         except Exception as e:  # noqa: BLE001 -- one failing implementation never stops a run
             r.error = _short(e)
             traceback.print_exc()

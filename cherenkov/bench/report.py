@@ -81,7 +81,7 @@ def row(result: CaseResult, spec, copy_bw: float) -> dict:
     for name, r in result.impls.items():
         t = r.time_s
         out["impls"][name] = {
-            "time_s": t, "error": r.error,
+            "time_s": t, "error": r.error, "timing": r.timing, "launched_s": r.launched_s,
             "check": None if r.check is None else {"passed": r.check.passed,
                                                    "errors": r.check.errors,
                                                    "allowed": r.check.allowed},
@@ -157,7 +157,12 @@ def markdown(meta: dict, rows: list[dict], reports: list[tuple[str, CostReport]]
              f"Copy bandwidth measured in this run: {meta['copy_bandwidth_Bps'] / 1e9:.0f} GB/s "
              f"(read + written); cost model ({meta['device_spec']}) assumes "
              f"{meta['model_bandwidth_Bps'] / 1e9:.0f} GB/s.", "",
-             "GB/s = minimal bytes of the case (see the suite's docstring) / median time. "
+             "GB/s = minimal bytes of the case (see the suite's docstring) / median time. On CUDA "
+             "the time is the median CUDA-event time of replaying the calls from a CUDA graph, the "
+             "same for every implementation: kernels only, not the host's work of issuing them "
+             "(which bounds a forward+backward of a few hundred microseconds); the plain-call "
+             "time is in the JSON (`launched_s`), and a call that cannot be captured is timed "
+             "plainly (`timing`). "
              "% of copy, speedups and the prediction are Cherenkov's; a WRONG result is still timed "
              "but left out of the summary.", ""]
     head = (["case", "mode", "shape", "check"] + [f"{n} GB/s" for n in impls]

@@ -53,6 +53,32 @@ def rotating(call: Callable[[tuple], object], copies: list[tuple]) -> Callable[[
     return thunk
 
 
+def graph_replay_median_s(call: Callable[[tuple], object], copies: list[tuple],
+                          device: torch.device) -> float:
+    """Median time per call with the calls replayed from one CUDA graph (one call per input
+    copy): the GPU time of the kernels alone, without the host work of issuing them (Dynamo
+    guards, AOTAutograd wrappers, the autograd engine, a runtime's Python). A forward+backward
+    of a few hundred microseconds is otherwise timed at the host's pace. Raises if the calls
+    cannot be captured (the caller then times them plainly)."""
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        for _ in range(3):                       # warm-up outside capture (compiles, caches)
+            for inputs in copies:
+                call(inputs)
+    torch.cuda.current_stream(device).wait_stream(side)
+    torch.cuda.synchronize(device)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for inputs in copies:
+            call(inputs)
+    graph.replay()
+    torch.cuda.synchronize(device)
+    seconds = cuda_median_s(graph.replay) / len(copies)
+    del graph
+    return seconds
+
+
 def copy_bandwidth(device: torch.device, nbytes: int) -> float:
     """Bytes moved per second (read + written) by a device-to-device copy of nbytes."""
     src = torch.empty(nbytes // 2, dtype=torch.bfloat16, device=device).fill_(1)

@@ -71,7 +71,7 @@ class KernelBuilder:
         if name not in self.used_inputs:
             extent = meta.storage_offset + sum((s - 1) * st for s, st in zip(meta.shape, meta.strides)) + 1
             self.used_inputs[name] = Buffer(name, meta.dtype, max(extent, numel(meta.shape)))
-        index = ix.dot(idx, meta.strides, meta.storage_offset)
+        index = ix.release(ix.dot(idx, meta.strides, meta.storage_offset))
         level = self._level(index, *( [self.kernel.levels[mask]] if mask else []))
         out = self._new(meta.dtype, level)
         return self.emit(Load(out, name, index, mask))
@@ -102,7 +102,7 @@ class KernelBuilder:
             out = self._new(node.dtype, "c")
             return self.emit(Constant(out, node.args[0], node.dtype))
         if op == Op.IOTA:
-            index = idx[node.args[0]]
+            index = ix.release(idx[node.args[0]])
             level = self._level(index)
             out = self._new(torch.int64, level)
             return self.emit(IndexValue(out, index))
@@ -187,6 +187,7 @@ class KernelBuilder:
         return cond if mask is None else self._op(Op.AND, (mask, cond), torch.bool)
 
     def _in_range(self, index: ix.Lin, lo: int, hi: int) -> str:
+        index = ix.release(index)
         value = self._new(torch.int64, self._level(index))
         self.emit(IndexValue(value, index))
         ge = self._op(Op.GE, (value, self._const(lo, torch.int64)), torch.bool)

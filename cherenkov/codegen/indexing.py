@@ -87,7 +87,7 @@ def _merge_div_mod(terms: dict) -> dict:
             if not isinstance(m, Mod) or terms.get(m) != c or c == 0:
                 continue
             k = m.divisor
-            whole = Div(m.expr, k)
+            whole = _single_atom(floordiv(m.expr, k)) or Div(m.expr, k)
             if terms.get(whole) == c * k:
                 del terms[m], terms[whole]
                 for a2, c2 in m.expr.terms:
@@ -96,8 +96,7 @@ def _merge_div_mod(terms: dict) -> dict:
                 changed = True
                 break
             for other, c2 in list(terms.items()):
-                if (isinstance(other, Mod) and c2 == c * k and len(other.expr.terms) == 1
-                        and other.expr.const == 0 and other.expr.terms[0] == (whole, 1)):
+                if (isinstance(other, Mod) and c2 == c * k and _single_atom(other.expr) == whole):
                     del terms[m], terms[other]
                     merged = mod(m.expr, k * other.divisor)
                     for a3, c3 in merged.terms:
@@ -111,6 +110,13 @@ def _merge_div_mod(terms: dict) -> dict:
 
 
 _CONST_ATOM = None   # key under which merged constants travel through a terms dict
+
+
+def _single_atom(e: "Lin"):
+    """The atom `e` is (coefficient 1, no constant), or None."""
+    if e.const == 0 and len(e.terms) == 1 and e.terms[0][1] == 1:
+        return e.terms[0][0]
+    return None
 
 
 def const(value: int) -> Lin:
@@ -207,6 +213,10 @@ def floordiv(e, d: int) -> Lin:
         a, c = rest.terms[0]
         if c == 1 and isinstance(a, Div):       # (e // a) // d == e // (a*d)
             return add(q, floordiv(a.expr, a.divisor * d))
+        if c == 1 and isinstance(a, Mod) and a.divisor % d == 0:   # (e % kd) // d == (e // d) % k
+            return add(q, mod(floordiv(a.expr, d), a.divisor // d))
+        if c == 1 and isinstance(a, Within):    # the value is e's; the promise divides too
+            return add(q, within(floordiv(a.expr, d), a.lo // d, a.hi // d))
     return add(q, atom(Div(rest, d)))
 
 
@@ -322,6 +332,35 @@ def render(e, name_of) -> str:
     if e.const or not parts:
         parts.append(str(e.const))
     return " + ".join(parts).replace("+ -", "- ")
+
+
+def release(e) -> Lin:
+    """`e` with every range promise (`Within`) dropped for the expression it wraps, simplified
+    again: once the views are folded the promise has done its work, and without it terms such
+    as 64 * ((x // 64) % 36) + x % 64 can merge (into x % 2304)."""
+    e = as_lin(e)
+    if not any(_has_within(a) for a, _ in e.terms):
+        return e
+    out = const(e.const)
+    for a, c in e.terms:
+        if isinstance(a, Within):
+            term = release(a.expr)
+        elif isinstance(a, Div):
+            term = floordiv(release(a.expr), a.divisor)
+        elif isinstance(a, Mod):
+            term = mod(release(a.expr), a.divisor)
+        else:
+            term = atom(a)
+        out = add(out, mul(term, c))
+    return out
+
+
+def _has_within(a) -> bool:
+    if isinstance(a, Within):
+        return True
+    if isinstance(a, (Div, Mod)):
+        return any(_has_within(b) for b, _ in a.expr.terms)
+    return False
 
 
 def substitute(e, name: str, value: Lin) -> Lin:

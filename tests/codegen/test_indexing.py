@@ -84,3 +84,16 @@ def test_a_cat_piece_index_folds_views_as_if_the_piece_were_whole():
         hv, dv = divmod(cv - 768, 64)
         assert evaluate(address, {"x": value}) == bv * 786432 + hv * 65536 + tv * 64 + dv
     assert ix.within(col, 0, 2303) == col          # a promise already kept adds nothing
+
+
+def test_a_cat_piece_of_contiguous_rows_indexes_its_rows_directly():
+    """Piece 1 of a cat of (rows, 768) pieces that are (16, 1024, 12, 64) tensors viewed
+    through a transpose and back (cuDNN's dq layout): once the promise is released the address
+    merges back to row * 768 + column -- no digit-by-digit form Triton cannot vectorize."""
+    x = ix.var("x", 16384 * 2304)
+    row, col = ix.floordiv(x, 2304), ix.mod(x, 2304)
+    local = ix.within(ix.add(col, -768), 0, 767)
+    b, t, h, d = ix.unravel(ix.ravel((row, local), (16384, 768)), (16, 1024, 12, 64))
+    address = ix.release(ix.dot((b, h, t, d), (786432, 64, 768, 1)))
+    assert address == ix.add(ix.mul(row, 768), col, -768), str(address)
+    assert ix.floordiv(ix.mod(x, 2304), 64) == ix.mod(ix.floordiv(x, 64), 36)
