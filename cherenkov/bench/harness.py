@@ -154,8 +154,13 @@ def run_variant(case: Case, mode: str, impls: list[Implementation], settings: Se
                     r.time_s = graph_replay_median_s(call, copies, dev)
                     r.timing = "cuda graph"
                 except Exception as e:  # noqa: BLE001 -- not capturable: keep the plain time
+                    r.timing = f"calls (CUDA graph capture failed: {_short(e)})"
                     log.warning("%s %s: CUDA graph capture failed (%s); timed plainly",
                                 case.label(mode), impl.name, _short(e))
+                    e = None                          # drop the traceback's frames (a graph,
+                    gc.collect()                      # its memory pool) before going on
+                    torch.cuda.synchronize(dev)
+                    torch.cuda.empty_cache()
         except Exception as e:  # noqa: BLE001 -- one failing implementation never stops a run
             r.error = _short(e)
             traceback.print_exc()

@@ -155,6 +155,8 @@ def fuse(graph: Graph, enable: bool = True, device=None) -> FusionResult:
                 # (a saved activation): store the value once and hand out a view of it
                 # instead of a copy (a weight cast for autocast was written twice)
                 base = computed_view_base(n)
+                if base is not None and not _is_view_of_contiguous(n, base):
+                    base = None           # a reshape that would copy: store n itself instead
                 if base is not None:
                     realized.add(base)
             if base is not None:
@@ -163,6 +165,7 @@ def fuse(graph: Graph, enable: bool = True, device=None) -> FusionResult:
                 realized.add(n)
 
     _realize_shared(nodes, users, realized, views)
+    _realize_broadcast_work(nodes, users, realized, views, device)
     groups = [Group([n], *domain_of(n)) for n in nodes if n in realized]
     for g in groups:
         g.reads = _reads(g.members, realized, views)
@@ -178,6 +181,22 @@ def fuse(graph: Graph, enable: bool = True, device=None) -> FusionResult:
         stored = {m for m in g.members if m in always or readers.get(m, set()) - {g}}
         g.kernel = build_kernel(g, stored, f"k{i}")
     return FusionResult(groups, realized, views)
+
+
+def _is_view_of_contiguous(node: Node, base: Node) -> bool:
+    """Whether the chain of views from `base` (stored contiguous) to `node` is one strided view
+    (no reshape that would copy): the runtime would otherwise copy it with ATen, outside any
+    kernel (Llama's per-layer saved activations cost 80 strided copies a step that way)."""
+    from cherenkov.runtime.compiled_graph import _final_layout, _torch_view
+    chain = []
+    while node is not base:
+        chain.append(node)
+        node = node.inputs[0]
+    if not isinstance(base.meta, TensorMeta):
+        return False
+    contiguous = base.meta.replace(stride=None, storage_offset=0)
+    probe = Node(base.op, base.inputs, base.args, contiguous)
+    return _final_layout(probe, [_torch_view(v) for v in reversed(chain)]) is not None
 
 
 def _consumers(node: Node, users, realized) -> int:
@@ -216,6 +235,67 @@ def _realize_shared(nodes, users, realized, views) -> None:
         if k * cost > (k + 1) * size:
             realized.add(n)
             closure[n] = {n: size}
+
+
+# FLOPs one element of an op costs when inlined: transcendental functions are tens of
+# instructions (libdevice polynomials and range reduction; pow is log, multiply and exp);
+# the rest about one. 48 is low still for the rotary tables' pow/cos/sin of angles up to 2k
+# rad: Inductor's RoPE kernels (which inline them) ran at ~14 ns per element on the H200.
+TRANSCENDENTAL = frozenset({
+    Op.EXP, Op.EXP2, Op.EXPM1, Op.LOG, Op.LOG2, Op.LOG1P, Op.SIN, Op.COS, Op.TAN, Op.ASIN,
+    Op.ACOS, Op.ATAN, Op.SINH, Op.COSH, Op.TANH, Op.ASINH, Op.ACOSH, Op.ATANH, Op.ERF, Op.ERFC,
+    Op.ERFINV, Op.POW, Op.ATAN2, Op.HYPOT})
+TRANSCENDENTAL_FLOPS = 48
+BROADCAST_REUSE = 4     # consumers evaluating a value at least this many times per element
+
+
+def _element_flops(node: Node) -> int:
+    if node.op in TRANSCENDENTAL:
+        return TRANSCENDENTAL_FLOPS
+    return 1 if node.op in GroupOp.ELEMENTWISE else 0
+
+
+def _evaluations(node: Node, users, realized) -> int:
+    """Elements at which consumers evaluate `node` when it is inlined, looking through views
+    (an expand multiplies them): a reduction evaluates its whole input."""
+    count = 0
+    for u in users.get(node, []):
+        if u.op in VIEW_OPS and u not in realized:
+            count += _evaluations(u, users, realized)
+        elif u.op in GroupOp.REDUCTION:
+            count += numel(u.inputs[0].shape)
+        elif isinstance(u.meta, TensorMeta):
+            count += numel(u.shape)
+    return count
+
+
+def _realize_broadcast_work(nodes, users, realized, views, device) -> None:
+    """Realize a computed value that consumers evaluate many times per element (it is
+    broadcast into a larger domain) when recomputing it costs more time than storing it once:
+    the rotary cos/sin tables of a (T, D/2) grid computed from arange, inlined into every
+    (B, H, T, D) element of q and k, made Llama's RoPE kernels compute-bound (0.44 ms each,
+    64 per step on the H200; Inductor's, which do the same, 0.23 ms). Roofline on `device`:
+    the extra evaluations' FLOPs against writing and re-reading the value (and a launch)."""
+    from cherenkov import cost
+    work: dict[Node, int] = {}
+    for n in nodes:
+        if n in realized or is_buffer_source(n) or n.op == Op.CONST or n in views:
+            work[n] = 0
+            continue
+        work[n] = _element_flops(n) + sum(work.get(i, 0) for i in n.inputs)
+        if n.op in VIEW_OPS or not isinstance(n.meta, TensorMeta) or work[n] < TRANSCENDENTAL_FLOPS:
+            continue
+        size = numel(n.shape)
+        evaluations = _evaluations(n, users, realized)
+        if evaluations < BROADCAST_REUSE * size:
+            continue
+        # a stored value may need a kernel of its own: its launch counts against storing
+        recompute = (cost.kernel_time(device, (evaluations - size) * work[n], 0)
+                     - cost.kernel_time(device, 0, 0))
+        store = cost.kernel_time(device, 0, 2 * _bytes(n))
+        if recompute > store:
+            realized.add(n)
+            work[n] = 0
 
 
 def _reads(members, realized, views) -> set[Node]:

@@ -115,3 +115,50 @@ def test_pointwise_never_joins_a_column_reduction_of_another_element_order():
     out = cherenkov.compile(fn, strict=True)(q, k, v, w)
     for a, e in zip(out, fn(q, k, v, w)):
         torch.testing.assert_close(a, e, rtol=1e-5, atol=1e-5)
+
+
+def test_broadcast_transcendental_tables_are_computed_once():
+    """Rotary cos/sin tables computed from arange, broadcast over batch and heads: on the
+    H200 preset (where recomputing pow/cos/sin per q element costs more than storing the
+    (T, D/2) tables) each table is its own small kernel, and the result matches eager. (At
+    a tenth of this size the recomputation costs less than a launch, and stays inlined.)"""
+    from cherenkov.models.llama import apply_rope, rope_tables
+    B, H, T, D = 4, 16, 1024, 64
+
+    def fn(q):
+        cos, sin = rope_tables(D, T, 10000.0, q.device)
+        return apply_rope(q, cos, sin)
+
+    q = torch.randn(B, H, T, D)
+    start = len(COMPILED)
+    out = cherenkov.compile(fn, strict=True, device="h200")(q)
+    # cos/sin of angles up to ~1000 rad: libm and ATen's vectorized versions differ by ulps
+    torch.testing.assert_close(out, fn(q), rtol=1e-4, atol=5e-4)
+    info = COMPILED[start][1]
+    table_bytes = T * (D // 2) * 4
+    assert sum(1 for k in info.kernels if k[2] == table_bytes) == 2, [k[2] for k in info.kernels]
+
+
+def test_a_returned_reshape_that_would_copy_is_stored_by_its_kernel():
+    """(x * 2).transpose(1, 2).reshape(B, T, H * D) returned: no strided view of the stored
+    product gives that layout, so the kernel stores the output itself (handing it out as a
+    view would leave the runtime an ATen copy outside any kernel)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from cherenkov.lowering.from_fx import lower_fx
+    from cherenkov.passes.fusion import fuse
+    B, H, T, D = 2, 3, 4, 5
+
+    def fn(x):
+        y = x * 2
+        return y.transpose(1, 2).reshape(B, T, H * D), y.transpose(1, 2)
+
+    x = torch.randn(B, H, T, D)
+    graph, _ = lower_fx(make_fx(fn)(x), [x], strict=True, name="g")
+    fusion = fuse(graph)
+    copied, viewed = graph.outputs
+    assert copied in fusion.realized and copied not in fusion.views
+    assert viewed in fusion.views                # a transpose alone is a view of the product
+    out = cherenkov.compile(fn, strict=True)(x)
+    for a, b in zip(out, fn(x)):
+        torch.testing.assert_close(a, b)
