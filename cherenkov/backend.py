@@ -122,6 +122,10 @@ def _partition_fn(config: Config):
 def cherenkov_backend(gm: torch.fx.GraphModule, example_inputs, **options):
     """Entry point registered as torch.compile(backend="cherenkov")."""
     config = current(**options)
+    if any(isinstance(x, torch.Tensor) and x.device.type == "cuda" for x in example_inputs) \
+            and not config.interpret:
+        from cherenkov.runtime import parallel_compile
+        parallel_compile.warm()          # workers start while AOTAutograd traces
     try:
         return aot_module_simplified(
             gm, example_inputs,

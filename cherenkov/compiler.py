@@ -13,6 +13,7 @@ import hashlib
 import itertools
 import json
 import logging
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from cherenkov.passes.cse import eliminate_common_subexpressions
 from cherenkov.passes.fusion import fuse, is_scatter
 from cherenkov.passes.split_reductions import split_reductions
 from cherenkov.runtime.compiled_graph import CompiledGraph
+from cherenkov.runtime import parallel_compile
 from cherenkov.runtime.loader import load_module
 from cherenkov.runtime.triton_launch import TritonLaunch
 
@@ -115,7 +117,7 @@ class LaunchableKernel:
 
 
 def _triton_kernels(fusion, interpret: bool, spec):
-    kernels, sources = {}, []
+    kernels, sources, jobs = {}, [], []
     for group in fusion.groups:
         cfg = choose_blocks(group.kernel, interpret, device=spec)
         rendered = render_triton(group.kernel, cfg)
@@ -136,10 +138,25 @@ def _triton_kernels(fusion, interpret: bool, spec):
                        "enable_fp_fusion": False}   # same numerics fused or not: no FMA contraction
             launcher = TritonLaunch(fn, rendered.grid, constexprs, options,
                                     len(group.kernel.outputs), is_scatter(group))
+            jobs.append(_compile_job(fn, rendered.arg_names, group.kernel, cfg, group.R > 1,
+                                     options))
         kernels[group] = LaunchableKernel(rendered.name, rendered.arg_names, launcher,
                                           source, group.kernel.fused_ops, group.kernel)
         sources.append((group, kernels[group]))
+    if jobs:
+        parallel_compile.compile_all(jobs)
     return kernels, sources
+
+
+def _compile_job(fn, arg_names, kernel, cfg, reduction: bool, options) -> "parallel_compile.Job":
+    """What a compile worker needs to build `fn` exactly as its first launch will."""
+    dtype_of = {b.name: b.dtype for b in kernel.inputs + kernel.outputs}
+    constexprs = (("XBLOCK", cfg.XBLOCK),) + ((("RBLOCK", cfg.RBLOCK),) if reduction else ())
+    module = sys.modules[fn.fn.__module__] if hasattr(fn, "fn") else None
+    path = getattr(module, "__file__", "") or ""
+    return parallel_compile.Job(path, getattr(module, "__name__", ""), fn.__name__,
+                                tuple(str(dtype_of[n]).removeprefix("torch.") for n in arg_names),
+                                constexprs, tuple(sorted(options.items())))
 
 
 def _cpp_kernels(fusion):

@@ -1,0 +1,60 @@
+"""Parallel Triton compilation: the worker protocol, and that nothing breaks without a GPU
+(workers answer with an error, the kernel then compiles at its first launch)."""
+import json
+import subprocess
+import sys
+
+import torch
+
+import cherenkov
+from cherenkov.runtime import parallel_compile
+
+KERNEL = '''import triton
+import triton.language as tl
+
+
+@triton.jit
+def double(a, out, XBLOCK: tl.constexpr):
+    x = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+    tl.store(out + x, tl.load(a + x) * 2)
+'''
+
+
+def test_worker_answers_one_line_per_job_and_reports_errors(tmp_path):
+    path = tmp_path / "kmod.py"
+    path.write_text(KERNEL)
+    good = {"path": str(path), "module": "kmod", "fn": "double", "dtypes": ["float32", "float32"],
+            "constexprs": [["XBLOCK", 64]], "options": [["num_warps", 4]]}
+    missing = dict(good, fn="no_such_kernel")
+    proc = subprocess.run([sys.executable, "-m", "cherenkov.runtime.compile_worker"],
+                          input=json.dumps(good) + "\n\n" + json.dumps(missing) + "\n",
+                          capture_output=True, text=True, timeout=120)
+    replies = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert proc.returncode == 0 and len(replies) == 2
+    assert replies[1] == {"ok": False, "error": replies[1]["error"]}
+    assert "no_such_kernel" in replies[1]["error"]
+    assert replies[0]["ok"] in (True, False)        # without a GPU: an answer, never a crash
+
+
+def test_compile_all_without_workers_does_nothing(monkeypatch):
+    monkeypatch.setenv("CHERENKOV_COMPILE_WORKERS", "0")
+    monkeypatch.setattr(parallel_compile, "_pool", None)
+    job = parallel_compile.Job("nowhere.py", "m", "k", ("float32",), (("XBLOCK", 8),), ())
+    assert parallel_compile.compile_all([job]) == 0
+
+
+def test_failing_workers_leave_compilation_to_the_first_launch(monkeypatch, tmp_path):
+    """Jobs the workers cannot compile (here: no module file) are answered, counted as not
+    compiled, and a compiled graph still runs correctly."""
+    monkeypatch.setenv("CHERENKOV_COMPILE_WORKERS", "2")
+    monkeypatch.setattr(parallel_compile, "_pool", None)
+    monkeypatch.setattr(parallel_compile, "_failed", False)
+    try:
+        jobs = [parallel_compile.Job(str(tmp_path / f"m{i}.py"), f"m{i}", "k", ("float32",),
+                                     (("XBLOCK", 8),), ()) for i in range(3)]
+        assert parallel_compile.compile_all(jobs) == 0
+        assert parallel_compile.compile_all(jobs) == 0          # already tried: not resent
+        x = torch.randn(8)
+        torch.testing.assert_close(cherenkov.compile(lambda t: t * 2 + 1)(x), x * 2 + 1)
+    finally:
+        parallel_compile.shutdown()
