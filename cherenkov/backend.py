@@ -125,7 +125,7 @@ def cherenkov_backend(gm: torch.fx.GraphModule, example_inputs, **options):
     if any(isinstance(x, torch.Tensor) and x.device.type == "cuda" for x in example_inputs) \
             and not config.interpret:
         from cherenkov.runtime import parallel_compile
-        parallel_compile.warm()          # workers start while AOTAutograd traces
+        parallel_compile.warm(config.compile_workers)   # workers start while AOT traces
     try:
         return aot_module_simplified(
             gm, example_inputs,

@@ -81,7 +81,8 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
     if device.type == "cpu" and config.cpu_backend == "cpp" and not config.interpret:
         kernels, sources = _cpp_kernels(fusion)
     else:
-        kernels, sources = _triton_kernels(fusion, uses_interpreter(device, config), spec)
+        kernels, sources = _triton_kernels(fusion, uses_interpreter(device, config), spec,
+                                           config.compile_workers)
     for _, kernel in sources:
         info.kernels.append((kernel.name, kernel.fused_ops, kernel.bytes_moved(), kernel.source))
     for node in graph.nodes():
@@ -116,7 +117,7 @@ class LaunchableKernel:
         return self.kernel.bytes_moved()
 
 
-def _triton_kernels(fusion, interpret: bool, spec):
+def _triton_kernels(fusion, interpret: bool, spec, workers: int = -1):
     kernels, sources, jobs = {}, [], []
     for group in fusion.groups:
         cfg = choose_blocks(group.kernel, interpret, device=spec)
@@ -144,7 +145,7 @@ def _triton_kernels(fusion, interpret: bool, spec):
                                           source, group.kernel.fused_ops, group.kernel)
         sources.append((group, kernels[group]))
     if jobs:
-        parallel_compile.compile_all(jobs)
+        parallel_compile.compile_all(jobs, workers)
     return kernels, sources
 
 

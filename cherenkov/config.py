@@ -23,6 +23,8 @@ Every option lives in `Config`; every environment variable is read here and nowh
 |                             |                | ization) or "cherenkov" (cost-model min-cut)         |
 | CHERENKOV_MEMORY_BUDGET=x   | memory_budget  | saved activations: GB if x > 1, else a fraction of   |
 |                             |                | device memory (cherenkov partitioner only)           |
+| CHERENKOV_COMPILE_WORKERS=n | compile_workers| processes compiling Triton kernels in parallel (0:   |
+|                             |                | none; default -1: half the CPU cores, at most 8)     |
 """
 from __future__ import annotations
 
@@ -50,6 +52,7 @@ class Config:
     partitioner: str = field(default="torch", metadata={"env": "CHERENKOV_PARTITIONER"})
     memory_budget: float | None = field(default=None,
                                         metadata={"env": "CHERENKOV_MEMORY_BUDGET"})
+    compile_workers: int = field(default=-1, metadata={"env": "CHERENKOV_COMPILE_WORKERS"})
 
     def __post_init__(self):
         if self.attention not in ("cherenkov", "sdpa"):

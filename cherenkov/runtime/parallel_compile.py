@@ -11,8 +11,9 @@ Workers are plain `python -m cherenkov.runtime.compile_worker` processes speakin
 over pipes (multiprocessing's spawn would re-import the user's `__main__` script). Nothing
 depends on them for correctness: a worker that fails, or one that cannot start, only means the
 kernel is compiled at its first launch as before. They start when the backend first sees a
-CUDA graph (`warm`), while AOTAutograd is still tracing; `CHERENKOV_COMPILE_WORKERS` sets their
-number (0 turns this off; default: half the CPU cores, at most 8).
+CUDA graph (`warm`), while AOTAutograd is still tracing; `Config.compile_workers`
+(`CHERENKOV_COMPILE_WORKERS`) sets their number (0 turns this off; default: half the CPU cores,
+at most 8).
 """
 from __future__ import annotations
 
@@ -46,10 +47,10 @@ class Job:
         return (self.path, self.fn, self.dtypes, self.constexprs, self.options)
 
 
-def workers() -> int:
-    raw = os.environ.get("CHERENKOV_COMPILE_WORKERS")
-    if raw not in (None, ""):
-        return max(0, int(raw))
+def workers(requested: int = -1) -> int:
+    """Worker count for `Config.compile_workers` (-1: half the CPU cores, at most 8)."""
+    if requested >= 0:
+        return requested
     return max(1, min(8, (os.cpu_count() or 2) // 2))
 
 
@@ -93,15 +94,15 @@ _pool: _Pool | None = None
 _failed = False
 
 
-def warm() -> None:
+def warm(requested: int = -1) -> None:
     """Start the worker processes (they import torch and triton once, in the background)."""
-    _get_pool()
+    _get_pool(requested)
 
 
-def compile_all(jobs: list[Job]) -> int:
+def compile_all(jobs: list[Job], requested: int = -1) -> int:
     """Compile `jobs` in the workers and wait for them (at most MAX_WAIT_S); returns how many
     compiled there. A kernel already compiled there (shared by layers or graphs) is skipped."""
-    pool = _get_pool()
+    pool = _get_pool(requested)
     if pool is None:
         return 0
     todo, seen = [], set()
@@ -125,12 +126,12 @@ def compile_all(jobs: list[Job]) -> int:
     return compiled
 
 
-def _get_pool() -> _Pool | None:
+def _get_pool(requested: int) -> _Pool | None:
     global _pool, _failed
-    if _pool is not None or _failed or workers() == 0:
+    if _pool is not None or _failed or workers(requested) == 0:
         return _pool
     try:
-        _pool = _Pool(workers())
+        _pool = _Pool(workers(requested))
     except Exception as e:  # noqa: BLE001
         log.info("cherenkov: no compile workers (%s)", e)
         _failed = True

@@ -37,23 +37,24 @@ def test_worker_answers_one_line_per_job_and_reports_errors(tmp_path):
 
 
 def test_compile_all_without_workers_does_nothing(monkeypatch):
-    monkeypatch.setenv("CHERENKOV_COMPILE_WORKERS", "0")
     monkeypatch.setattr(parallel_compile, "_pool", None)
     job = parallel_compile.Job("nowhere.py", "m", "k", ("float32",), (("XBLOCK", 8),), ())
-    assert parallel_compile.compile_all([job]) == 0
+    assert parallel_compile.compile_all([job], 0) == 0
+    assert parallel_compile._pool is None
+    assert cherenkov.config.current(compile_workers=0).compile_workers == 0
 
 
 def test_failing_workers_leave_compilation_to_the_first_launch(monkeypatch, tmp_path):
     """Jobs the workers cannot compile (here: no module file) are answered, counted as not
     compiled, and a compiled graph still runs correctly."""
-    monkeypatch.setenv("CHERENKOV_COMPILE_WORKERS", "2")
     monkeypatch.setattr(parallel_compile, "_pool", None)
     monkeypatch.setattr(parallel_compile, "_failed", False)
     try:
         jobs = [parallel_compile.Job(str(tmp_path / f"m{i}.py"), f"m{i}", "k", ("float32",),
                                      (("XBLOCK", 8),), ()) for i in range(3)]
-        assert parallel_compile.compile_all(jobs) == 0
-        assert parallel_compile.compile_all(jobs) == 0          # already tried: not resent
+        assert parallel_compile.compile_all(jobs, 2) == 0
+        assert len(parallel_compile._pool.workers) == 2
+        assert parallel_compile.compile_all(jobs, 2) == 0       # already tried: not resent
         x = torch.randn(8)
         torch.testing.assert_close(cherenkov.compile(lambda t: t * 2 + 1)(x), x * 2 + 1)
     finally:
