@@ -17,6 +17,7 @@ if "triton" not in sys.modules and not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from cherenkov.config import Config, current
+from cherenkov.ir.placement import Replicate, Shard
 
 __version__ = "0.1.0"
 
@@ -27,6 +28,20 @@ def compile(model_or_fn, *, dynamic=None, fullgraph: bool = False, **options):
     from cherenkov.backend import cherenkov_backend
     backend = functools.partial(cherenkov_backend, **options)
     return torch.compile(model_or_fn, backend=backend, dynamic=dynamic, fullgraph=fullgraph)
+
+
+def shard(tensor, placements):
+    """Fix `tensor`'s placement over the tensor-parallel axis for the planner (see
+    `cherenkov.parallel.annotate`); returns `tensor` unchanged."""
+    from cherenkov.parallel.annotate import shard as _shard
+    return _shard(tensor, placements)
+
+
+def plan(model, cluster, global_batch: int, seq: int | None = None, **fixed):
+    """Plan training of a built-in model on a cluster, honouring `shard` annotations (see
+    `cherenkov.planner.plan_model`)."""
+    from cherenkov.planner import plan_model
+    return plan_model(model, cluster, global_batch, seq, **fixed)
 
 
 def profile_next_call() -> None:

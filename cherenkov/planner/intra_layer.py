@@ -51,6 +51,8 @@ class SolveOptions:
     outer_sync_s_per_byte: float = 0.0
     fixed_output: Placement | None = None  # force the graph output's placement
     lean: bool = False  # add a memory budget of 1.25x the least memory any choice could use
+    # ((weight name, placement), ...): weights pinned by cherenkov.shard annotations
+    weight_placements: tuple = ()
 
 
 @dataclass
@@ -129,7 +131,8 @@ def _input_candidates(graph: LayerGraph, t: int) -> list[Placement]:
 def solve_layer(graph: LayerGraph, axis, costs, opts: SolveOptions = SolveOptions()) -> LayerSolution:
     t = axis.size
     ops = list(graph.ops)
-    strat = {op.name: strategies(op, graph, t) for op in ops}
+    strat = {op.name: _pinned(op, strategies(op, graph, t), dict(opts.weight_placements), t)
+             for op in ops}
     in_cands = _input_candidates(graph, t)
     if opts.fixed_io is not None:
         in_cands = [p for p in in_cands if p == opts.fixed_io] or [Replicate()]
@@ -220,6 +223,25 @@ def solve_layer(graph: LayerGraph, axis, costs, opts: SolveOptions = SolveOption
               for op in ops}
     in_place = in_cands[int(np.argmax([x[index[(INPUT, i)]] for i in range(len(in_cands))]))]
     return _assemble(graph, axis, costs, opts, chosen, in_place, float(res.fun))
+
+
+class AnnotationError(ValueError):
+    """A `cherenkov.shard` annotation no strategy of its op can honour."""
+
+
+def _pinned(op: LayerOp, options: list[Strategy], pins: dict, t: int) -> list[Strategy]:
+    """The strategies of `op` that place every annotated weight as annotated."""
+    if not pins or not any(w in pins for w in op.weights):
+        return options
+    keep = [s for s in options
+            if all(pins.get(w, s.weights[i]) == s.weights[i] for i, w in enumerate(op.weights))]
+    if not keep:
+        wanted = ", ".join(f"{w} {pins[w]}" for w in op.weights if w in pins)
+        offered = sorted({", ".join(map(str, s.weights)) for s in options})
+        raise AnnotationError(f"cherenkov.shard: {op.name} ({op.kind}) cannot place {wanted} "
+                              f"on a tensor-parallel axis of {t} (its strategies place "
+                              f"its weights as: {'; '.join(offered)})")
+    return keep
 
 
 class InfeasibleLayer(Exception):

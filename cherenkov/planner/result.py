@@ -101,6 +101,7 @@ def shortlist(ranked: list, top: int) -> list:
 
 def plan_training(req: Request, progress=None, top: int = SIMULATE_TOP) -> Prediction:
     """Search, simulate the `top` best estimates, return the fastest simulated plan."""
+    _check_annotations(req)
     planner = Planner(req)
     ranked, rejects = planner.search(progress)
     if not ranked:
@@ -124,3 +125,34 @@ def plan_training(req: Request, progress=None, top: int = SIMULATE_TOP) -> Predi
         best = simulate_plan(plan, planner.costs)
         best.estimate_s = est
     return best
+
+
+def _check_annotations(req: Request) -> None:
+    from cherenkov.ir.placement import Shard
+    sharded = sorted(n for n, p in req.weight_placements.items() if isinstance(p, Shard))
+    if not sharded:
+        return
+    if req.fixed.get("tp") == 1:
+        raise Infeasible(f"cherenkov.shard annotations shard {', '.join(sharded)} over the "
+                         "tensor-parallel axis, but tp is fixed to 1: drop --tp 1 or the "
+                         "annotations")
+    if req.cluster.gpus_per_node < 2:
+        raise Infeasible(f"cherenkov.shard annotations shard {', '.join(sharded)} over the "
+                         "tensor-parallel axis, which lies within a node, but the cluster "
+                         f"has {req.cluster.gpus_per_node} GPU per node")
+
+
+def plan_model(model, cluster, global_batch: int, seq: int | None = None, progress=None,
+               **fixed) -> Prediction:
+    """Plan training of a built-in model module (`cherenkov.models` GPT or Llama) on `cluster`
+    (a ClusterSpec or a name such as "8x8xH100"), honouring its `cherenkov.shard` annotations;
+    `fixed` takes the CLI's choices (tp=, pp=, dp=, cp=, microbatch=, recompute=, schedule=,
+    zero=)."""
+    from cherenkov import hw
+    from cherenkov.parallel.annotate import layer_placements
+    if isinstance(cluster, str):
+        cluster = hw.cluster(cluster)
+    cfg = model.config
+    req = Request(cfg, cluster, global_batch, seq or cfg.seq, fixed=dict(fixed),
+                  weight_placements=layer_placements(model))
+    return plan_training(req, progress)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from cherenkov.ir.placement import Shard
 from cherenkov.models.config import ModelConfig
 from cherenkov.parallel.layer_graph import embedding_graph, head_graph, layer_graph
 from cherenkov.parallel.mesh import layout
@@ -36,6 +37,8 @@ class Request:
     global_batch: int
     seq: int
     fixed: dict = field(default_factory=dict)   # any of dp tp pp cp microbatch recompute schedule zero
+    # per-layer weight placements from cherenkov.shard (parallel/annotate.py layer_placements)
+    weight_placements: dict = field(default_factory=dict)
 
     @property
     def usable_memory(self) -> float:
@@ -55,6 +58,8 @@ def candidate_degrees(req: Request):
     cfg, world, gpn = req.model, req.cluster.world_size, req.cluster.gpus_per_node
     fx = req.fixed
     tps = [fx["tp"]] if "tp" in fx else [t for t in _divisors(gpn) if cfg.heads % t == 0]
+    if any(isinstance(p, Shard) for p in req.weight_placements.values()):
+        tps = [t for t in tps if t > 1]       # a sharded weight needs a tensor-parallel axis
     if "cp" in fx:
         cps = [fx["cp"]]
     else:
@@ -123,7 +128,9 @@ class Planner:
             seq = req.seq // cp
             g = grad_axis_of(req.cluster, tp, cp, dp)
             per_byte = self.costs.collective("all_reduce", 1e9, g.size, g.spans_nodes, g.per_node) / 1e9
-            opts = SolveOptions(microbatches=num_mb, outer_sync_s_per_byte=per_byte, lean=lean)
+            opts = SolveOptions(microbatches=num_mb, outer_sync_s_per_byte=per_byte, lean=lean,
+                                weight_placements=tuple(sorted(
+                                    req.weight_placements.items(), key=lambda kv: kv[0])))
             try:
                 layer = solve_layer(layer_graph(req.model, mb, seq), axis, self.costs, opts)
             except InfeasibleLayer:
