@@ -3,7 +3,8 @@ GPT-2 (or Llama) config, for torch.compile and Cherenkov, in one process.
 
 For each backend: host time to issue one step (no synchronization) against the GPU time of the
 step, and the CUDA kernels grouped by name (total time per step, launches per step) with a
-category (matmul, attention, generated, aten, optimizer, copy). Cherenkov's generated kernels
+category (matmul, attention, generated, aten, optimizer, copy); and what is alive at one step's
+memory peak, by allocation site (cherenkov/bench/memory_peak.py). Cherenkov's generated kernels
 are named by content hash; the report maps each to its fused op count and bytes, and the
 sources of the costliest ones are written beside it.
 
@@ -73,6 +74,7 @@ def profile_backend(case, backend, settings, steps: int = 3) -> dict:
     stats.sort_stats("tottime").print_stats(35)
     stats.sort_stats("cumulative").print_stats(45)
     host_profile = text.getvalue()
+    memory = peak_memory(fn, opt, batches, settings)
     acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=acts) as prof:
         for i in range(steps):
@@ -87,9 +89,30 @@ def profile_backend(case, backend, settings, steps: int = 3) -> dict:
     del model, opt, fn
     torch._dynamo.reset()
     torch.cuda.empty_cache()
-    return {"host_profile": host_profile, "host_ms": sorted(host)[2] * 1e3, "wall_ms": sorted(wall)[2] * 1e3,
+    return {"host_profile": host_profile, "memory": memory,
+            "host_ms": sorted(host)[2] * 1e3, "wall_ms": sorted(wall)[2] * 1e3,
             "kernels": {n: {"us": v[0], "count": v[1], "category": category(n)}
                         for n, v in kernels.items()}}
+
+
+def peak_memory(fn, opt, batches, settings) -> dict:
+    """One step under the allocator's history recorder: what is alive at its peak."""
+    from cherenkov.bench.memory_peak import peak_live
+    dev = settings.device
+    try:
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated(dev)
+        torch.cuda.reset_peak_memory_stats(dev)
+        torch.cuda.memory._record_memory_history(max_entries=1_000_000)
+        suite._train_step(fn, opt, *batches[0], settings)
+        torch.cuda.synchronize()
+        snap = torch.cuda.memory._snapshot()
+        torch.cuda.memory._record_memory_history(enabled=None)
+        result = peak_live(snap["device_traces"][torch.cuda.current_device()])
+        result.update(baseline_bytes=base, max_allocated=torch.cuda.max_memory_allocated(dev))
+        return result
+    except Exception as e:  # noqa: BLE001 -- the rest of the profile still counts
+        return {"error": f"{type(e).__name__}: {e}"}
 
 
 def cherenkov_kernels() -> dict:
@@ -113,8 +136,15 @@ def render(case, results: dict, known: dict) -> str:
         lines += [f"## {name}", "",
                   f"host issue time {r['host_ms']:.1f} ms/step; synchronized wall {r['wall_ms']:.1f}"
                   f" ms/step; kernel time {total / 1e3:.1f} ms/step, "
-                  f"{sum(k['count'] for k in ks.values()):.0f} launches/step", "",
-                  "| category | ms/step | launches/step |", "|---|---|---|"]
+                  f"{sum(k['count'] for k in ks.values()):.0f} launches/step", ""]
+        mem = r.get("memory") or {}
+        if "peak_bytes" in mem:
+            from cherenkov.bench.memory_peak import markdown as memory_markdown
+            lines += [f"max allocated {mem['max_allocated'] / 1e9:.2f} GB. "] + \
+                memory_markdown(mem, mem["baseline_bytes"]) + [""]
+        elif mem:
+            lines += [f"memory at peak: {mem.get('error')}", ""]
+        lines += ["| category | ms/step | launches/step |", "|---|---|---|"]
         cats = defaultdict(lambda: [0.0, 0.0])
         for k in ks.values():
             cats[k["category"]][0] += k["us"]

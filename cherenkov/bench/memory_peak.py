@@ -1,0 +1,65 @@
+"""What is alive at a step's memory peak: a replay of the CUDA caching allocator's trace
+(`torch.cuda.memory._record_memory_history` / `_snapshot()["device_traces"]`).
+
+`peak_live(events)` walks alloc/free events in order, finds where the bytes allocated since
+recording began peak, and groups the allocations alive at that moment by the first stack frame
+that says who asked (our runtime, Inductor's generated code, the model, autograd, the
+optimizer). A freed block counts as free from its `free_requested` event, as
+`torch.cuda.max_memory_allocated` counts it.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+# frames that name who allocated, most specific first; the allocator's own frames never do
+SITE_MARKERS = ("cherenkov/runtime", "cherenkov/lowering", "torch/_inductor", "cherenkov/models",
+                "torch/optim", "torch/_functorch", "torch/autograd", "torch/nn", "cherenkov")
+
+
+def site(frames: list) -> str:
+    for marker in SITE_MARKERS:
+        for f in frames or ():
+            name = f.get("filename", "")
+            if marker in name:
+                short = name[name.find(marker):]
+                return f"{short}:{f.get('line', '?')} {f.get('name', '')}".strip()
+    if frames:
+        f = frames[0]
+        return f"{f.get('filename', '?')}:{f.get('line', '?')} {f.get('name', '')}".strip()
+    return "(no stack)"
+
+
+def peak_live(events: list, top: int = 25) -> dict:
+    """{"peak_bytes", "at_event", "sites": [(site, bytes, count), ...]} for one device trace."""
+    live: dict[int, tuple[int, str]] = {}
+    freed: set[int] = set()
+    current = peak = 0
+    at, peak_set = -1, {}
+    for i, ev in enumerate(events):
+        action, addr, size = ev.get("action"), ev.get("addr"), int(ev.get("size", 0))
+        if action == "alloc":
+            live[addr] = (size, site(ev.get("frames")))
+            freed.discard(addr)
+            current += size
+            if current > peak:
+                peak, at, peak_set = current, i, dict(live)
+        elif action in ("free_requested", "free_completed"):
+            if addr in live and addr not in freed:
+                current -= live.pop(addr)[0]
+                freed.add(addr)
+    groups: dict[str, list] = defaultdict(lambda: [0, 0])
+    for size, where in peak_set.values():
+        groups[where][0] += size
+        groups[where][1] += 1
+    sites = sorted(((w, b, n) for w, (b, n) in groups.items()), key=lambda t: -t[1])[:top]
+    return {"peak_bytes": peak, "at_event": at, "sites": sites}
+
+
+def markdown(result: dict, baseline_bytes: int) -> list[str]:
+    lines = [f"Allocated before the step (weights, optimizer state, ...): "
+             f"{baseline_bytes / 1e9:.2f} GB; peak during the step: "
+             f"+{result['peak_bytes'] / 1e9:.2f} GB. Alive at the peak, by allocation site:", "",
+             "| site | GB | allocations |", "|---|---|---|"]
+    for where, nbytes, count in result["sites"]:
+        lines.append(f"| `{where[:110]}` | {nbytes / 1e9:.3f} | {count} |")
+    return lines
