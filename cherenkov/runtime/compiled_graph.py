@@ -92,7 +92,53 @@ class CompiledGraph:
             else:
                 self.steps.append(self._library_step(obj))
         self.output_slots = [None if o is None else self.slot[o] for o in self.graph.outputs]
+        self._in_place_mutations()
         self._lifetimes()
+        self.fast_steps = _batched(self.steps)
+
+    def _in_place_mutations(self) -> None:
+        """A pointwise kernel whose output is copied back into an input it reads only at the
+        element it writes (an optimizer's parameter and moment updates) writes into the input
+        directly, when nothing after it reads the input or a view of it: the copy after the
+        run (four per parameter in an AdamW step) disappears."""
+        self.in_place: set[int] = set()          # positions in graph.mutations done in place
+        producer = {}
+        for i, step in enumerate(self.steps):
+            for slot in getattr(step, "out_slots", ()):
+                producer[slot] = i
+        aliases = self._aliases()
+        targets = [m[0] for m in self.graph.mutations]
+        for k, (index, position) in enumerate(self.graph.mutations):
+            out = self.output_slots[position]
+            node, value = self.graph.inputs[index], self.graph.outputs[position]
+            if out is None or out not in producer or targets.count(index) > 1:
+                continue
+            meta = node.meta
+            if (meta.shape != value.shape or meta.dtype != value.dtype or meta.storage_offset
+                    or tuple(meta.strides) != contiguous_strides(meta.shape)):
+                continue
+            at = producer[out]
+            step = self.steps[at]
+            if not step.reads_in_place(index):
+                continue
+            family = aliases.get(index, {index})
+            later = any(s in family for st in self.steps[at + 1:] for s in st.reads)
+            returned = any(s in family for s in self.output_slots if s is not None and s != out)
+            if later or returned:
+                continue
+            step.into[out] = index
+            self.in_place.add(k)
+
+    def _aliases(self) -> dict[int, set]:
+        """Input slot -> slots that may share its memory (views of it, library results read
+        from it), transitively."""
+        out = {i: {i} for i in range(self.n_inputs)}
+        for step in self.steps:
+            if step.kind in ("view", "getitem", "library"):
+                for family in out.values():
+                    if any(s in family for s in step.reads):
+                        family.update(getattr(step, "out_slots", ()))
+        return out
 
     def _lifetimes(self) -> None:
         last: dict[int, int] = {}
@@ -130,20 +176,41 @@ class CompiledGraph:
         from_start = {self.slot[r] for r in group.reads
                       if r.op == Op.INPUT and r.meta.storage_offset != 0}
         device, empty = self.device, allocator(self.device)
+        into: dict[int, int] = {}                 # output slot -> input slot written in place
 
-        def run(env):
+        def prepare(env) -> list:
+            """Allocate (or pre-fill) the outputs; the kernel's arguments in order."""
             for slot, shape, strides, dtype in outs:
-                env[slot] = empty(shape, strides, dtype)
+                env[slot] = empty(shape, strides, dtype) if slot not in into else env[into[slot]]
             for slot, shape, dtype, fill, src in prefills:
                 env[slot] = (torch.full(shape, fill, dtype=dtype, device=device) if src is None
                              else env[src].to(dtype).contiguous().clone())
-            launcher(*[env[s].as_strided((1,), (1,), 0) if s in from_start else env[s]
-                       for s in arg_slots])
+            return [env[s].as_strided((1,), (1,), 0) if s in from_start else env[s]
+                    for s in arg_slots]
+
+        def run(env):
+            launcher(*prepare(env))
 
         step = Step("kernel", run, rendered.name)
         step.kernel = rendered.kernel             # kernel IR, for cost reports
         step.launcher = launcher
         step.reads = list(arg_slots) + [p[4] for p in prefills if p[4] is not None]
+        step.out_slots = [o[0] for o in outs]
+        step.into = into
+        step.prepare = prepare
+        kernel = rendered.kernel
+        names = {slot: name for name, slot in zip(rendered.arg_names, arg_slots)}
+
+        def reads_in_place(slot: int) -> bool:
+            """Whether this kernel reads `slot` only at the element each program writes."""
+            if kernel is None or kernel.R != 1 or slot not in names or prefills:
+                return False
+            from cherenkov.codegen import indexing as ix
+            from cherenkov.codegen.kernel_ir import Load
+            x = ix.var("x", kernel.X)
+            return all(s.index == x for s in kernel.body
+                       if isinstance(s, Load) and s.buffer == names[slot])
+        step.reads_in_place = reads_in_place
         return step
 
     def _library_step(self, node: Node) -> Step:
@@ -169,6 +236,7 @@ class CompiledGraph:
 
         step = Step("library", run, getattr(target, "__name__", str(target)))
         step.reads = in_slots
+        step.out_slots = [out]
         return step
 
     def _getitem_step(self, node: Node) -> Step:
@@ -179,6 +247,7 @@ class CompiledGraph:
 
         step = Step("getitem", run, "getitem")
         step.reads = [src]
+        step.out_slots = [out]
         return step
 
     def _view_step(self, node: Node, base: Node) -> Step:
@@ -206,6 +275,7 @@ class CompiledGraph:
 
         step = Step("view", run, "view")
         step.reads = [src]
+        step.out_slots = [out]
         return step
 
     # ---- running --------------------------------------------------------------------------
@@ -226,9 +296,13 @@ class CompiledGraph:
         return self.apply_mutations(targets, self._call(inputs))
 
     def apply_mutations(self, targets: list, outs: list) -> list:
-        """Copy each updated value into its input; return the graph's own outputs."""
+        """Copy each updated value into its input (a kernel that wrote it in place only bumps
+        its version, as copy_ would); return the graph's own outputs."""
         for dst, (_, position) in zip(targets, self.graph.mutations):
             value = outs[position]
+            if value is dst:
+                _bump_version(dst)
+                continue
             if value.untyped_storage().data_ptr() == dst.untyped_storage().data_ptr():
                 value = value.clone()            # never copy a tensor onto itself in place
             dst.copy_(value)
@@ -245,7 +319,7 @@ class CompiledGraph:
         self.bind_stream()
         env = list(inputs) + [None] * (len(self.slot) - self.n_inputs)
         inputs.clear()
-        for step in self.steps:
+        for step in self.fast_steps:
             step.run(env)
             for s in step.frees:
                 env[s] = None
@@ -257,6 +331,64 @@ class CompiledGraph:
     @property
     def kernel_count(self) -> int:
         return sum(1 for s in self.steps if s.kind == "kernel")
+
+
+def _batched(steps: list[Step]) -> list[Step]:
+    """The plan with each run of consecutive C++ kernels (of one library) made one step that
+    calls them all at once (`cpp_build.run_many`): on a CPU each ctypes call and the Python
+    around it cost microseconds, a compiled optimizer step has one kernel per parameter."""
+    out, run = [], []
+
+    def flush():
+        out.extend([_cpp_batch(list(run))] if len(run) >= 2 else run)
+        run.clear()
+    for step in steps:
+        launcher = getattr(step, "launcher", None)
+        batchable = (step.kind == "kernel" and getattr(launcher, "batch_id", None) is not None
+                     and hasattr(launcher, "library"))
+        if batchable and (not run or run[0].launcher.library is launcher.library):
+            run.append(step)
+            continue
+        flush()
+        if batchable:
+            run.append(step)
+        else:
+            out.append(step)
+    flush()
+    return out
+
+
+def _cpp_batch(members: list[Step]) -> Step:
+    from cherenkov.runtime.cpp_build import run_many
+    kernels = [m.launcher for m in members]
+    call = run_many(kernels)
+
+    def run(env):
+        if not all(k._checked for k in kernels):      # first call: each checks its arguments
+            for m in members:
+                m.run(env)
+            return
+        ptrs = []
+        for m in members:
+            for t in m.prepare(env):
+                ptrs.append(t.data_ptr() - t.storage_offset() * t.element_size())
+        call(ptrs)
+
+    step = Step("kernel_batch", run, "+".join(m.label for m in members))
+    step.members = members
+    step.reads = [s for m in members for s in m.reads]
+    step.frees = tuple(s for m in members for s in m.frees)   # all dead by the batch's end
+    return step
+
+
+def _bump_version(t: torch.Tensor) -> None:
+    """What an in-place op does to a tensor's version counter (autograd's check that a saved
+    tensor was not modified), for a write a kernel made directly."""
+    bump = getattr(torch.autograd.graph, "increment_version", None)
+    if bump is not None:
+        bump(t)
+    else:
+        torch._C._increment_version(t)
 
 
 def _buffer_name(node: Node) -> str:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from cherenkov.codegen.cpp_ops import PRELUDE
+from cherenkov.codegen.cpp_ops import PRELUDE, storage_type
 from cherenkov.codegen.cpp_renderer import render_cpp
 from cherenkov.codegen.kernel_ir import Buffer, Kernel
 
@@ -168,6 +168,27 @@ def load_library(path: Path) -> ctypes.CDLL:
         return _loaded[path]
 
 
+def run_many(kernels: list["CppKernel"]):
+    """A callable(list of pointer ints) running `kernels` (of one library) in one C call, the
+    pointers of each kernel's tensors in order (as `CppKernel.pointer` gives them)."""
+    library = kernels[0].library
+    fn = library.cherenkov_run_many
+    fn.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_void_p)]
+    fn.restype = None
+    n = len(kernels)
+    ids = (ctypes.c_int * n)(*[k.batch_id for k in kernels])
+    first = kernels[0]
+
+    def call(ptrs: list) -> None:
+        threads = torch.get_num_threads()
+        if threads != first._threads:
+            first._set_threads(threads)
+            for k in kernels:
+                k._threads = threads
+        fn(n, ids, (ctypes.c_void_p * len(ptrs))(*ptrs))
+    return call
+
+
 class CppKernel:
     """A compiled kernel called with torch CPU tensors: `Kernel.inputs`, then `Kernel.outputs`.
 
@@ -175,8 +196,11 @@ class CppKernel:
     so each input is passed as the start of its storage (bounds-checked against the storage).
     Outputs must be contiguous and exactly the kernel's size."""
 
-    def __init__(self, kernel: Kernel, library: ctypes.CDLL, path: Path, source: str):
+    def __init__(self, kernel: Kernel, library: ctypes.CDLL, path: Path, source: str,
+                 batch_id: int | None = None):
         self.name = kernel.name
+        self.library = library
+        self.batch_id = batch_id               # index in the library's cherenkov_run_many table
         self.inputs: list[Buffer] = list(kernel.inputs)
         self.outputs: list[Buffer] = list(kernel.outputs)
         self.library_path = path
@@ -240,7 +264,29 @@ def compile_graph_kernels(kernels: list[Kernel], compiler: str | None = None) ->
     if len(set(names)) != len(names):
         raise ValueError(f"kernel names must be unique within a graph: {names}")
     sources = [render_cpp(k) for k in kernels]
-    source = PRELUDE + "".join("\n\n" + s for s in sources)
+    source = PRELUDE + "".join("\n\n" + s for s in sources) + "\n\n" + dispatcher(kernels)
     path = build_library(source, compiler)
     library = load_library(path)
-    return {k.name: CppKernel(k, library, path, s) for k, s in zip(kernels, sources)}
+    return {k.name: CppKernel(k, library, path, s, batch_id=i)
+            for i, (k, s) in enumerate(zip(kernels, sources))}
+
+
+def dispatcher(kernels: list[Kernel]) -> str:
+    """`cherenkov_run_many(n, ids, ptrs)`: run kernels ids[0..n) in order, each taking its
+    buffers' pointers from `ptrs` in turn -- one call from Python for a run of kernels."""
+    lines = ["// one call for a run of kernels: each boxed wrapper takes its arguments from the",
+             "// pointer array and returns where the next kernel's begin"]
+    for k in kernels:
+        buffers = [f"(const {storage_type(b.dtype)}*)a[{i}]" for i, b in enumerate(k.inputs)]
+        buffers += [f"({storage_type(b.dtype)}*)a[{len(k.inputs) + i}]"
+                    for i, b in enumerate(k.outputs)]
+        n = len(k.inputs) + len(k.outputs)
+        lines.append(f"static void* const* ck_boxed_{k.name}(void* const* a) "
+                     f"{{ {k.name}({', '.join(buffers)}); return a + {n}; }}")
+    lines.append("typedef void* const* (*ck_boxed_fn)(void* const*);")
+    lines.append("static const ck_boxed_fn ck_table[] = {"
+                 + ", ".join(f"ck_boxed_{k.name}" for k in kernels) + "};")
+    lines.append('extern "C" void cherenkov_run_many(int n, const int* ids, void* const* ptrs) {')
+    lines.append("    for (int i = 0; i < n; ++i) ptrs = ck_table[ids[i]](ptrs);")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
