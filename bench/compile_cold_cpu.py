@@ -1,6 +1,7 @@
 """Cold compile time on the CPU (issue 7): the demo's small GPT, first training step (capture,
 compile forward and backward, run) with torch.compile (Inductor's C++ backend) and with
-Cherenkov (C++ backend), each in a fresh process with empty caches (TORCHINDUCTOR_CACHE_DIR,
+Cherenkov (C++ backend), each also with the AdamW step compiled ("+optimizer"), each in a
+fresh process with empty caches (TORCHINDUCTOR_CACHE_DIR,
 CHERENKOV_CACHE_DIR and TRITON_CACHE_DIR pointed at new temporary folders); eager's first step
 for reference. Then the warm step time of each against an eager copy of the model in the same
 process (alternating blocks of steps: separate processes on a shared machine differ by up to
@@ -31,11 +32,17 @@ model = GPT(cfg)
 ref = copy.deepcopy(model)
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 opt_ref = torch.optim.AdamW(ref.parameters(), lr=1e-3)
-fn = {"eager": lambda m: m, "torch.compile": lambda m: torch.compile(m),
-      "cherenkov": lambda m: cherenkov.compile(m, strict=True)}[impl](model)
+backend, _, with_opt = impl.partition("+")
+build = {"eager": lambda m: m, "torch.compile": lambda m: torch.compile(m),
+         "cherenkov": lambda m: cherenkov.compile(m, strict=True)}[backend]
+fn = build(model)
+# "+optimizer": the AdamW step compiled by the same backend (eager's is the reference)
+opt_step = build(opt.step) if with_opt else opt.step
 idx = torch.randint(0, 128, (2, 32)); tgt = torch.randint(0, 128, (2, 32))
 def step(f, o):
-    _, loss = f(idx, tgt); loss.backward(); o.step(); o.zero_grad(set_to_none=True)
+    _, loss = f(idx, tgt); loss.backward()
+    (opt_step if o is opt else o.step)()
+    o.zero_grad(set_to_none=True)
     return loss.item()
 t0 = time.perf_counter(); step(fn, opt); first = time.perf_counter() - t0
 # step times: this backend and eager in the same process, alternating blocks of steps, so
@@ -71,8 +78,11 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
     import torch
+
+    from cherenkov.bench.report import commit as current_commit
     results = {}
-    for impl in ("eager", "torch.compile", "cherenkov"):
+    for impl in ("eager", "torch.compile", "cherenkov", "torch.compile+optimizer",
+                 "cherenkov+optimizer"):
         runs = [run_child(impl) for _ in range(args.repeats)]
         results[impl] = {"first_step_s": statistics.median(r["first_step_s"] for r in runs),
                          "step_s": statistics.median(r["step_s"] for r in runs),
@@ -101,9 +111,12 @@ def main() -> None:
     for name, r in results.items():
         lines.append(f"| {name} | {r['first_step_s']:.2f} | {r['step_s'] * 1e3:.3f} | "
                      f"{r['vs_eager']:.2f}x |")
-    lines += ["", f"Cherenkov's cold first step is {c['first_step_s'] / t['first_step_s']:.2f}x "
+    co = results["cherenkov+optimizer"]
+    lines += ["", "'+optimizer': the AdamW step compiled by the same backend too "
+              "(`backend(opt.step)`), eager's AdamW for the reference.", "",
+              f"Cherenkov's cold first step is {c['first_step_s'] / t['first_step_s']:.2f}x "
               f"torch.compile's (target <= 1.0x); its step is {c['vs_eager']:.2f}x eager's "
-              "speed (target >= 1.3x)."]
+              f"speed, {co['vs_eager']:.2f}x with the optimizer step compiled (target >= 1.3x)."]
     text = "\n".join(lines) + "\n"
     open(stem + ".md", "w").write(text)
     print(text)

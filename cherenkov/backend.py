@@ -28,7 +28,8 @@ def _key(inputs) -> tuple:
     parts = []
     for x in inputs:
         if isinstance(x, torch.Tensor):
-            parts.append((tuple(x.shape), tuple(x.stride()), x.dtype, x.device, x.storage_offset()))
+            # torch.Size and stride() are tuples already (hashable): no copies per call
+            parts.append((x.shape, x.stride(), x.dtype, x.device, x.storage_offset()))
         else:
             parts.append(("scalar", type(x).__name__, x if isinstance(x, (int, bool)) else None))
     return tuple(parts)
