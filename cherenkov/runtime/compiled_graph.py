@@ -198,6 +198,12 @@ class CompiledGraph:
         step.out_slots = [o[0] for o in outs]
         step.into = into
         step.prepare = prepare
+        # for batched calls: outputs to allocate, the slots passed, whether anything needs
+        # more than allocation (pre-filled scatter bases, inputs passed from their storage start)
+        step.allocs = outs
+        step.device = device
+        step.arg_slots = list(arg_slots)
+        step.simple = not prefills and not from_start
         kernel = rendered.kernel
         names = {slot: name for name, slot in zip(rendered.arg_names, arg_slots)}
 
@@ -298,14 +304,17 @@ class CompiledGraph:
     def apply_mutations(self, targets: list, outs: list) -> list:
         """Copy each updated value into its input (a kernel that wrote it in place only bumps
         its version, as copy_ would); return the graph's own outputs."""
+        written = []
         for dst, (_, position) in zip(targets, self.graph.mutations):
             value = outs[position]
             if value is dst:
-                _bump_version(dst)
+                written.append(dst)
                 continue
             if value.untyped_storage().data_ptr() == dst.untyped_storage().data_ptr():
                 value = value.clone()            # never copy a tensor onto itself in place
             dst.copy_(value)
+        if written:
+            _bump_versions(written)
         return outs[: len(outs) - len(self.graph.mutations)]
 
     def bind_stream(self) -> None:
@@ -363,16 +372,35 @@ def _cpp_batch(members: list[Step]) -> Step:
     kernels = [m.launcher for m in members]
     call = run_many(kernels)
 
+    # Every argument starts its storage: kernel outputs are fresh or in-place contiguous
+    # tensors, library outputs are brought to offset 0, inputs with an offset are passed from
+    # their storage start, and the input signature (backend._key) pins inputs' offsets. The
+    # first call, which checks every argument, confirms it; then a pointer is just data_ptr.
+    state = {"offsets": None}
+    simple = all(m.simple for m in members)
+    allocs = [a for m in members for a in m.allocs]
+    arg_slots = [s for m in members for s in m.arg_slots]
+    into: dict = {}
+    for m in members:
+        into.update(m.into)          # filled by _in_place_mutations before batching
+    empty = allocator(members[0].device)
+
     def run(env):
-        if not all(k._checked for k in kernels):      # first call: each checks its arguments
-            for m in members:
-                m.run(env)
+        if state["offsets"] is None or not all(k._checked for k in kernels):
+            args = []
+            for m in members:                      # first call: each checks its arguments
+                tensors = m.prepare(env)
+                args.extend(tensors)
+                m.launcher(*tensors)
+            state["offsets"] = any(t.storage_offset() for t in args)
             return
-        ptrs = []
-        for m in members:
-            for t in m.prepare(env):
-                ptrs.append(t.data_ptr() - t.storage_offset() * t.element_size())
-        call(ptrs)
+        if state["offsets"] or not simple:
+            call([t.data_ptr() - t.storage_offset() * t.element_size()
+                  for m in members for t in m.prepare(env)])
+            return
+        for slot, shape, strides, dtype in allocs:        # every member's outputs at once
+            env[slot] = empty(shape, strides, dtype) if slot not in into else env[into[slot]]
+        call([env[s].data_ptr() for s in arg_slots])
 
     step = Step("kernel_batch", run, "+".join(m.label for m in members))
     step.members = members
@@ -381,14 +409,15 @@ def _cpp_batch(members: list[Step]) -> Step:
     return step
 
 
-def _bump_version(t: torch.Tensor) -> None:
+def _bump_versions(tensors: list) -> None:
     """What an in-place op does to a tensor's version counter (autograd's check that a saved
-    tensor was not modified), for a write a kernel made directly."""
+    tensor was not modified), for writes kernels made directly; one call for all."""
     bump = getattr(torch.autograd.graph, "increment_version", None)
-    if bump is not None:
-        bump(t)
-    else:
-        torch._C._increment_version(t)
+    try:
+        bump(tensors)                     # takes a list since torch 2.5 or so
+    except TypeError:
+        for t in tensors:
+            (bump or torch._C._increment_version)(t)
 
 
 def _buffer_name(node: Node) -> str:
