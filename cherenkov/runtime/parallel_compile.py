@@ -28,7 +28,8 @@ from dataclasses import asdict, dataclass
 
 log = logging.getLogger("cherenkov")
 
-MAX_WAIT_S = 300.0          # a graph never waits longer than this for its kernels
+MAX_WAIT_S = 60.0           # a graph never waits longer than this for its kernels; a pool
+                            # that makes it wait that long is not used again
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,13 @@ def compile_all(jobs: list[Job], requested: int = -1) -> int:
     n = len(pool.workers)
     batches = [todo[i::n] for i in range(n)]
     running = [pool.threads.submit(w.run, b) for w, b in zip(pool.workers, batches) if b]
-    done, _ = futures.wait(running, timeout=MAX_WAIT_S)
+    done, late = futures.wait(running, timeout=MAX_WAIT_S)
+    if late:
+        global _failed
+        log.warning("cherenkov: compile workers took over %.0f s; compiling at first launch "
+                    "from now on", MAX_WAIT_S)
+        _failed = True
+        shutdown()
     compiled = 0
     for future in done:
         try:
@@ -143,5 +150,7 @@ def shutdown() -> None:
     if _pool is not None:
         for w in _pool.workers:
             w.close()
+            if w.proc.poll() is None:
+                w.proc.kill()
         _pool.threads.shutdown(wait=False)
     _pool = None

@@ -59,3 +59,20 @@ def test_failing_workers_leave_compilation_to_the_first_launch(monkeypatch, tmp_
         torch.testing.assert_close(cherenkov.compile(lambda t: t * 2 + 1)(x), x * 2 + 1)
     finally:
         parallel_compile.shutdown()
+
+
+def test_a_hung_worker_never_holds_a_compile_for_long(monkeypatch, tmp_path):
+    """A worker stuck on a job (here: a module that sleeps on import) is given up after
+    MAX_WAIT_S; the pool is then not used again, and compiling goes on at first launch."""
+    path = tmp_path / "slow.py"
+    path.write_text("import time\ntime.sleep(60)\n")
+    monkeypatch.setattr(parallel_compile, "_pool", None)
+    monkeypatch.setattr(parallel_compile, "_failed", False)
+    monkeypatch.setattr(parallel_compile, "MAX_WAIT_S", 2.0)
+    try:
+        job = parallel_compile.Job(str(path), "slow", "k", ("float32",), (("XBLOCK", 8),), ())
+        assert parallel_compile.compile_all([job], 1) == 0
+        assert parallel_compile._failed and parallel_compile._pool is None
+        assert parallel_compile.compile_all([job], 1) == 0      # no pool: returns at once
+    finally:
+        parallel_compile.shutdown()
