@@ -199,11 +199,21 @@ def build_tasks(plan, costs) -> tuple[list[Task], dict[int, float]]:
         if last_vs:
             chain(f"B{mb}.head", ht.bwd, ht.bwd_comm)
         last_mb = mb == m - 1
+        gathered = {}
+
+        def gather(l):
+            return add(Task(f"B{mb}.ag{chunk}.{l}", p, g_level, gather_s, (), "comm",
+                            nbytes=layer_grad_bytes, axis="dp"))
         for l in reversed(range(nl)):
             extra = ()
             if zero == 3:
-                ag = add(Task(f"B{mb}.ag{chunk}.{l}", p, g_level, gather_s, (), "comm",
-                              nbytes=layer_grad_bytes, axis="dp"))
+                # FSDP's backward prefetch: the next layer's all-gather is issued before this
+                # layer's reduce-scatter, so it overlaps this layer's backward compute
+                ag = gathered.pop(l, None)
+                if ag is None:
+                    ag = gather(l)
+                if l > 0:
+                    gathered[l - 1] = gather(l - 1)
                 extra = (ag,)
             if lt.recompute > 0:
                 chain(f"B{mb}.c{chunk}.l{l}.recompute", lt.recompute, 0.0, "recompute", extra=extra)
