@@ -119,7 +119,7 @@ class CompiledGraph:
                 continue
             at = producer[out]
             step = self.steps[at]
-            if not step.reads_in_place(index):
+            if not step.reads_in_place(index, out):
                 continue
             family = aliases.get(index, {index})
             later = any(s in family for st in self.steps[at + 1:] for s in st.reads)
@@ -207,15 +207,23 @@ class CompiledGraph:
         kernel = rendered.kernel
         names = {slot: name for name, slot in zip(rendered.arg_names, arg_slots)}
 
-        def reads_in_place(slot: int) -> bool:
-            """Whether this kernel reads `slot` only at the element each program writes."""
-            if kernel is None or kernel.R != 1 or slot not in names or prefills:
+        def reads_in_place(slot: int, out: int) -> bool:
+            """Whether this kernel reads `slot` only at the element each program writes, and
+            never after storing `out` (so writing `out` into `slot` changes nothing it reads)."""
+            if kernel is None or kernel.R != 1 or slot not in names or out not in names \
+                    or prefills:
                 return False
             from cherenkov.codegen import indexing as ix
-            from cherenkov.codegen.kernel_ir import Load
+            from cherenkov.codegen.kernel_ir import Load, Store
             x = ix.var("x", kernel.X)
-            return all(s.index == x for s in kernel.body
-                       if isinstance(s, Load) and s.buffer == names[slot])
+            stored = False
+            for st in kernel.body:
+                if isinstance(st, Store) and st.buffer == names[out]:
+                    stored = True
+                elif isinstance(st, Load) and st.buffer == names[slot] and (stored
+                                                                            or st.index != x):
+                    return False
+            return True
         step.reads_in_place = reads_in_place
         return step
 
