@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# First GPU job of a session: the GPU tests (device kernels, CUDA graphs, compile workers,
+# compiled optimizer) and then the train suite (eager / torch.compile / Cherenkov, both
+# configs), all under ~9 minutes. Results to $OUT (default bench/results).
+#
+#     OUT=$OUT bash bench/check_gpu.sh
+set -u
+cd "$(dirname "$0")/.."
+OUT="${OUT:-bench/results}"
+export CHERENKOV_COMMIT="${CHERENKOV_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+PYTHONPATH=. timeout 120 python3 -m pytest -q -x tests/gpu 2>&1 | tail -15
+OUT="$OUT" timeout 400 bash bench/train_gpu.sh --impls eager torch.compile cherenkov \
+    --time-budget 220 2>&1 | grep -E "^\| (eager|torch.compile|cherenkov)|^- |wrote"
