@@ -184,3 +184,15 @@ def test_a_new_storage_offset_is_noticed_after_a_repeated_call():
     compiled = cherenkov.compile(fn, strict=True, dynamic=False)
     for view in (base[:10], base[:10], base[7:17], base[7:17], base[:10]):
         torch.testing.assert_close(compiled(view), fn(view))
+
+
+def test_matmul_with_a_transposed_stored_weight_calls_linear_without_a_view_step():
+    from cherenkov.compiler import compile_fx
+    from torch.fx.experimental.proxy_tensor import make_fx
+    fn = lambda x, w, b: (torch.nn.functional.linear(x, w, b), x @ w.t())  # noqa: E731
+    x, w, b = torch.randn(6, 5), torch.randn(7, 5), torch.randn(7)
+    compiled, _ = compile_fx(make_fx(fn)(x, w, b), [x, w, b], Config(strict=True))
+    labels = [s.label for s in compiled.steps]
+    assert labels.count("linear") == 2 and not any(s.kind == "view" for s in compiled.steps)
+    for got, want in zip(compiled([x, w, b]), fn(x, w, b)):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)

@@ -14,7 +14,7 @@ import torch
 
 from cherenkov.ir.graph import Graph, Node
 from cherenkov.ir.ops import GroupOp, Op
-from cherenkov.lowering.library import template_filler
+from cherenkov.lowering.library import Slot, template_filler
 from cherenkov.passes.fusion import FusionResult, Group, const_fill, is_library
 from cherenkov.runtime.alloc import allocator, contiguous_strides
 from cherenkov.runtime.triton_launch import TritonLaunch
@@ -90,8 +90,9 @@ class CompiledGraph:
             elif obj.op == Op.GETITEM:
                 self.steps.append(self._getitem_step(obj))
             else:
-                self.steps.append(self._library_step(obj))
+                self.steps.append(self._linear_step(obj, fusion) or self._library_step(obj))
         self.output_slots = [None if o is None else self.slot[o] for o in self.graph.outputs]
+        self._drop_unread_views()
         self._in_place_mutations()
         self._lifetimes()
         self.fast_steps = _batched(self.steps)
@@ -226,6 +227,50 @@ class CompiledGraph:
             return True
         step.reads_in_place = reads_in_place
         return step
+
+    def _linear_step(self, node: Node, fusion: FusionResult) -> Step | None:
+        """mm(x, w.t()) / addmm(b, x, w.t()) with w a stored 2-D buffer, as F.linear(x, w, b):
+        the same ATen call (linear on 2-D inputs is addmm(b, x, w.t())), without a view
+        step per call for the transposed weight."""
+        target, t_args, t_kwargs, _ = node.args
+        aten = torch.ops.aten
+        if target not in (aten.mm.default, aten.addmm.default) or t_kwargs:
+            return None
+        n = 2 if target is aten.mm.default else 3
+        if len(t_args) != n or not all(isinstance(a, Slot) for a in t_args):
+            return None
+        view = node.inputs[t_args[-1].index]
+        base = fusion.views.get(view)
+        if (view.op != Op.PERMUTE or tuple(view.args[0]) != (1, 0) or view.inputs[0] is not base
+                or base is None or len(base.shape) != 2):
+            return None
+        meta = node.meta
+        if isinstance(meta, tuple) or meta is None:
+            return None
+        x, w = self._slot_of(node.inputs[t_args[-2].index]), self._slot_of(base)
+        b = self._slot_of(node.inputs[t_args[0].index]) if n == 3 else None
+        out, layout = self._slot_of(node), (meta.shape, meta.strides)
+        linear = torch.nn.functional.linear
+
+        def run(env):
+            result = linear(env[x], env[w]) if b is None else linear(env[x], env[w], env[b])
+            if result.storage_offset() or (result.numel() > 1
+                                           and tuple(result.stride()) != layout[1]):
+                result = torch.empty_strided(layout[0], layout[1], dtype=result.dtype,
+                                             device=result.device).copy_(result)
+            env[out] = result
+
+        step = Step("library", run, "linear")
+        step.reads = [x, w] + ([b] if b is not None else [])
+        step.out_slots = [out]
+        return step
+
+    def _drop_unread_views(self) -> None:
+        """View steps nothing reads any more (their matmul takes the weight itself) go."""
+        read = {s for step in self.steps for s in step.reads}
+        read |= {s for s in self.output_slots if s is not None}
+        self.steps = [st for st in self.steps
+                      if not (st.kind == "view" and st.out_slots[0] not in read)]
 
     def _library_step(self, node: Node) -> Step:
         target, t_args, t_kwargs, _ = node.args
