@@ -25,24 +25,12 @@ log = logging.getLogger("cherenkov")
 
 
 def _signature(inputs) -> list:
-    """The layout facts a compiled variant depends on, as a list compared element-wise against
-    the last variant used (cheaper than building, hashing and looking up `_key`; the same
-    facts, so a match is exact)."""
-    return [(x.shape, x.stride(), x.storage_offset(), x.dtype, x.device)
+    """The layout facts a compiled variant depends on. Compared as a list against the last
+    variant used (cheaper than hashing), and as a tuple it keys the variant cache."""
+    return [(x.shape, x.stride(), x.dtype, x.device, x.storage_offset())
             if isinstance(x, torch.Tensor) else
             ("scalar", type(x).__name__, x if isinstance(x, (int, bool)) else None)
             for x in inputs]
-
-
-def _key(inputs) -> tuple:
-    parts = []
-    for x in inputs:
-        if isinstance(x, torch.Tensor):
-            # torch.Size and stride() are tuples already (hashable): no copies per call
-            parts.append((x.shape, x.stride(), x.dtype, x.device, x.storage_offset()))
-        else:
-            parts.append(("scalar", type(x).__name__, x if isinstance(x, (int, bool)) else None))
-    return tuple(parts)
 
 
 class ShapeSpecialized:
@@ -61,10 +49,11 @@ class ShapeSpecialized:
     def __call__(self, inputs: list):
         if self.failed_reason is not None:
             return self.gm(*inputs)
+        signature = _signature(inputs)
         last = self.last
-        if last is not None and not self.profile_next and _signature(inputs) == last[0]:
+        if last is not None and not self.profile_next and signature == last[0]:
             return last[1](inputs)                # the common case: same layouts as last call
-        key = _key(inputs)
+        key = tuple(signature)
         compiled = self.cache.get(key)
         if compiled is None:
             if len(self.cache) >= self.config.cache_size:
@@ -82,7 +71,7 @@ class ShapeSpecialized:
             self.info_of[key] = info
             COMPILED.append((self, info))
         self.cache.move_to_end(key)
-        self.last = (_signature(inputs), compiled)
+        self.last = (signature, compiled)
         if self.profile_next:
             from cherenkov.runtime.profile import predicted_report, profiled_run
             self.profile_next = False

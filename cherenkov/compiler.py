@@ -13,7 +13,6 @@ import hashlib
 import itertools
 import json
 import logging
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -127,37 +126,28 @@ def _triton_kernels(fusion, interpret: bool, spec, workers: int = -1):
         body = rendered.source.replace(f"def {rendered.name}(", "def kernel(", 1)
         fn_name = "k_" + hashlib.sha256(body.encode()).hexdigest()[:16]
         source = PRELUDE + "\n\n" + body.replace("def kernel(", f"def {fn_name}(", 1)
-        fn = getattr(load_module(source, interpret), fn_name)
-        launch = {"XBLOCK": cfg.XBLOCK, "num_warps": cfg.num_warps}
-        if group.R > 1:
-            launch["RBLOCK"] = cfg.RBLOCK
+        module = load_module(source, interpret)
+        fn = getattr(module, fn_name)
+        blocks = {"XBLOCK": cfg.XBLOCK} | ({"RBLOCK": cfg.RBLOCK} if group.R > 1 else {})
         if interpret:
-            launcher = functools.partial(fn[(rendered.grid,)], **launch)
+            launcher = functools.partial(fn[(rendered.grid,)], **blocks,
+                                         num_warps=cfg.num_warps)
         else:
-            constexprs = (cfg.XBLOCK,) + ((cfg.RBLOCK,) if group.R > 1 else ())
             options = {"num_warps": cfg.num_warps,
                        "enable_fp_fusion": False}   # same numerics fused or not: no FMA contraction
-            launcher = TritonLaunch(fn, rendered.grid, constexprs, options,
+            launcher = TritonLaunch(fn, rendered.grid, tuple(blocks.values()), options,
                                     len(group.kernel.outputs), is_scatter(group))
-            jobs.append(_compile_job(fn, rendered.arg_names, group.kernel, cfg, group.R > 1,
-                                     options))
+            dtype_of = {b.name: b.dtype for b in group.kernel.inputs + group.kernel.outputs}
+            jobs.append(parallel_compile.Job(
+                module.__file__, module.__name__, fn_name,
+                tuple(str(dtype_of[n]).removeprefix("torch.") for n in rendered.arg_names),
+                tuple(blocks.items()), tuple(sorted(options.items()))))
         kernels[group] = LaunchableKernel(rendered.name, rendered.arg_names, launcher,
                                           source, group.kernel.fused_ops, group.kernel)
         sources.append((group, kernels[group]))
     if jobs:
         parallel_compile.compile_all(jobs, workers)
     return kernels, sources
-
-
-def _compile_job(fn, arg_names, kernel, cfg, reduction: bool, options) -> "parallel_compile.Job":
-    """What a compile worker needs to build `fn` exactly as its first launch will."""
-    dtype_of = {b.name: b.dtype for b in kernel.inputs + kernel.outputs}
-    constexprs = (("XBLOCK", cfg.XBLOCK),) + ((("RBLOCK", cfg.RBLOCK),) if reduction else ())
-    module = sys.modules[fn.fn.__module__] if hasattr(fn, "fn") else None
-    path = getattr(module, "__file__", "") or ""
-    return parallel_compile.Job(path, getattr(module, "__name__", ""), fn.__name__,
-                                tuple(str(dtype_of[n]).removeprefix("torch.") for n in arg_names),
-                                constexprs, tuple(sorted(options.items())))
 
 
 def _cpp_kernels(fusion):

@@ -157,8 +157,10 @@ def run_variant(case: Case, mode: str, impls: list[Implementation], settings: Se
                     r.timing = f"calls (CUDA graph capture failed: {_short(e)})"
                     log.warning("%s %s: CUDA graph capture failed (%s); timed plainly",
                                 case.label(mode), impl.name, _short(e))
-                    e = None                          # drop the traceback's frames (a graph,
-                    gc.collect()                      # its memory pool) before going on
+                if r.timing != "cuda graph":
+                    # the exception (and its frames: a graph, its memory pool) is gone once
+                    # the except block has ended; release that memory before going on
+                    gc.collect()
                     torch.cuda.synchronize(dev)
                     torch.cuda.empty_cache()
         except Exception as e:  # noqa: BLE001 -- one failing implementation never stops a run

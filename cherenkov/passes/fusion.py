@@ -27,6 +27,7 @@ from cherenkov.codegen.builder import KernelBuilder, NotFusible
 from cherenkov.codegen.kernel_ir import Kernel
 from cherenkov.ir.graph import Graph, Node, TensorMeta, numel
 from cherenkov.ir.ops import GroupOp, Op
+from cherenkov.ir.views import final_layout, torch_view
 
 VIEW_OPS = frozenset({Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SLICE})
 
@@ -187,7 +188,6 @@ def _is_view_of_contiguous(node: Node, base: Node) -> bool:
     """Whether the chain of views from `base` (stored contiguous) to `node` is one strided view
     (no reshape that would copy): the runtime would otherwise copy it with ATen, outside any
     kernel (Llama's per-layer saved activations cost 80 strided copies a step that way)."""
-    from cherenkov.runtime.compiled_graph import _final_layout, _torch_view
     chain = []
     while node is not base:
         chain.append(node)
@@ -196,18 +196,20 @@ def _is_view_of_contiguous(node: Node, base: Node) -> bool:
         return False
     contiguous = base.meta.replace(stride=None, storage_offset=0)
     probe = Node(base.op, base.inputs, base.args, contiguous)
-    return _final_layout(probe, [_torch_view(v) for v in reversed(chain)]) is not None
+    return final_layout(probe, [torch_view(v) for v in reversed(chain)]) is not None
+
+
+def _readers(node: Node, users, realized):
+    """The computations that read `node`, looking through views that are inlined."""
+    for u in users.get(node, []):
+        if u.op in VIEW_OPS and u not in realized:
+            yield from _readers(u, users, realized)
+        else:
+            yield u
 
 
 def _consumers(node: Node, users, realized) -> int:
-    """How many computations read `node`, looking through views that are inlined."""
-    count = 0
-    for u in users.get(node, []):
-        if u.op in VIEW_OPS and u not in realized:
-            count += _consumers(u, users, realized)
-        else:
-            count += 1
-    return count
+    return sum(1 for _ in _readers(node, users, realized))
 
 
 def _realize_shared(nodes, users, realized, views) -> None:
@@ -256,17 +258,10 @@ def _element_flops(node: Node) -> int:
 
 
 def _evaluations(node: Node, users, realized) -> int:
-    """Elements at which consumers evaluate `node` when it is inlined, looking through views
-    (an expand multiplies them): a reduction evaluates its whole input."""
-    count = 0
-    for u in users.get(node, []):
-        if u.op in VIEW_OPS and u not in realized:
-            count += _evaluations(u, users, realized)
-        elif u.op in GroupOp.REDUCTION:
-            count += numel(u.inputs[0].shape)
-        elif isinstance(u.meta, TensorMeta):
-            count += numel(u.shape)
-    return count
+    """Elements at which consumers evaluate `node` when it is inlined (through an expand,
+    more than it has): a reduction evaluates its whole input."""
+    return sum(numel(u.inputs[0].shape) if u.op in GroupOp.REDUCTION else numel(u.shape)
+               for u in _readers(node, users, realized) if isinstance(u.meta, TensorMeta))
 
 
 def _realize_broadcast_work(nodes, users, realized, views, device) -> None:

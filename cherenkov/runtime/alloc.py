@@ -12,14 +12,6 @@ from typing import Callable
 import torch
 
 
-def contiguous_strides(shape) -> tuple:
-    strides, step = [], 1
-    for size in reversed(shape):
-        strides.append(step)
-        step *= max(int(size), 1)
-    return tuple(reversed(strides))
-
-
 def allocator(device: torch.device) -> Callable[[tuple, tuple, torch.dtype], torch.Tensor]:
     """A function (shape, strides, dtype) -> uninitialized tensor on `device`."""
     guards = getattr(getattr(torch._C, "_dynamo", None), "guards", None)

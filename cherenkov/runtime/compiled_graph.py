@@ -12,11 +12,12 @@ from dataclasses import dataclass
 
 import torch
 
-from cherenkov.ir.graph import Graph, Node
+from cherenkov.ir.graph import Graph, Node, TensorMeta, contiguous_strides
 from cherenkov.ir.ops import GroupOp, Op
+from cherenkov.ir.views import final_layout, torch_view
 from cherenkov.lowering.library import Slot, template_filler
 from cherenkov.passes.fusion import FusionResult, Group, const_fill, is_library
-from cherenkov.runtime.alloc import allocator, contiguous_strides
+from cherenkov.runtime.alloc import allocator
 from cherenkov.runtime.triton_launch import TritonLaunch
 
 
@@ -90,7 +91,7 @@ class CompiledGraph:
             elif obj.op == Op.GETITEM:
                 self.steps.append(self._getitem_step(obj))
             else:
-                self.steps.append(self._linear_step(obj, fusion) or self._library_step(obj))
+                self.steps.append(self._library_step(obj, fusion))
         self.output_slots = [None if o is None else self.slot[o] for o in self.graph.outputs]
         self._drop_unread_views()
         self._in_place_mutations()
@@ -181,8 +182,7 @@ class CompiledGraph:
 
         def prepare(env) -> list:
             """Allocate (or pre-fill) the outputs; the kernel's arguments in order."""
-            for slot, shape, strides, dtype in outs:
-                env[slot] = empty(shape, strides, dtype) if slot not in into else env[into[slot]]
+            _allocate(env, outs, into, empty)
             for slot, shape, dtype, fill, src in prefills:
                 env[slot] = (torch.full(shape, fill, dtype=dtype, device=device) if src is None
                              else env[src].to(dtype).contiguous().clone())
@@ -202,7 +202,7 @@ class CompiledGraph:
         # for batched calls: outputs to allocate, the slots passed, whether anything needs
         # more than allocation (pre-filled scatter bases, inputs passed from their storage start)
         step.allocs = outs
-        step.device = device
+        step.empty = empty
         step.arg_slots = list(arg_slots)
         step.simple = not prefills and not from_start
         kernel = rendered.kernel
@@ -228,42 +228,27 @@ class CompiledGraph:
         step.reads_in_place = reads_in_place
         return step
 
-    def _linear_step(self, node: Node, fusion: FusionResult) -> Step | None:
-        """mm(x, w.t()) / addmm(b, x, w.t()) with w a stored 2-D buffer, as F.linear(x, w, b):
-        the same ATen call (linear on 2-D inputs is addmm(b, x, w.t())), without a view
-        step per call for the transposed weight."""
+    @staticmethod
+    def _as_linear(node: Node, fusion: FusionResult):
+        """mm(x, w.t()) / addmm(b, x, w.t()) with w a stored 2-D buffer, as the call
+        F.linear(x, w[, b]) (the same ATen addmm on 2-D inputs) reading w itself: no view step
+        per call for the transposed weight. Returns (target, args, kwargs, inputs) or None."""
         target, t_args, t_kwargs, _ = node.args
         aten = torch.ops.aten
         if target not in (aten.mm.default, aten.addmm.default) or t_kwargs:
             return None
         n = 2 if target is aten.mm.default else 3
-        if len(t_args) != n or not all(isinstance(a, Slot) for a in t_args):
+        if len(t_args) != n or not all(isinstance(a, Slot) for a in t_args) \
+                or not isinstance(node.meta, TensorMeta):
             return None
         view = node.inputs[t_args[-1].index]
         base = fusion.views.get(view)
-        if (view.op != Op.PERMUTE or tuple(view.args[0]) != (1, 0) or view.inputs[0] is not base
-                or base is None or len(base.shape) != 2):
+        if (base is None or view.op != Op.PERMUTE or tuple(view.args[0]) != (1, 0)
+                or view.inputs[0] is not base or len(base.shape) != 2):
             return None
-        meta = node.meta
-        if isinstance(meta, tuple) or meta is None:
-            return None
-        x, w = self._slot_of(node.inputs[t_args[-2].index]), self._slot_of(base)
-        b = self._slot_of(node.inputs[t_args[0].index]) if n == 3 else None
-        out, layout = self._slot_of(node), (meta.shape, meta.strides)
-        linear = torch.nn.functional.linear
-
-        def run(env):
-            result = linear(env[x], env[w]) if b is None else linear(env[x], env[w], env[b])
-            if result.storage_offset() or (result.numel() > 1
-                                           and tuple(result.stride()) != layout[1]):
-                result = torch.empty_strided(layout[0], layout[1], dtype=result.dtype,
-                                             device=result.device).copy_(result)
-            env[out] = result
-
-        step = Step("library", run, "linear")
-        step.reads = [x, w] + ([b] if b is not None else [])
-        step.out_slots = [out]
-        return step
+        inputs = (node.inputs[t_args[-2].index], base) + \
+            ((node.inputs[t_args[0].index],) if n == 3 else ())
+        return torch.nn.functional.linear, tuple(Slot(i) for i in range(n)), {}, inputs
 
     def _drop_unread_views(self) -> None:
         """View steps nothing reads any more (their matmul takes the weight itself) go."""
@@ -272,9 +257,13 @@ class CompiledGraph:
         self.steps = [st for st in self.steps
                       if not (st.kind == "view" and st.out_slots[0] not in read)]
 
-    def _library_step(self, node: Node) -> Step:
+    def _library_step(self, node: Node, fusion: FusionResult) -> Step:
         target, t_args, t_kwargs, _ = node.args
-        in_slots = [self._slot_of(i) for i in node.inputs]
+        inputs = node.inputs
+        linear = self._as_linear(node, fusion)
+        if linear is not None:
+            target, t_args, t_kwargs, inputs = linear
+        in_slots = [self._slot_of(i) for i in inputs]
         out = self._slot_of(node)
         fill_args, fill_kwargs = template_filler(t_args), template_filler(t_kwargs)
         # kernels read library outputs with the strides PyTorch's fake run promised
@@ -316,9 +305,9 @@ class CompiledGraph:
             chain.append(n)
             n = n.inputs[0]
         chain.reverse()
-        ops = [_torch_view(v) for v in chain]
+        ops = [torch_view(v) for v in chain]
         src, out = self._slot_of(base), self._slot_of(node)
-        layout = _final_layout(base, ops)
+        layout = final_layout(base, ops)
 
         if layout is not None:              # the whole chain is one as_strided of the base
             size, stride, offset = layout
@@ -351,12 +340,6 @@ class CompiledGraph:
         after the run."""
         if not self.graph.mutations:
             return self._call(inputs)
-        if self._call == self.run_plan and len(self.in_place) == len(self.graph.mutations):
-            # every update was written in place by its kernel: only the versions move
-            targets = [inputs[i] for i, _ in self.graph.mutations]
-            outs = self.run_plan(inputs)
-            _bump_versions(targets)
-            return outs[: len(outs) - len(targets)]
         targets = [inputs[i] for i, _ in self.graph.mutations]
         return self.apply_mutations(targets, self._call(inputs))
 
@@ -374,7 +357,7 @@ class CompiledGraph:
             dst.copy_(value)
         if written:
             _bump_versions(written)
-        return outs[: len(outs) - len(self.graph.mutations)]
+        return outs[: len(outs) - len(targets)]
 
     def bind_stream(self) -> None:
         """Generated kernels launch on the current CUDA stream, looked up once per run."""
@@ -433,33 +416,31 @@ def _cpp_batch(members: list[Step]) -> Step:
 
     # Every argument starts its storage: kernel outputs are fresh or in-place contiguous
     # tensors, library outputs are brought to offset 0, inputs with an offset are passed from
-    # their storage start, and the input signature (backend._key) pins inputs' offsets. The
+    # their storage start, and the input signature (backend._signature) pins inputs' offsets. The
     # first call, which checks every argument, confirms it; then a pointer is just data_ptr.
-    state = {"offsets": None}
-    simple = all(m.simple for m in members)
     allocs = [a for m in members for a in m.allocs]
     arg_slots = [s for m in members for s in m.arg_slots]
     into: dict = {}
     for m in members:
         into.update(m.into)          # filled by _in_place_mutations before batching
-    empty = allocator(members[0].device)
+    empty = members[0].empty
+    fast = [None]                    # decided by the first call
 
     def run(env):
-        if state["offsets"] is None or not all(k._checked for k in kernels):
+        if fast[0]:
+            _allocate(env, allocs, into, empty)
+            call([env[s].data_ptr() for s in arg_slots])
+        elif fast[0] is None:        # first call: each kernel checks its own arguments
             args = []
-            for m in members:                      # first call: each checks its arguments
+            for m in members:
                 tensors = m.prepare(env)
                 args.extend(tensors)
                 m.launcher(*tensors)
-            state["offsets"] = any(t.storage_offset() for t in args)
-            return
-        if state["offsets"] or not simple:
+            fast[0] = all(m.simple for m in members) and not any(t.storage_offset()
+                                                                  for t in args)
+        else:
             call([t.data_ptr() - t.storage_offset() * t.element_size()
                   for m in members for t in m.prepare(env)])
-            return
-        for slot, shape, strides, dtype in allocs:        # every member's outputs at once
-            env[slot] = empty(shape, strides, dtype) if slot not in into else env[into[slot]]
-        call([env[s].data_ptr() for s in arg_slots])
 
     step = Step("kernel_batch", run, "+".join(m.label for m in members))
     step.members = members
@@ -468,55 +449,22 @@ def _cpp_batch(members: list[Step]) -> Step:
     return step
 
 
+def _allocate(env: list, allocs: list, into: dict, empty) -> None:
+    """Kernel outputs into their slots: new buffers, or the input an update is written into."""
+    for slot, shape, strides, dtype in allocs:
+        env[slot] = empty(shape, strides, dtype) if slot not in into else env[into[slot]]
+
+
 def _bump_versions(tensors: list) -> None:
     """What an in-place op does to a tensor's version counter (autograd's check that a saved
     tensor was not modified), for writes kernels made directly; one call for all."""
-    bump = getattr(torch.autograd.graph, "increment_version", None)
     try:
-        bump(tensors)                     # takes a list since torch 2.5 or so
+        torch.autograd.graph.increment_version(tensors)     # a list: recent torch
     except TypeError:
         for t in tensors:
-            (bump or torch._C._increment_version)(t)
+            torch.autograd.graph.increment_version(t)
 
 
 def _buffer_name(node: Node) -> str:
     from cherenkov.passes.fusion import buffer_name
     return buffer_name(node)
-
-
-def _final_layout(base: Node, ops) -> tuple | None:
-    """(size, stride, storage offset) of a chain of views applied to `base`, worked out once on
-    a meta tensor with base's layout; None if some step would copy (a reshape that is not a
-    view) or base's layout at run time is not the one recorded (kernel outputs are contiguous,
-    library outputs are brought to their recorded layout, inputs are specialized on it)."""
-    meta = base.meta
-    if meta is None or isinstance(meta, tuple):
-        return None
-    extent = meta.storage_offset + sum((s - 1) * st for s, st in zip(meta.shape, meta.strides)) + 1
-    storage = torch.empty(max(extent, 1), dtype=meta.dtype, device="meta")
-    t = storage.as_strided(meta.shape, meta.strides, meta.storage_offset)
-    try:
-        for op in ops:
-            r = op(t)
-            if not r._is_view() and r is not t:
-                return None
-            t = r
-    except RuntimeError:
-        return None
-    return tuple(t.shape), tuple(t.stride()), t.storage_offset()
-
-
-def _torch_view(node: Node):
-    op, args, shape = node.op, node.args, node.shape
-    if op == Op.RESHAPE:
-        return lambda t: t.reshape(shape)
-    if op == Op.PERMUTE:
-        return lambda t: t.permute(args[0])
-    if op == Op.EXPAND:
-        return lambda t: t.expand(shape)
-    if op == Op.SLICE:
-        dim, start, step = args
-        length = shape[dim]
-        return lambda t: t.narrow(dim, start, 1 + (length - 1) * step)[
-            (slice(None),) * dim + (slice(None, None, step),)] if length else t.narrow(dim, start, 0)
-    raise ValueError(op)

@@ -170,7 +170,7 @@ def load_library(path: Path) -> ctypes.CDLL:
 
 def run_many(kernels: list["CppKernel"]):
     """A callable(list of pointer ints) running `kernels` (of one library) in one C call, the
-    pointers of each kernel's tensors in order (as `CppKernel.pointer` gives them)."""
+    pointers of each kernel's tensors in order (each input's storage start, each output)."""
     library = kernels[0].library
     fn = library.cherenkov_run_many
     fn.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_void_p)]
@@ -180,11 +180,7 @@ def run_many(kernels: list["CppKernel"]):
     first = kernels[0]
 
     def call(ptrs: list) -> None:
-        threads = torch.get_num_threads()
-        if threads != first._threads:
-            first._set_threads(threads)
-            for k in kernels:
-                k._threads = threads
+        first.sync_threads()
         fn(n, ids, (ctypes.c_void_p * len(ptrs))(*ptrs))
     return call
 
@@ -197,7 +193,7 @@ class CppKernel:
     Outputs must be contiguous and exactly the kernel's size."""
 
     def __init__(self, kernel: Kernel, library: ctypes.CDLL, path: Path, source: str,
-                 batch_id: int | None = None):
+                 batch_id: int | None = None, threads: list | None = None):
         self.name = kernel.name
         self.library = library
         self.batch_id = batch_id               # index in the library's cherenkov_run_many table
@@ -210,18 +206,23 @@ class CppKernel:
         self._fn.restype = None
         self._set_threads = library.cherenkov_set_num_threads
         self._set_threads.argtypes = [ctypes.c_int]
-        self._threads = None
+        # the library's thread count, shared by its kernels: [count last set]
+        self._threads = threads if threads is not None else [None]
         self._checked = False
+
+    def sync_threads(self) -> None:
+        """Set the library's OpenMP thread count to torch's when that changed."""
+        threads = torch.get_num_threads()
+        if threads != self._threads[0]:
+            self._set_threads(threads)
+            self._threads[0] = threads
 
     def __call__(self, *tensors: torch.Tensor) -> None:
         """The first call checks every argument; later calls (same shapes: compiled graphs are
         specialized) only pass pointers."""
         if self._checked:
             ptrs = [t.data_ptr() - t.storage_offset() * t.element_size() for t in tensors]
-            threads = torch.get_num_threads()
-            if threads != self._threads:
-                self._set_threads(threads)
-                self._threads = threads
+            self.sync_threads()
             self._fn(*ptrs)
             return
         self._checked_call(*tensors)
@@ -248,10 +249,7 @@ class CppKernel:
                     raise ValueError(f"{self.name} output {i - n_in}: expected a contiguous "
                                      f"tensor of {b.numel} elements")
                 ptrs.append(t.data_ptr())
-        threads = torch.get_num_threads()
-        if threads != self._threads:
-            self._set_threads(threads)
-            self._threads = threads
+        self.sync_threads()
         self._fn(*ptrs)
 
 
@@ -267,7 +265,8 @@ def compile_graph_kernels(kernels: list[Kernel], compiler: str | None = None) ->
     source = PRELUDE + "".join("\n\n" + s for s in sources) + "\n\n" + dispatcher(kernels)
     path = build_library(source, compiler)
     library = load_library(path)
-    return {k.name: CppKernel(k, library, path, s, batch_id=i)
+    threads = [None]
+    return {k.name: CppKernel(k, library, path, s, batch_id=i, threads=threads)
             for i, (k, s) in enumerate(zip(kernels, sources))}
 
 

@@ -118,11 +118,7 @@ def compile_all(jobs: list[Job], requested: int = -1) -> int:
     running = [pool.threads.submit(w.run, b) for w, b in zip(pool.workers, batches) if b]
     done, late = futures.wait(running, timeout=MAX_WAIT_S)
     if late:
-        global _failed
-        log.warning("cherenkov: compile workers took over %.0f s; compiling at first launch "
-                    "from now on", MAX_WAIT_S)
-        _failed = True
-        shutdown()
+        _give_up(f"compile workers took over {MAX_WAIT_S:.0f} s", logging.WARNING)
     compiled = 0
     for future in done:
         try:
@@ -134,15 +130,23 @@ def compile_all(jobs: list[Job], requested: int = -1) -> int:
 
 
 def _get_pool(requested: int) -> _Pool | None:
-    global _pool, _failed
-    if _pool is not None or _failed or workers(requested) == 0:
+    global _pool
+    n = workers(requested)
+    if _pool is not None or _failed or n == 0:
         return _pool
     try:
-        _pool = _Pool(workers(requested))
+        _pool = _Pool(n)
     except Exception as e:  # noqa: BLE001
-        log.info("cherenkov: no compile workers (%s)", e)
-        _failed = True
+        _give_up(f"no compile workers ({e})", logging.INFO)
     return _pool
+
+
+def _give_up(why: str, level: int) -> None:
+    """Stop using workers for the rest of the process: kernels compile at first launch."""
+    global _failed
+    log.log(level, "cherenkov: %s; compiling kernels at their first launch from now on", why)
+    _failed = True
+    shutdown()
 
 
 def shutdown() -> None:
