@@ -82,8 +82,8 @@ class ShapeSpecialized:
 
     def device_spec(self, inputs):
         from cherenkov import hw
-        device = next((t.device for t in inputs if isinstance(t, torch.Tensor)), None)
-        return hw.current_device(device) if self.config.device == "auto" else \
+        from cherenkov.lowering.from_fx import graph_device
+        return hw.current_device(graph_device(inputs)) if self.config.device == "auto" else \
             hw.device(self.config.device)
 
     def _fallback(self, reason: str) -> None:

@@ -24,7 +24,7 @@ from cherenkov.config import Config
 from cherenkov.ir.ops import Op
 from cherenkov.ir.printer import format_graph
 from cherenkov.ir.verifier import verify
-from cherenkov.lowering.from_fx import lower_fx
+from cherenkov.lowering.from_fx import graph_device, lower_fx
 from cherenkov.passes.cse import eliminate_common_subexpressions
 from cherenkov.passes.fusion import fuse, is_scatter
 from cherenkov.passes.split_reductions import split_reductions
@@ -62,7 +62,7 @@ def uses_interpreter(device: torch.device, config: Config) -> bool:
 
 def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str | None = None):
     name = name or f"graph{next(_graph_ids)}"
-    device = next((t.device for t in inputs if isinstance(t, torch.Tensor)), torch.device("cpu"))
+    device = graph_device(inputs)
     # the attention kernels are Triton: on CPU they only pay off under the Triton backend
     route = config.attention == "cherenkov" and (device.type != "cpu" or config.cpu_backend
                                                  == "triton")

@@ -29,12 +29,23 @@ def site(frames: list) -> str:
     return "(no stack)"
 
 
+def phase(frames: list) -> str:
+    """forward / backward / optimizer / other, from the Python frames of an allocation."""
+    names = " ".join(f"{f.get('filename', '')}:{f.get('name', '')}" for f in frames or ())
+    for word, label in (("backward", "backward"), ("torch/optim", "optimizer"),
+                        ("forward", "forward")):
+        if word in names:
+            return label
+    return "other"
+
+
 def peak_live(events: list, top: int = 25) -> dict:
-    """{"peak_bytes", "at_event", "sites": [(site, bytes, count), ...]} for one device trace."""
+    """{"peak_bytes", "at_event", "phase", "sites": [(site, bytes, count), ...],
+    "largest": [(bytes, site), ...]} for one device trace."""
     live: dict[int, tuple[int, str]] = {}
     freed: set[int] = set()
     current = peak = 0
-    at, peak_set = -1, {}
+    at, peak_set, peak_phase = -1, {}, "other"
     for i, ev in enumerate(events):
         action, addr, size = ev.get("action"), ev.get("addr"), int(ev.get("size", 0))
         if action == "alloc":
@@ -43,6 +54,7 @@ def peak_live(events: list, top: int = 25) -> dict:
             current += size
             if current > peak:
                 peak, at, peak_set = current, i, dict(live)
+                peak_phase = phase(ev.get("frames"))
         elif action in ("free_requested", "free_completed"):
             if addr in live and addr not in freed:
                 current -= live.pop(addr)[0]
@@ -52,14 +64,21 @@ def peak_live(events: list, top: int = 25) -> dict:
         groups[where][0] += size
         groups[where][1] += 1
     sites = sorted(((w, b, n) for w, (b, n) in groups.items()), key=lambda t: -t[1])[:top]
-    return {"peak_bytes": peak, "at_event": at, "sites": sites}
+    largest = sorted(peak_set.values(), key=lambda t: -t[0])[:top]
+    return {"peak_bytes": peak, "at_event": at, "phase": peak_phase, "sites": sites,
+            "largest": largest}
 
 
 def markdown(result: dict, baseline_bytes: int) -> list[str]:
     lines = [f"Allocated before the step (weights, optimizer state, ...): "
              f"{baseline_bytes / 1e9:.2f} GB; peak during the step: "
-             f"+{result['peak_bytes'] / 1e9:.2f} GB. Alive at the peak, by allocation site:", "",
+             f"+{result['peak_bytes'] / 1e9:.2f} GB, reached in the "
+             f"{result.get('phase', '?')} pass. Alive at the peak, by allocation site:", "",
              "| site | GB | allocations |", "|---|---|---|"]
     for where, nbytes, count in result["sites"]:
         lines.append(f"| `{where[:110]}` | {nbytes / 1e9:.3f} | {count} |")
+    if result.get("largest"):
+        lines += ["", "Largest allocations alive at the peak (MB, site): " + ", ".join(
+            f"{nbytes / 1e6:.0f} ({where.split(' ')[0].rsplit('/', 1)[-1]})"
+            for nbytes, where in result["largest"])]
     return lines

@@ -51,10 +51,23 @@ class GraphNotSupported(RuntimeError):
     """The graph as a whole cannot be compiled (the backend runs it in eager, with this reason)."""
 
 
+def graph_device(inputs: list) -> torch.device:
+    """Where a graph's kernels run: the first accelerator among its tensor inputs, else the CPU.
+    (An optimizer step on CUDA parameters also reads its CPU step counters.)"""
+    devices = [t.device for t in inputs if isinstance(t, torch.Tensor)]
+    return next((d for d in devices if d.type != "cpu"),
+                devices[0] if devices else torch.device("cpu"))
+
+
+def _devices(fake_out) -> set:
+    flat = fake_out if isinstance(fake_out, (list, tuple)) else [fake_out]
+    return {t.device for t in flat if isinstance(t, torch.Tensor)}
+
+
 def lower_fx(gm: torch.fx.GraphModule, inputs: list, strict: bool = False,
              name: str = "graph", route_attention: bool = True) -> tuple[Graph, LoweringReport]:
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
-    device = next((t.device for t in inputs if isinstance(t, torch.Tensor)), torch.device("cpu"))
+    device = graph_device(inputs)
     ctx = LoweringContext(device, route_attention)
     report = LoweringReport()
     env: dict[torch.fx.Node, object] = {}
@@ -70,6 +83,34 @@ def lower_fx(gm: torch.fx.GraphModule, inputs: list, strict: bool = False,
 
     def fake_of(value):
         return tree_map(lambda n: fake_env[n] if isinstance(n, torch.fx.Node) else n, value)
+
+    transfers: dict[Node, Node] = {}
+
+    def on_device(value):
+        """`value` with every tensor on another device (a CPU scalar read by a CUDA graph's
+        kernels) replaced by its copy to the graph's device, made once per tensor."""
+        def move(n):
+            if not (isinstance(n, Node) and isinstance(n.meta, TensorMeta)
+                    and n.meta.device != device):
+                return n
+            if n not in transfers:
+                with fake_mode:
+                    fake = torch.empty_strided(n.shape, n.meta.strides, dtype=n.dtype,
+                                               device=device)
+                transfers[n] = library_node(torch.ops.aten._to_copy.default, (n,),
+                                            {"device": device, "non_blocking": True}, fake,
+                                            f"copy from {n.meta.device} to {device}",
+                                            op=Op.EXTERN)
+            return transfers[n]
+        return tree_map(move, value)
+
+    def off_device(target, args, kwargs, fake_out):
+        """An op whose result lives on another device than the graph's runs as a PyTorch call
+        there (a CUDA optimizer step's `step += 1` on its CPU counter)."""
+        where = ", ".join(sorted(str(d) for d in _devices(fake_out)))
+        reason = f"{_op_name(target)} runs on {where} (the graph's kernels run on {device})"
+        report.externs.append((_op_name(target), reason))
+        return library_node(target, args, kwargs, fake_out, reason, op=Op.EXTERN)
 
     for fx_node in gm.graph.nodes:
         if fx_node.op == "placeholder":
@@ -108,8 +149,11 @@ def lower_fx(gm: torch.fx.GraphModule, inputs: list, strict: bool = False,
                 if not (isinstance(dst, Node) and dst.op == Op.INPUT):
                     raise GraphNotSupported("copy_ into a value that is not a graph input "
                                             "(an in-place update of a view or intermediate)")
-                value = _lower_call(ctx, torch.ops.aten.copy.default, args, kwargs,
-                                    fake_of(fx_node.args)[0], report, strict)
+                if _devices(fake_args[0]) - {device}:
+                    value = off_device(torch.ops.aten.copy.default, args, kwargs, fake_args[0])
+                else:
+                    value = _lower_call(ctx, torch.ops.aten.copy.default, on_device(args),
+                                        kwargs, fake_args[0], report, strict)
                 mutations.append((dst.args[0], value))
                 env[fx_node] = value
                 fake_env[fx_node] = fake_args[0]
@@ -124,7 +168,11 @@ def lower_fx(gm: torch.fx.GraphModule, inputs: list, strict: bool = False,
             with fake_mode:
                 fake_out = target(*fake_args, **fake_kwargs)
             fake_env[fx_node] = fake_out
-            env[fx_node] = _lower_call(ctx, target, args, kwargs, fake_out, report, strict)
+            if _devices(fake_out) - {device}:
+                env[fx_node] = off_device(target, args, kwargs, fake_out)
+                continue
+            env[fx_node] = _lower_call(ctx, target, on_device(args), on_device(kwargs),
+                                       fake_out, report, strict)
         elif fx_node.op == "output":
             returned = ir_of(fx_node.args[0])
             if not isinstance(returned, (list, tuple)):

@@ -8,6 +8,7 @@ in a CUDA graph and replayed.
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import torch
@@ -19,6 +20,8 @@ from cherenkov.lowering.library import Slot, template_filler
 from cherenkov.passes.fusion import FusionResult, Group, const_fill, is_library
 from cherenkov.runtime.alloc import allocator
 from cherenkov.runtime.triton_launch import TritonLaunch
+
+log = logging.getLogger("cherenkov")
 
 
 @dataclass
@@ -330,7 +333,13 @@ class CompiledGraph:
     def use_cuda_graphs(self, warmup: int = 1) -> None:
         """Replay the plan through a CUDA graph after `warmup` calls (see cuda_graphs.py)."""
         from cherenkov.runtime.cuda_graphs import GraphedPlan
-        if self.device.type == "cuda":
+        host = [n for n in self.graph.inputs
+                if isinstance(n.meta, TensorMeta) and n.meta.device != self.device]
+        if host:
+            # its ops on those tensors run on the host, which a replay would skip
+            log.info("cherenkov: graph %s not captured: it reads %d tensors on another device",
+                     self.graph.name, len(host))
+        elif self.device.type == "cuda":
             self._call = GraphedPlan(self.run_plan, self.graph.name, warmup)
 
     def __call__(self, inputs: list):
