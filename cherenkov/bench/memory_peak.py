@@ -65,8 +65,12 @@ def peak_live(events: list, top: int = 25) -> dict:
         groups[where][1] += 1
     sites = sorted(((w, b, n) for w, (b, n) in groups.items()), key=lambda t: -t[1])[:top]
     largest = sorted(peak_set.values(), key=lambda t: -t[0])[:top]
+    sizes: dict[int, int] = defaultdict(int)
+    for size, _ in peak_set.values():
+        sizes[size] += 1
+    by_size = sorted(sizes.items(), key=lambda t: -t[0] * t[1])[:top]
     return {"peak_bytes": peak, "at_event": at, "phase": peak_phase, "sites": sites,
-            "largest": largest}
+            "largest": largest, "by_size": by_size}
 
 
 def markdown(result: dict, baseline_bytes: int) -> list[str]:
@@ -81,4 +85,7 @@ def markdown(result: dict, baseline_bytes: int) -> list[str]:
         lines += ["", "Largest allocations alive at the peak (MB, site): " + ", ".join(
             f"{nbytes / 1e6:.0f} ({where.split(' ')[0].rsplit('/', 1)[-1]})"
             for nbytes, where in result["largest"])]
+    if result.get("by_size"):
+        lines += ["", "Alive at the peak by allocation size (MB x count): " + ", ".join(
+            f"{nbytes / 1e6:.1f} x {count}" for nbytes, count in result["by_size"])]
     return lines

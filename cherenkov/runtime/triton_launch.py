@@ -52,14 +52,33 @@ class TritonLaunch:
         if self.direct:
             self.fast(*args)
             return
+        outputs = args[len(args) - self.n_outputs:]
+        # an output written in place over an input (an optimizer's update) must not be
+        # applied twice: its storage is put back before the regular launch
+        saved = _storages_written_in_place(args[: len(args) - self.n_outputs], outputs)
         try:                                   # second call: check the direct path once
             self.fast(*args)
-            outs = [a.clone() for a in args[len(args) - self.n_outputs:]]
+            outs = [a.clone() for a in outputs]
+            for storage, before in saved:
+                storage.copy_(before)
             self.slow(*args)
             same = all(torch.equal(o, a) or (o.is_floating_point() and torch.equal(
-                o.nan_to_num(), a.nan_to_num())) for o, a in zip(outs, args[len(args) - self.n_outputs:]))
+                o.nan_to_num(), a.nan_to_num())) for o, a in zip(outs, outputs))
         except Exception as e:  # noqa: BLE001 -- a Triton whose launcher differs: stay slow
             log.info("cherenkov: direct Triton launch unavailable (%s)", e)
             same = False
+            for storage, before in saved:
+                storage.copy_(before)
             self.slow(*args)
         self.direct = same
+
+
+def _storages_written_in_place(inputs, outputs) -> list:
+    """(whole storage as bytes, its saved copy) for each output sharing storage with an input."""
+    read = {a.untyped_storage().data_ptr() for a in inputs if isinstance(a, torch.Tensor)}
+    saved = []
+    for o in outputs:
+        if isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() in read:
+            whole = torch.empty(0, dtype=torch.uint8, device=o.device).set_(o.untyped_storage())
+            saved.append((whole, whole.clone()))
+    return saved

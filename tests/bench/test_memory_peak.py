@@ -27,6 +27,7 @@ def test_live_set_at_the_peak():
     r = peak_live(events)
     assert r["peak_bytes"] == 160 and r["at_event"] == 5 and r["phase"] == "backward"
     assert [b for b, _ in r["largest"]] == [70, 50, 40]
+    assert r["by_size"] == [(70, 1), (50, 1), (40, 1)]
     assert r["sites"] == [("cherenkov/runtime/compiled_graph.py:140 run", 110, 2),
                           ("cherenkov/models/gpt.py:90 forward", 50, 1)]
     text = "\n".join(markdown(r, 10**9))

@@ -1,0 +1,58 @@
+"""The launcher's one-time check of its direct path runs a kernel twice; a kernel that updates
+an input in place (an optimizer step) must still take effect once. A stand-in for Triton's
+JIT function records the launches, so this runs without a GPU."""
+import torch
+
+from cherenkov.runtime.triton_launch import TritonLaunch
+
+
+class _Compiled:
+    """What `fn.run` returns: a compiled kernel whose `run` is the direct launcher."""
+    function = packed_metadata = None
+
+    def __init__(self, body):
+        self.body = body
+
+    def run(self, *launch_args):
+        self.body(*launch_args[9:])           # grid x3, stream, function, metadata, 3 hooks
+
+
+class _JitFn:
+    def __init__(self, body):
+        self.body, self.launches = body, 0
+
+    def run(self, *args, grid, warmup, **meta):
+        self.launches += 1
+        self.body(*args, *meta.values())
+        return _Compiled(self.body)
+
+
+def _bump(step, out, xblock):
+    out.copy_(step + 1)
+
+
+def test_in_place_update_applies_once_per_call_through_the_direct_path_check():
+    TritonLaunch.stream = 0
+    try:
+        fn = _JitFn(_bump)
+        launch = TritonLaunch(fn, grid=1, constexprs=(128,), options={}, n_outputs=1,
+                              accumulates=False)
+        step = torch.zeros(())
+        for _ in range(4):
+            launch(step, step)                 # reads the counter, writes it in place
+        assert step.item() == 4.0
+        assert launch.direct is True           # the direct path agreed with the regular one
+    finally:
+        TritonLaunch.stream = None
+
+
+def test_out_of_place_kernel_check_keeps_results():
+    TritonLaunch.stream = 0
+    try:
+        launch = TritonLaunch(_JitFn(_bump), 1, (128,), {}, 1, False)
+        x, out = torch.full((3,), 2.0), torch.empty(3)
+        for _ in range(3):
+            launch(x, out)
+        assert torch.equal(out, torch.full((3,), 3.0)) and torch.equal(x, torch.full((3,), 2.0))
+    finally:
+        TritonLaunch.stream = None
