@@ -19,6 +19,7 @@ from cherenkov.ir.views import final_layout, torch_view
 from cherenkov.lowering.library import Slot, template_filler
 from cherenkov.passes.fusion import FusionResult, Group, const_fill, is_library
 from cherenkov.runtime.alloc import allocator
+from cherenkov.runtime.schedule import plan_order
 from cherenkov.runtime.triton_launch import TritonLaunch
 
 log = logging.getLogger("cherenkov")
@@ -52,40 +53,9 @@ class CompiledGraph:
         return self.slot[node]
 
     def _plan(self, fusion: FusionResult, kernels) -> None:
-        work = []       # (item, dependencies)
-        order = self.graph.nodes()
-        for node in order:
-            if is_library(node):
-                work.append((node, list(node.inputs)))
-            elif node in fusion.views:
-                work.append((node, [fusion.views[node]]))
-        for g in fusion.groups:
-            work.append((g, list(g.reads)))
-        # topological order of work items by the node order of what they produce
-        position = {n: i for i, n in enumerate(order)}
-        def key(item):
-            obj = item[0]
-            return min(position[m] for m in obj.members) if isinstance(obj, Group) else position[obj]
-        work.sort(key=key)
-        done: set = set()
-        pending = list(work)
-        planned = []
-        while pending:
-            progressed = False
-            for item in list(pending):
-                obj, deps = item
-                ready = all(d.op == Op.INPUT or d in done for d in deps)
-                if ready:
-                    planned.append(obj)
-                    if isinstance(obj, Group):
-                        done.update(obj.members)
-                    else:
-                        done.add(obj)
-                    pending.remove(item)
-                    progressed = True
-                    break
-            if not progressed:
-                raise RuntimeError("cherenkov: execution plan has a cycle")
+        self.schedule = plan_order(self.graph, fusion.groups, fusion.realized, fusion.views,
+                                   is_library)
+        planned = self.schedule.order
         for obj in planned:
             if isinstance(obj, Group):
                 self.steps.append(self._kernel_step(obj, kernels[obj]))
