@@ -56,3 +56,23 @@ def test_out_of_place_kernel_check_keeps_results():
         assert torch.equal(out, torch.full((3,), 3.0)) and torch.equal(x, torch.full((3,), 2.0))
     finally:
         TritonLaunch.stream = None
+
+
+def test_large_outputs_are_not_copied_and_wait_for_a_verified_direct_path(monkeypatch):
+    monkeypatch.setattr(TritonLaunch, "stream", 0)
+    monkeypatch.setattr(TritonLaunch, "verified", False)
+    monkeypatch.setattr(TritonLaunch, "CHECK_BYTES", 64)
+    big_fn, small_fn = _JitFn(_bump), _JitFn(_bump)
+    big = TritonLaunch(big_fn, 1, (128,), {}, 1, False)
+    small = TritonLaunch(small_fn, 1, (128,), {}, 1, False)
+    x, out = torch.zeros(100), torch.empty(100)          # 400 bytes of output: no copy
+    for _ in range(3):
+        big(x, out)
+    assert big.direct is None and big_fn.launches == 3    # regular path, once per call
+    s_in, s_out = torch.zeros(4), torch.empty(4)
+    small(s_in, s_out)
+    small(s_in, s_out)                                    # checked: direct == regular
+    assert small.direct is True and TritonLaunch.verified
+    big(x, out)
+    assert big.direct is True and big_fn.launches == 3    # now direct, never run twice
+    assert torch.equal(out, torch.ones(100))
