@@ -16,7 +16,7 @@ import torch
 from cherenkov.ir.graph import Graph, Node, TensorMeta, contiguous_strides
 from cherenkov.ir.ops import GroupOp, Op
 from cherenkov.ir.views import final_layout, torch_view
-from cherenkov.lowering.library import Slot, template_filler
+from cherenkov.lowering.library import Slot, template_filler, template_has_slots
 from cherenkov.passes.fusion import FusionResult, Group, const_fill, is_library
 from cherenkov.runtime.alloc import allocator
 from cherenkov.runtime.schedule import plan_order
@@ -244,16 +244,34 @@ class CompiledGraph:
         layouts = [(m.shape, m.strides) if m is not None else None for m in metas]
         many = isinstance(node.meta, tuple)
 
-        def run(env):
-            values = [env[s] for s in in_slots]
-            result = target(*fill_args(values), **fill_kwargs(values))
-            parts = list(result) if many else [result]
-            for i, (t, layout) in enumerate(zip(parts, layouts)):
-                if layout is not None and isinstance(t, torch.Tensor) and (t.storage_offset() or (
-                        t.numel() > 1 and tuple(t.stride()) != layout[1])):
-                    parts[i] = torch.empty_strided(layout[0], layout[1], dtype=t.dtype,
-                                                   device=t.device).copy_(t)
-            env[out] = tuple(parts) if many else parts[0]
+        call = getattr(target, "_op", target)     # an OpOverload's C++ callable: no Python frame
+        top = [v.index if isinstance(v, Slot) else None for v in t_args]
+        if (not many and not t_kwargs and layouts[0] is not None
+                and all(i is not None or not template_has_slots(v) for i, v in zip(top, t_args))):
+            # the common call (mm, linear, addmm): positional tensors and constants only
+            shape, strides = layouts[0]
+            strided = len(shape) > 0 and any(d != 1 for d in shape)
+            args = [(True, in_slots[i]) if i is not None else (False, v)
+                    for i, v in zip(top, t_args)]
+
+            def run(env):
+                t = call(*[env[x] if is_slot else x for is_slot, x in args])
+                if t.storage_offset() or (strided and t.stride() != strides):
+                    t = torch.empty_strided(shape, strides, dtype=t.dtype,
+                                            device=t.device).copy_(t)
+                env[out] = t
+        else:
+            def run(env):
+                values = [env[s] for s in in_slots]
+                result = call(*fill_args(values), **fill_kwargs(values))
+                parts = list(result) if many else [result]
+                for i, (t, layout) in enumerate(zip(parts, layouts)):
+                    if layout is not None and isinstance(t, torch.Tensor) and (
+                            t.storage_offset() or (t.numel() > 1
+                                                   and tuple(t.stride()) != layout[1])):
+                        parts[i] = torch.empty_strided(layout[0], layout[1], dtype=t.dtype,
+                                                       device=t.device).copy_(t)
+                env[out] = tuple(parts) if many else parts[0]
 
         step = Step("library", run, getattr(target, "__name__", str(target)))
         step.reads = in_slots
