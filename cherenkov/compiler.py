@@ -13,6 +13,7 @@ import hashlib
 import itertools
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,6 +45,7 @@ class CompileInfo:
     externs: list = field(default_factory=list)          # (op, reason)
     library_calls: dict = field(default_factory=dict)    # kind -> count
     report: object = None                                # CostReport after a profiled call
+    seconds: dict = field(default_factory=dict)          # compile phase -> wall seconds
 
     def summary(self) -> dict:
         return {
@@ -62,6 +64,13 @@ def uses_interpreter(device: torch.device, config: Config) -> bool:
 
 def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str | None = None):
     name = name or f"graph{next(_graph_ids)}"
+    clock = [time.perf_counter()]
+    seconds: dict[str, float] = {}
+
+    def lap(phase: str) -> None:
+        now = time.perf_counter()
+        seconds[phase] = seconds.get(phase, 0.0) + now - clock[0]
+        clock[0] = now
     device = graph_device(inputs)
     # the attention kernels are Triton: on CPU they only pay off under the Triton backend
     route = config.attention == "cherenkov" and (device.type != "cpu" or config.cpu_backend
@@ -70,18 +79,21 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
     if config.strict:
         verify(graph)
     lowered = graph
+    lap("lower")
     graph = eliminate_common_subexpressions(graph)
     from cherenkov import hw
     spec = hw.current_device(device) if config.device == "auto" else hw.device(config.device)
     if spec.kind == "gpu" and config.fusion:
         graph = split_reductions(graph, spec.sm_count)
     fusion = fuse(graph, enable=config.fusion, device=spec)
-    info = CompileInfo(name, externs=list(report.externs))
+    info = CompileInfo(name, externs=list(report.externs), seconds=seconds)
+    lap("passes")
     if device.type == "cpu" and config.cpu_backend == "cpp" and not config.interpret:
         kernels, sources = _cpp_kernels(fusion)
+        lap("kernels")
     else:
         kernels, sources = _triton_kernels(fusion, uses_interpreter(device, config), spec,
-                                           config.compile_workers)
+                                           config.compile_workers, lap)
     for _, kernel in sources:
         info.kernels.append((kernel.name, kernel.fused_ops, kernel.bytes_moved(), kernel.source))
     for node in graph.nodes():
@@ -89,6 +101,7 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
             kind = node.op.name.lower()
             info.library_calls[kind] = info.library_calls.get(kind, 0) + 1
     compiled = CompiledGraph(graph, fusion, kernels, device)
+    lap("plan")
     if config.cuda_graphs:
         # a backward captures one call after its forward, so the saved activations it reads
         # already live in the forward graph's buffers and are read in place
@@ -116,7 +129,7 @@ class LaunchableKernel:
         return self.kernel.bytes_moved()
 
 
-def _triton_kernels(fusion, interpret: bool, spec, workers: int = -1):
+def _triton_kernels(fusion, interpret: bool, spec, workers: int = -1, lap=lambda phase: None):
     kernels, sources, jobs = {}, [], []
     for group in fusion.groups:
         cfg = choose_blocks(group.kernel, interpret, device=spec)
@@ -145,8 +158,10 @@ def _triton_kernels(fusion, interpret: bool, spec, workers: int = -1):
         kernels[group] = LaunchableKernel(rendered.name, rendered.arg_names, launcher,
                                           source, group.kernel.fused_ops, group.kernel)
         sources.append((group, kernels[group]))
+    lap("render")
     if jobs:
         parallel_compile.compile_all(jobs, workers)
+        lap("triton compile")
     return kernels, sources
 
 

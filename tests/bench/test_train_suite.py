@@ -12,7 +12,7 @@ from cherenkov import hw
 from cherenkov.bench.suites import RUNNERS, SUITES
 from cherenkov.bench.suites.train import (BACKENDS, Backend, BackendResult, Settings, TrainCase,
                                           cases, make_batches, markdown, max_relative_difference,
-                                          row, run_all, schedule, step_flops)
+                                          row, run_all, schedule, step_flops, summary)
 from cherenkov.cli import main
 from cherenkov.models import ModelConfig, build_model, meta_forward_flops, param_count
 
@@ -84,6 +84,12 @@ def test_three_backends_agree_with_a_hand_written_loop():
         assert d["timed_steps"] == 1 and d["first_step_s"] > 0 and d["tokens_per_s"] > 0
     assert ours.kernels > 0 and compiled.kernels == 0      # Cherenkov generated its kernels
     assert len(ours.losses) == len(compiled.losses) == 3
+    # where the first step went: Cherenkov's phases (forward and backward graphs summed)
+    phases = ours.compile_seconds
+    assert {"lower", "passes", "plan", "first run"} <= set(phases)
+    assert "kernels" in phases or "render" in phases        # C++ build, or Triton rendering
+    assert all(v >= 0 for v in phases.values()) and sum(phases.values()) < ours.first_step_s
+    assert "first step by phase: lower" in " ".join(summary([r]))
 
 
 def test_a_wrong_backend_fails_the_loss_check():

@@ -136,6 +136,7 @@ class BackendResult:
     weights_checksum: float | None = None
     kernels: int = 0
     library_calls: dict = field(default_factory=dict)
+    compile_seconds: dict = field(default_factory=dict)   # Cherenkov's phases, all graphs
     error: str | None = None
     skipped: str | None = None
 
@@ -176,6 +177,8 @@ def _release_cherenkov(start: int, result: BackendResult) -> None:
     from cherenkov.backend import COMPILED
     for graph, info in COMPILED[start:]:
         result.kernels += len(info.kernels)
+        for phase, s in info.seconds.items():
+            result.compile_seconds[phase] = result.compile_seconds.get(phase, 0.0) + s
         for kind, n in info.library_calls.items():
             result.library_calls[kind] = result.library_calls.get(kind, 0) + n
         graph.cache.clear()
@@ -306,7 +309,8 @@ def row(case: TrainCase, results: list[BackendResult], settings: Settings, spec)
              "same_weights_as_eager": (None if ref is None or ref.weights_checksum is None
                                        or r.weights_checksum is None
                                        else r.weights_checksum == ref.weights_checksum),
-             "kernels": r.kernels, "library_calls": r.library_calls, "losses": r.losses}
+             "kernels": r.kernels, "library_calls": r.library_calls, "losses": r.losses,
+             "compile_seconds": r.compile_seconds}
         if ref is not None and ref.losses and r.losses and r.name != REFERENCE:
             diff = max_relative_difference(r.losses, ref.losses)
             d["max_rel_loss_diff_vs_eager"] = diff
@@ -343,6 +347,12 @@ def summary(rows: list[dict]) -> list[str]:
                 ratio = d["first_step_s"] / tc["first_step_s"]
                 parts.append(f"first step {ratio:.2f}x torch.compile's (target <= 0.5x: "
                              f"{'met' if ratio <= 0.5 else 'missed'})")
+            if d.get("compile_seconds") and d.get("first_step_s"):
+                ours = d["compile_seconds"]
+                rest = d["first_step_s"] - sum(ours.values())
+                parts.append("first step by phase: " + ", ".join(
+                    f"{k} {v:.1f} s" for k, v in ours.items()) +
+                    f", Dynamo + AOTAutograd + the rest {rest:.1f} s")
             lines.append(f"{r['case']} {name}: " + "; ".join(parts))
     return lines
 
