@@ -10,6 +10,8 @@ the planner shards layers over), in the parameter's own layout: an `nn.Linear` w
 built-in model (`cherenkov.models` GPT or Llama) with `layer_placements`, maps them onto its
 per-layer graph (whose matmul weights are [in, out]) and keeps only the sharding strategies that
 honour them; everything else (tp degree, the other ops, pipeline, ZeRO, ...) it still chooses.
+Any other model is read through its capture (`capture_model.py`), whose weights keep their
+parameter paths inside the block.
 Since one transformer block is solved and repeated, every block must carry the same
 annotations. The tensor itself is unchanged: `shard` returns it, so it can wrap an expression.
 """
@@ -68,8 +70,9 @@ def _planner_view(p: Placement, transposed: bool) -> Placement:
     return p
 
 
-def layer_placements(model) -> dict[str, Placement]:
-    """The annotations of a built-in GPT or Llama model as {planner weight name: placement}.
+def layer_placements(model, captured=None) -> dict[str, Placement]:
+    """The annotations of a built-in GPT or Llama model, or of any model with its
+    `CapturedModel`, as {planner weight name: placement}.
     Raises ValueError for annotations the planner cannot honour: on a parameter outside the
     transformer blocks, on blocks that disagree, or on two parameters the planner fuses
     (wq/wk/wv, w1/w3) with different placements."""
@@ -79,9 +82,14 @@ def layer_placements(model) -> dict[str, Placement]:
         blocks, table, prefix = model.h, GPT_BLOCK, "h"
     elif isinstance(model, Llama):
         blocks, table, prefix = model.layers, LLAMA_BLOCK, "layers"
+    elif captured is not None:
+        prefix = captured.block_path
+        blocks = [model.get_submodule(path) for path in captured.blocks]
+        table = {n: (n, False) for n, v in captured.layer.values.items() if v.weight}
+        table.update(captured.block_layout)
     else:
         raise TypeError(f"cherenkov.shard annotations are read from cherenkov.models GPT or "
-                        f"Llama modules, not {type(model).__name__}")
+                        f"Llama modules, or through a CapturedModel, not {type(model).__name__}")
     block_params = {id(p) for b in blocks for p in b.parameters()}
     for name, param in model.named_parameters():
         if placement_of(param) is not None and id(param) not in block_params:
@@ -94,6 +102,9 @@ def layer_placements(model) -> dict[str, Placement]:
             p = placement_of(param)
             if p is None:
                 continue
+            if path not in table:  # a parameter the captured forward never used
+                raise ValueError(f"cherenkov.shard on {prefix}.{i}.{path}: the planner found no "
+                                 "use of it in the block's forward")
             name, transposed = table[path]
             q = _planner_view(p, transposed)
             where = f"{prefix}.{i}.{path}"

@@ -112,17 +112,20 @@ def matmul_rule(op: LayerOp, graph: LayerGraph, t: int) -> list[Strategy]:
 
 @rule("attention")
 def attention_rule(op: LayerOp, graph: LayerGraph, t: int) -> list[Strategy]:
+    """One input (a fused q|k|v) or several (q, k, v from separate projections), all split alike."""
     found = _data_split(op, graph, t, dims=(0,))
     heads, kv = op.attr("heads"), op.attr("kv_heads")
+    n = len(op.inputs)
     if heads % t == 0:
-        found.append(Strategy("heads", (Shard(2),), Shard(2), (), (Shard(2),), 1.0 / t, ()))
+        found.append(Strategy("heads", (Shard(2),) * n, Shard(2), (), (Shard(2),) * n, 1.0 / t, ()))
     b, s, _ = graph.values[op.inputs[0]].shape
     if s % t == 0:
         # Context parallel (ring attention): every device gathers K and V of the whole sequence
         # in the forward pass and reduce-scatters their gradients in the backward pass.
         kv_bytes = 2.0 * b * s * kv * op.attr("head_dim") * graph.values[op.inputs[0]].itemsize
-        found.append(Strategy("context", (Shard(1),), Shard(1), (), (Shard(1),), 1.0 / t, (),
-                              (("all_gather", kv_bytes, "fwd"), ("reduce_scatter", kv_bytes, "bwd"))))
+        found.append(Strategy("context", (Shard(1),) * n, Shard(1), (), (Shard(1),) * n, 1.0 / t,
+                              (), (("all_gather", kv_bytes, "fwd"),
+                                   ("reduce_scatter", kv_bytes, "bwd"))))
     return found
 
 
@@ -135,9 +138,10 @@ def norm_rule(op: LayerOp, graph: LayerGraph, t: int) -> list[Strategy]:
 def elementwise_rule(op: LayerOp, graph: LayerGraph, t: int) -> list[Strategy]:
     found = _data_split(op, graph, t)
     if all(_dim(graph, x, 2) % t == 0 for x in op.inputs):
-        n = len(op.inputs)
-        found.append(Strategy("features", (Shard(2),) * n, Shard(2), (), (Shard(2),) * n,
-                              1.0 / t, ()))
+        # Weights of a captured pointwise op (a learned scale) stay whole on every device.
+        n, nw = len(op.inputs), len(op.weights)
+        found.append(Strategy("features", (Shard(2),) * n, Shard(2), (R,) * nw, (Shard(2),) * n,
+                              1.0 / t, (1.0,) * nw))
     return found
 
 

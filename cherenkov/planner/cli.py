@@ -3,7 +3,10 @@
     cherenkov plan --model llama3-70b --cluster 64x8xH100 --global-batch 1024 --seq 8192
     cherenkov plan --arch gpt --layers 24 --hidden 2304 --heads 24 --vocab 51200 --seq 2048 \\
                    --cluster 8xH100 --global-batch 512 --json
+    cherenkov plan --module mypkg.models:build --seq 4096 --cluster 64x8xH100 --global-batch 1024
 
+`--module pkg.mod:factory` plans any model: `factory()` returns the nn.Module (built under
+`torch.device("meta")` if it is big), which is captured (`parallel/capture_model.py`).
 `--tp/--pp/--dp/--cp/--microbatch/--recompute/--schedule/--zero` fix choices; with all of
 them fixed the plan is only simulated. `--trace FILE` writes a Perfetto trace, `--plot FILE`
 a PNG. Exit status 2 when no plan fits (the message says why and what would).
@@ -18,6 +21,8 @@ import sys
 def add_arguments(p: argparse.ArgumentParser) -> None:
     m = p.add_argument_group("model")
     m.add_argument("--model", help="preset name (gpt2, llama3-70b, ...) or path to an HF config.json")
+    m.add_argument("--module", metavar="PKG.MOD:FACTORY",
+                   help="plan the nn.Module FACTORY() returns (captured; needs --seq)")
     m.add_argument("--arch", choices=["gpt", "llama"], help="build a model from flags")
     for name in ("layers", "hidden", "heads", "kv-heads", "ffn", "vocab"):
         m.add_argument(f"--{name}", type=int)
@@ -55,10 +60,20 @@ def model_from_args(args):
     return cfg
 
 
+def module_from_args(args):
+    """The CapturedModel of `--module pkg.mod:factory` at `--seq`."""
+    import importlib
+    from cherenkov.parallel.capture_model import capture_model
+    path, _, factory = args.module.partition(":")
+    if not factory or not args.seq:
+        raise SystemExit("--module needs the form pkg.mod:factory and --seq")
+    return capture_model(getattr(importlib.import_module(path), factory)(), args.seq)
+
+
 def request_from_args(args):
     from cherenkov.hw import cluster
     from cherenkov.planner.search import Request
-    cfg = model_from_args(args)
+    cfg = module_from_args(args) if args.module else model_from_args(args)
     cl = cluster(args.cluster)
     if args.efficiency:
         dev = cl.device

@@ -93,9 +93,12 @@ def _frac(p: Placement, t: int) -> float:
 
 def _node_cost(op: LayerOp, s: Strategy, graph, axis, costs, opts) -> tuple[float, float, float]:
     tc = op.kind in ("matmul", "attention")
-    fwd = costs.kernel(op.flops * s.fraction, op.bytes * s.fraction, tc, op.kind)
-    bwd = costs.kernel(op.flops * s.fraction * BWD_FLOPS.get(op.kind, 2.0),
-                       op.bytes * s.fraction * BWD_BYTES.get(op.kind, 2.0), tc, op.kind)
+    if op.flops == 0 and op.bytes == 0:   # a view (a captured model's slice): no kernel runs
+        fwd = bwd = 0.0
+    else:
+        fwd = costs.kernel(op.flops * s.fraction, op.bytes * s.fraction, tc, op.kind)
+        bwd = costs.kernel(op.flops * s.fraction * BWD_FLOPS.get(op.kind, 2.0),
+                           op.bytes * s.fraction * BWD_BYTES.get(op.kind, 2.0), tc, op.kind)
     comm = opts.outer_sync_s_per_byte * _weights_params(op, s, graph) * 2.0 / opts.microbatches
     for kind, nbytes, phase in s.comm:
         c = costs.collective(kind, nbytes, axis.size, axis.spans_nodes, axis.per_node)

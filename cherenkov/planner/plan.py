@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from cherenkov.ir.placement import Shard
-from cherenkov.models.config import ModelConfig
 from cherenkov.parallel.mesh import ClusterMesh
 
 
@@ -39,7 +38,7 @@ class Choice:
 
 @dataclass
 class Plan:
-    model: ModelConfig
+    model: object          # ModelConfig or CapturedModel
     cluster: object
     global_batch: int
     seq: int

@@ -64,9 +64,12 @@ def layer_times(plan, sol, costs, with_cp: bool) -> LayerTimes:
     fwd_comm, bwd_comm = sol.seconds("fwd", "comm"), sol.seconds("bwd", "comm")
     if with_cp and c.cp > 1:
         # Ring attention: gather K and V of the full sequence, reduce-scatter their gradients.
-        cfg = plan.model
-        frac = 1.0 / c.tp if isinstance(sol.chosen["attn"].inputs[0], Shard) else 1.0
-        kv = 2.0 * c.microbatch_size * plan.seq * cfg.kv_heads * cfg.head_dim * 2 * frac
+        kv = 0.0
+        for op in sol.graph.ops:
+            if op.kind == "attention":
+                frac = 1.0 / c.tp if isinstance(sol.chosen[op.name].inputs[0], Shard) else 1.0
+                kv += 2.0 * c.microbatch_size * plan.seq * op.attr("kv_heads") * \
+                    op.attr("head_dim") * 2 * frac
         cp = plan.mesh.axis("cp")
         fwd_comm += costs.collective("all_gather", kv, cp.size, cp.spans_nodes, cp.per_node)
         bwd_comm += costs.collective("reduce_scatter", kv, cp.size, cp.spans_nodes, cp.per_node)

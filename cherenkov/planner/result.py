@@ -5,7 +5,8 @@ returns a `Prediction`; `plan_training(request)` runs the whole pipeline (search
 best few, keep the fastest) and is what `cherenkov plan` calls.
 
 MFU = model FLOPs per step / (step time * devices * datasheet peak bf16 tensor FLOP/s), with
-model FLOPs in the PaLM convention (`cherenkov.models.counting.training_flops_per_token`):
+model FLOPs in the PaLM convention (`cherenkov.models.counting.training_flops_per_token`,
+`CapturedModel.flops_per_token` for a captured model):
 recomputation does not count as useful work.
 """
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from cherenkov.models.counting import training_flops_per_token
+from cherenkov.parallel.capture_model import model_flops_per_token
 from cherenkov.planner.costs import ClusterCosts
 from cherenkov.planner.program import build_tasks, stage_memory
 from cherenkov.planner.search import (SIMULATE_TOP, Infeasible, Planner, Request,
@@ -70,7 +71,7 @@ def simulate_plan(plan, costs=None) -> Prediction:
     step = tl.step_time
     c = plan.choice
     tokens = plan.global_batch * plan.seq
-    flops = training_flops_per_token(plan.model, plan.seq) * tokens
+    flops = model_flops_per_token(plan.model, plan.seq) * tokens
     world = plan.cluster.world_size
     peak_flops = plan.cluster.device.flops("bf16", True)
     per_stage = [tl.breakdown(p) for p in range(c.pp)]
@@ -144,15 +145,25 @@ def _check_annotations(req: Request) -> None:
 
 def plan_model(model, cluster, global_batch: int, seq: int | None = None, progress=None,
                **fixed) -> Prediction:
-    """Plan training of a built-in model module (`cherenkov.models` GPT or Llama) on `cluster`
-    (a ClusterSpec or a name such as "8x8xH100"), honouring its `cherenkov.shard` annotations;
-    `fixed` takes the CLI's choices (tp=, pp=, dp=, cp=, microbatch=, recompute=, schedule=,
-    zero=)."""
+    """Plan training of a model module on `cluster` (a ClusterSpec or a name such as
+    "8x8xH100"), honouring its `cherenkov.shard` annotations; `fixed` takes the CLI's choices
+    (tp=, pp=, dp=, cp=, microbatch=, recompute=, schedule=, zero=). A built-in GPT or Llama
+    is planned from its config; any other module (on the meta device for a big one) is
+    captured first (`parallel/capture_model.py`), which needs `seq`."""
     from cherenkov import hw
+    from cherenkov.models.gpt import GPT
+    from cherenkov.models.llama import Llama
     from cherenkov.parallel.annotate import layer_placements
+    from cherenkov.parallel.capture_model import capture_model
     if isinstance(cluster, str):
         cluster = hw.cluster(cluster)
-    cfg = model.config
-    req = Request(cfg, cluster, global_batch, seq or cfg.seq, fixed=dict(fixed),
-                  weight_placements=layer_placements(model))
+    if isinstance(model, (GPT, Llama)):
+        planned, seq, captured = model.config, seq or model.config.seq, None
+    elif seq is None:
+        raise ValueError(f"cherenkov.plan: give seq= to plan {type(model).__name__} (only the "
+                         "built-in models know their sequence length)")
+    else:
+        planned = captured = capture_model(model, seq)
+    req = Request(planned, cluster, global_batch, seq, fixed=dict(fixed),
+                  weight_placements=layer_placements(model, captured))
     return plan_training(req, progress)

@@ -15,8 +15,7 @@ import math
 from dataclasses import dataclass, field
 
 from cherenkov.ir.placement import Shard
-from cherenkov.models.config import ModelConfig
-from cherenkov.parallel.layer_graph import embedding_graph, head_graph, layer_graph
+from cherenkov.parallel.capture_model import model_graphs, model_param_count
 from cherenkov.parallel.mesh import layout
 from cherenkov.planner.costs import ClusterCosts
 from cherenkov.planner.intra_layer import InfeasibleLayer, SolveOptions, solve_layer
@@ -32,7 +31,7 @@ SIMULATE_TOP = 4
 
 @dataclass
 class Request:
-    model: ModelConfig
+    model: object   # a ModelConfig, or a CapturedModel (parallel/capture_model.py) of any module
     cluster: object
     global_batch: int
     seq: int
@@ -131,16 +130,17 @@ class Planner:
             opts = SolveOptions(microbatches=num_mb, outer_sync_s_per_byte=per_byte, lean=lean,
                                 weight_placements=tuple(sorted(
                                     req.weight_placements.items(), key=lambda kv: kv[0])))
+            embed_g, layer_g, head_g = model_graphs(req.model, mb, seq)
             try:
-                layer = solve_layer(layer_graph(req.model, mb, seq), axis, self.costs, opts)
+                layer = solve_layer(layer_g, axis, self.costs, opts)
             except InfeasibleLayer:
                 return self.solutions(tp, cp, dp, mb, num_mb, lean=False)
             fixed = SolveOptions(microbatches=num_mb, fixed_io=layer.input_placement,
                                  outer_sync_s_per_byte=per_byte)
-            embed = solve_layer(embedding_graph(req.model, mb, seq), axis, self.costs,
+            embed = solve_layer(embed_g, axis, self.costs,
                                 SolveOptions(microbatches=num_mb, outer_sync_s_per_byte=per_byte,
                                              fixed_output=layer.input_placement))
-            head = solve_layer(head_graph(req.model, mb, seq), axis, self.costs, fixed)
+            head = solve_layer(head_g, axis, self.costs, fixed)
             self._solutions[key] = (embed, layer, head)
         return self._solutions[key]
 
@@ -211,10 +211,9 @@ class Planner:
         return ranked, rejects
 
 
-def min_state_bytes(model: ModelConfig) -> float:
+def min_state_bytes(model) -> float:
     """Weights + grads + Adam states of the whole model (16 bytes per parameter)."""
-    from cherenkov.models.counting import param_count
-    return param_count(model) * state_bytes_per_param(0, 1)
+    return model_param_count(model) * state_bytes_per_param(0, 1)
 
 
 def explain_infeasible(req: Request, rejects) -> str:
