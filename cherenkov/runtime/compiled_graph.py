@@ -69,7 +69,7 @@ class CompiledGraph:
         self._drop_unread_views()
         self._in_place_mutations()
         self._lifetimes()
-        self.fast_steps = _batched(self.steps)
+        self.fast_steps = _batched(self.steps, self._storage_roots())
 
     def _in_place_mutations(self) -> None:
         """A pointwise kernel whose output is copied back into an input it reads only at the
@@ -114,6 +114,15 @@ class CompiledGraph:
                     if any(s in family for s in step.reads):
                         family.update(getattr(step, "out_slots", ()))
         return out
+
+    def _storage_roots(self) -> dict[int, int]:
+        """Slot -> the input whose memory it may share (views of inputs, library results
+        read from them), for the slots that may; other slots own their memory."""
+        roots: dict[int, int] = {}
+        for index, family in self._aliases().items():
+            for s in family:
+                roots[s] = min(roots.get(s, index), index)
+        return roots
 
     def _lifetimes(self) -> None:
         last: dict[int, int] = {}
@@ -381,14 +390,14 @@ class CompiledGraph:
         return sum(1 for s in self.steps if s.kind == "kernel")
 
 
-def _batched(steps: list[Step]) -> list[Step]:
+def _batched(steps: list[Step], roots: dict[int, int] | None = None) -> list[Step]:
     """The plan with each run of consecutive C++ kernels (of one library) made one step that
     calls them all at once (`cpp_build.run_many`): on a CPU each ctypes call and the Python
     around it cost microseconds, a compiled optimizer step has one kernel per parameter."""
     out, run = [], []
 
     def flush():
-        out.extend([_cpp_batch(list(run))] if len(run) >= 2 else run)
+        out.extend([_cpp_batch(list(run), roots or {})] if len(run) >= 2 else run)
         run.clear()
     for step in steps:
         launcher = getattr(step, "launcher", None)
@@ -406,10 +415,45 @@ def _batched(steps: list[Step]) -> list[Step]:
     return out
 
 
-def _cpp_batch(members: list[Step]) -> Step:
-    from cherenkov.runtime.cpp_build import run_many
+def _levels(members: list[Step], roots: dict[int, int]) -> list[list[int]] | None:
+    """The batch's kernels (positions) in levels: a kernel goes one level past every earlier
+    kernel it conflicts with (it reads what that one writes, writes what it reads or writes;
+    memory compared by storage root, so views of one input and an output written in place
+    into an input conflict with that input); a kernel that spreads
+    its own loop over the threads is a level of its own, after everything before it. None
+    when no level holds two kernels (nothing to run side by side)."""
+    home = {}                    # an output written in place lives in its input's memory
+    for m in members:
+        home.update(m.into)
+
+    def memory(slot: int) -> int:
+        slot = home.get(slot, slot)
+        return roots.get(slot, slot)
+    reads, writes, level = [], [], []
+    floor = 0
+    for j, m in enumerate(members):
+        outs = set(m.out_slots)
+        r = {memory(s) for s in m.reads if s not in outs}
+        w = {memory(o) for o in m.out_slots}
+        lvl = floor
+        for i in range(j):
+            if writes[i] & r or writes[i] & w or reads[i] & w:
+                lvl = max(lvl, level[i] + 1)
+        if m.launcher.parallel_inside:
+            lvl = max([floor] + [x + 1 for x in level])
+            floor = lvl + 1
+        reads.append(r)
+        writes.append(w)
+        level.append(lvl)
+    groups = [[j for j in range(len(members)) if level[j] == lvl] for lvl in sorted(set(level))]
+    return groups if any(len(g) > 1 for g in groups) else None
+
+
+def _cpp_batch(members: list[Step], roots: dict[int, int]) -> Step:
+    from cherenkov.runtime.cpp_build import run_levels, run_many
     kernels = [m.launcher for m in members]
-    call = run_many(kernels)
+    levels = _levels(members, roots)
+    call = run_many(kernels) if levels is None else run_levels(kernels, levels)
 
     # Every argument starts its storage: kernel outputs are fresh or in-place contiguous
     # tensors, library outputs are brought to offset 0, inputs with an offset are passed from

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import itertools
 import json
 import os
 import platform
@@ -185,6 +186,32 @@ def run_many(kernels: list["CppKernel"]):
     return call
 
 
+def run_levels(kernels: list["CppKernel"], levels: list[list[int]]):
+    """Like `run_many`, the kernels grouped into levels run one after another; within a level
+    (independent kernels, none parallel inside) the kernels run on all threads. `levels` holds
+    positions in `kernels`; the pointer list stays in `kernels` order."""
+    library = kernels[0].library
+    fn = library.cherenkov_run_levels
+    fn.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int),
+                   ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_void_p)]
+    fn.restype = None
+    starts, at = [], 0
+    for k in kernels:
+        starts.append(at)
+        at += len(k.inputs) + len(k.outputs)
+    order = [i for level in levels for i in level]
+    ends = list(itertools.accumulate(len(level) for level in levels))
+    c_ends = (ctypes.c_int * len(ends))(*ends)
+    ids = (ctypes.c_int * len(order))(*[kernels[i].batch_id for i in order])
+    offsets = (ctypes.c_int * len(order))(*[starts[i] for i in order])
+    first = kernels[0]
+
+    def call(ptrs: list) -> None:
+        first.sync_threads()
+        fn(len(ends), c_ends, ids, offsets, (ctypes.c_void_p * len(ptrs))(*ptrs))
+    return call
+
+
 class CppKernel:
     """A compiled kernel called with torch CPU tensors: `Kernel.inputs`, then `Kernel.outputs`.
 
@@ -201,6 +228,7 @@ class CppKernel:
         self.outputs: list[Buffer] = list(kernel.outputs)
         self.library_path = path
         self.source = source                   # this kernel's C++ function
+        self.parallel_inside = "omp parallel" in source   # spreads its own loop over threads
         self._fn = getattr(library, kernel.name)
         self._fn.argtypes = [ctypes.c_void_p] * (len(self.inputs) + len(self.outputs))
         self._fn.restype = None
@@ -288,4 +316,22 @@ def dispatcher(kernels: list[Kernel]) -> str:
     lines.append('extern "C" void cherenkov_run_many(int n, const int* ids, void* const* ptrs) {')
     lines.append("    for (int i = 0; i < n; ++i) ptrs = ck_table[ids[i]](ptrs);")
     lines.append("}")
+    lines += [
+        "// the same by levels: the kernels of one level are independent and serial inside, so",
+        "// the level's kernels are spread over the threads; kernel i's pointers start at",
+        "// ptrs + offsets[i]",
+        'extern "C" void cherenkov_run_levels(int n_levels, const int* level_end, const int* ids,',
+        "                                     const int* offsets, void* const* ptrs) {",
+        "    int start = 0;",
+        "    for (int l = 0; l < n_levels; ++l) {",
+        "        const int end = level_end[l];",
+        "        if (end - start > 1 && ck_num_threads > 1) {",
+        "            #pragma omp parallel for schedule(dynamic, 1) num_threads(ck_num_threads)",
+        "            for (int i = start; i < end; ++i) ck_table[ids[i]](ptrs + offsets[i]);",
+        "        } else {",
+        "            for (int i = start; i < end; ++i) ck_table[ids[i]](ptrs + offsets[i]);",
+        "        }",
+        "        start = end;",
+        "    }",
+        "}"]
     return "\n".join(lines) + "\n"
