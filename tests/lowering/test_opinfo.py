@@ -41,8 +41,11 @@ def _fast_param(key):
     return pytest.param(key, id=".".join(k for k in key if k), marks=marks)
 
 
+@pytest.mark.parametrize("cpu_backend", ["triton", "cpp"])
 @pytest.mark.parametrize("key", [_fast_param(k) for k in sweep.FAST_OPS])
-def test_fast_subset(key):
+def test_fast_subset(key, cpu_backend, monkeypatch):
+    """Through the Triton renderer (in the interpreter) and through the C++ renderer."""
+    monkeypatch.setenv("CHERENKOV_CPU_BACKEND", cpu_backend)
     op = sweep.find_ops([key])[0]
     result = sweep.sweep_op(op, samples_per_case=2)
     _FAST_RESULTS.append(result)
