@@ -23,7 +23,8 @@ def test_list_shows_full_size_cases(capsys):
 
 
 def test_cpu_run_writes_results(tmp_path, capsys):
-    code = main(["bench", "memory", "--cpu", "--cases", "swiglu", "--out", str(tmp_path)])
+    code = main(["bench", "memory", "--cpu", "--smoke", "--cases", "swiglu",
+                 "--out", str(tmp_path)])
     assert code == 0
     [js] = tmp_path.glob("*_memory_cpu.json")
     data = json.loads(js.read_text())
@@ -38,11 +39,12 @@ def test_cpu_run_writes_results(tmp_path, capsys):
 
 
 def test_unknown_implementation_is_refused(tmp_path):
-    assert main(["bench", "memory", "--cpu", "--impls", "tvm", "--out", str(tmp_path)]) == 2
+    assert main(["bench", "memory", "--cpu", "--smoke", "--impls", "tvm",
+                 "--out", str(tmp_path)]) == 2
 
 
 def test_time_budget_skips_what_has_not_started(tmp_path):
-    main(["bench", "memory", "--cpu", "--cases", "softmax", "--time-budget", "-1",
+    main(["bench", "memory", "--cpu", "--smoke", "--cases", "softmax", "--time-budget", "-1",
           "--out", str(tmp_path)])
     [js] = tmp_path.glob("*.json")
     rows = json.loads(js.read_text())["rows"]

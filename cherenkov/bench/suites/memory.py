@@ -75,6 +75,7 @@ def rope_tables(T: int, D: int, device, base: float = 10000.0):
 
 SHAPES = {  # scale -> (rows, hidden, rope (B, T, H, D), cross-entropy tokens, vocabs)
     "full": (32768, 4096, (8, 4096, 32, 128), 16384, (50304, 128256)),
+    "cpu": (4096, 4096, (4, 1024, 16, 64), 2048, (50304,)),     # sizes a CPU runs in ms
     "smoke": (8, 64, (2, 4, 2, 8), 8, (96, 200)),
 }
 
