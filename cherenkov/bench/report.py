@@ -51,8 +51,12 @@ def metadata(device: torch.device, spec, suite: str, copy_bw: float, scale: str)
     if device.type == "cuda":
         name = torch.cuda.get_device_name(device)
     else:
+        from cherenkov.config import current
         from cherenkov.hw.live import host_name
-        name = f"CPU ({host_name()}), Triton interpreter"
+        cfg = current()
+        kernels = ("Triton interpreter" if cfg.interpret or cfg.cpu_backend == "triton"
+                   else "C++ kernels")
+        name = f"CPU ({host_name()}), {kernels}, {torch.get_num_threads()} threads"
     return {"suite": suite, "scale": scale,
             "date": datetime.datetime.now().isoformat(timespec="seconds"),
             "device": name, "device_spec": spec.name, "torch": torch.__version__,

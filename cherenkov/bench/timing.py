@@ -20,7 +20,7 @@ def cuda_median_s(fn: Callable[[], object], warmup_ms: int = 25, rep_ms: int = 1
     return do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median") / 1e3
 
 
-def cpu_median_s(fn: Callable[[], object], reps: int = 3) -> float:
+def cpu_median_s(fn: Callable[[], object], reps: int = 7) -> float:
     fn()
     times = []
     for _ in range(reps):
