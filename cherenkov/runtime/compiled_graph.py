@@ -171,8 +171,15 @@ class CompiledGraph:
             return [env[s].as_strided((1,), (1,), 0) if s in from_start else env[s]
                     for s in arg_slots]
 
-        def run(env):
-            launcher(*prepare(env))
+        if prefills or from_start:
+            def run(env):
+                launcher(*prepare(env))
+        else:
+            def run(env):                     # the common step, with no call in between
+                for slot, shape, strides, dtype in outs:
+                    env[slot] = env[into[slot]] if slot in into else empty(shape, strides,
+                                                                           dtype)
+                launcher(*[env[s] for s in arg_slots])
 
         step = Step("kernel", run, rendered.name)
         step.kernel = rendered.kernel             # kernel IR, for cost reports
