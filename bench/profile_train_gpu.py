@@ -6,7 +6,7 @@ step, and the CUDA kernels grouped by name (total time per step, launches per st
 category (matmul, attention, generated, aten, optimizer, copy); and what is alive at one step's
 memory peak, by allocation site (cherenkov/bench/memory_peak.py). Cherenkov's generated kernels
 are named by content hash; the report maps each to its fused op count and bytes, and the
-sources of the costliest ones are written beside it.
+sources of the 12 costliest ones are written beside it (<stem>_kernel_sources.py).
 
     PYTHONPATH=. python3 bench/profile_train_gpu.py --out $OUT [--case gpt2-style]
 """
@@ -185,10 +185,10 @@ def main() -> None:
     (out / f"{stem}.json").write_text(json.dumps(results, indent=1))
     top = sorted(results.get("cherenkov", {"kernels": {}})["kernels"].items(),
                  key=lambda kv: -kv[1]["us"])
-    src = out / "kernel_sources"
-    src.mkdir(exist_ok=True)
-    for n, _ in [kv for kv in top if kv[0] in known][:12]:
-        (src / f"{n}.py").write_text(known[n][2])
+    # one file, so it comes back from the device with the report
+    parts = [f"# {n}: {info['us']:.0f} us/step, {info['count']:.0f} launches\n\n{known[n][2]}"
+             for n, info in [kv for kv in top if kv[0] in known][:12]]
+    (out / f"{stem}_kernel_sources.py").write_text("\n\n".join(parts))
 
 
 if __name__ == "__main__":
