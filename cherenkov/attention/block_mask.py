@@ -48,11 +48,7 @@ class BlockMask:
         state = state.to(torch.int8)
 
         def lists(s: torch.Tensor, kind: int):
-            hit = s == kind
-            num = hit.sum(-1, dtype=torch.int32)
-            # stable sort on "not hit" puts the hit blocks first, in increasing order
-            idx = torch.sort((~hit).to(torch.int8), dim=-1, stable=True).indices
-            return num.contiguous(), idx.to(torch.int32).contiguous()
+            return _compact(s == kind)
 
         transposed = state.transpose(-1, -2)
         return cls(state, *lists(state, PARTIAL), *lists(state, FULL),
@@ -79,6 +75,19 @@ class BlockMask:
         return head + "\n" + picture(self.state[0, 0])
 
     __repr__ = __str__
+
+
+def _compact(hit: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(count, indices) per row of a boolean tensor: the hit positions first, in increasing
+    order, then the others in increasing order -- a stable sort on "not hit", by one prefix
+    sum and one scatter (a segmented sort is several kernels on a GPU)."""
+    h = hit.to(torch.int32)
+    num = h.sum(-1, dtype=torch.int32)
+    before = torch.cumsum(h, -1, dtype=torch.int32) - h           # hits before each position
+    at = torch.arange(hit.shape[-1], device=hit.device, dtype=torch.int32).expand_as(h)
+    slot = torch.where(hit, before, num.unsqueeze(-1) + at - before)
+    idx = torch.empty_like(h).scatter_(-1, slot.to(torch.int64), at)
+    return num.contiguous(), idx.contiguous()
 
 
 def picture(state: torch.Tensor, max_cells: int = 32) -> str:

@@ -92,3 +92,16 @@ def test_no_mask_is_all_full_and_bad_blocks_rejected():
     assert bm.state.shape == (1, 1, 3, 3) and bool((bm.state == FULL).all())
     with pytest.raises(ValueError):
         block_mask(mods.causal, 1, 1, 64, 64, block=(24, 16))
+
+
+def test_compaction_is_the_stable_sort_on_not_hit():
+    """Index lists come from one prefix sum and a scatter; they equal a stable sort of each
+    row on "not hit" (hit blocks first, each group in increasing order)."""
+    from cherenkov.attention.block_mask import _compact
+    g = torch.Generator().manual_seed(0)
+    for shape in [(1, 1, 7, 13), (2, 3, 5, 64), (1, 1, 1, 1), (1, 2, 4, 0)]:
+        hit = torch.rand(shape, generator=g) < 0.4
+        num, idx = _compact(hit)
+        want = torch.sort((~hit).to(torch.int8), dim=-1, stable=True).indices
+        assert idx.dtype == torch.int32 and num.dtype == torch.int32
+        assert torch.equal(idx.long(), want) and torch.equal(num, hit.sum(-1).int())
