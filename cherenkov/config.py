@@ -24,7 +24,7 @@ Every option lives in `Config`; every environment variable is read here and nowh
 | CHERENKOV_MEMORY_BUDGET=x   | memory_budget  | saved activations: GB if x > 1, else a fraction of   |
 |                             |                | device memory (cherenkov partitioner only)           |
 | CHERENKOV_COMPILE_WORKERS=n | compile_workers| processes compiling Triton kernels in parallel (0:   |
-|                             |                | none; default -1: half the CPU cores, at most 8)     |
+|                             |                | none; default -1: all CPU cores but one, <= 16)      |
 """
 from __future__ import annotations
 

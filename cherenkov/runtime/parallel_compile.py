@@ -12,8 +12,8 @@ over pipes (multiprocessing's spawn would re-import the user's `__main__` script
 depends on them for correctness: a worker that fails, or one that cannot start, only means the
 kernel is compiled at its first launch as before. They start when the backend first sees a
 CUDA graph (`warm`), while AOTAutograd is still tracing; `Config.compile_workers`
-(`CHERENKOV_COMPILE_WORKERS`) sets their number (0 turns this off; default: half the CPU cores,
-at most 8).
+(`CHERENKOV_COMPILE_WORKERS`) sets their number (0 turns this off; default: all CPU cores but
+one, at most 16).
 """
 from __future__ import annotations
 
@@ -49,10 +49,11 @@ class Job:
 
 
 def workers(requested: int = -1) -> int:
-    """Worker count for `Config.compile_workers` (-1: half the CPU cores, at most 8)."""
+    """Worker count for `Config.compile_workers` (-1: all CPU cores but one, at most 16 --
+    the main process waits while they compile; Inductor uses every core up to 32)."""
     if requested >= 0:
         return requested
-    return max(1, min(8, (os.cpu_count() or 2) // 2))
+    return max(1, min(16, (os.cpu_count() or 2) - 1))
 
 
 class _Worker:
