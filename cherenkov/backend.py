@@ -56,27 +56,22 @@ class ShapeSpecialized:
             return last[1](inputs)                # the common case: same layouts as last call
         key = tuple(signature)
         compiled = self.cache.get(key)
+        new = None                                # the CompileInfo of a variant compiled now
         if compiled is None:
             if len(self.cache) >= self.config.cache_size:
                 self._fallback(f"more than cache_size={self.config.cache_size} shape variants")
                 return self.gm(*inputs)
             try:
-                compiled, info = compile_fx(self.gm, inputs, self.config,
-                                            f"{self.name}_v{len(self.cache)}")
+                compiled, new = compile_fx(self.gm, inputs, self.config,
+                                           f"{self.name}_v{len(self.cache)}")
             except Exception as e:  # noqa: BLE001 -- the failure policy: eager, one warning
                 if self.config.strict:
                     raise
                 self._fallback(f"{type(e).__name__}: {e}")
                 return self.gm(*inputs)
             self.cache[key] = compiled
-            self.info_of[key] = info
-            COMPILED.append((self, info))
-            if not self.profile_next:
-                self.last = (signature, compiled)
-                t0 = time.perf_counter()      # the first run loads every kernel
-                out = compiled(inputs)
-                info.seconds["first run"] = time.perf_counter() - t0
-                return out
+            self.info_of[key] = new
+            COMPILED.append((self, new))
         self.cache.move_to_end(key)
         self.last = (signature, compiled)
         if self.profile_next:
@@ -85,13 +80,17 @@ class ShapeSpecialized:
             info = self.info_of[key]
             info.report = predicted_report(compiled, self.device_spec(inputs))
             return profiled_run(compiled, inputs, info.report)
-        return compiled(inputs)
+        if new is None:
+            return compiled(inputs)
+        t0 = time.perf_counter()                  # the first run loads every kernel
+        out = compiled(inputs)
+        new.seconds["first run"] = time.perf_counter() - t0
+        return out
 
     def device_spec(self, inputs):
-        from cherenkov import hw
+        from cherenkov.hw import device_for_config
         from cherenkov.lowering.from_fx import graph_device
-        return hw.current_device(graph_device(inputs)) if self.config.device == "auto" else \
-            hw.device(self.config.device)
+        return device_for_config(self.config.device, graph_device(inputs))
 
     def _fallback(self, reason: str) -> None:
         self.failed_reason = reason

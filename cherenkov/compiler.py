@@ -81,8 +81,8 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
     lowered = graph
     lap("lower")
     graph = eliminate_common_subexpressions(graph)
-    from cherenkov import hw
-    spec = hw.current_device(device) if config.device == "auto" else hw.device(config.device)
+    from cherenkov.hw import device_for_config
+    spec = device_for_config(config.device, device)
     if spec.kind == "gpu" and config.fusion:
         graph = split_reductions(graph, spec.sm_count)
     fusion = fuse(graph, enable=config.fusion, device=spec)

@@ -64,6 +64,15 @@ class TensorMeta:
         return dataclasses.replace(self, **changes)
 
 
+def meta_nbytes(meta) -> int:
+    """Bytes of a node's value: one tensor, the sum over a tuple of them, 0 for a non-tensor."""
+    if isinstance(meta, TensorMeta):
+        return meta.nbytes
+    if isinstance(meta, tuple):
+        return sum(meta_nbytes(m) for m in meta)
+    return 0
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Node:
     op: Op

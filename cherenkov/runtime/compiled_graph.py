@@ -67,11 +67,12 @@ class CompiledGraph:
                 self.steps.append(self._library_step(obj, fusion))
         self.output_slots = [None if o is None else self.slot[o] for o in self.graph.outputs]
         self._drop_unread_views()
-        self._in_place_mutations()
+        aliases = self._aliases()
+        self._in_place_mutations(aliases)
         self._lifetimes()
-        self.fast_steps = _batched(self.steps, self._storage_roots())
+        self.fast_steps = _batched(self.steps, self._storage_roots(aliases))
 
-    def _in_place_mutations(self) -> None:
+    def _in_place_mutations(self, aliases: dict[int, set]) -> None:
         """A pointwise kernel whose output is copied back into an input it reads only at the
         element it writes (an optimizer's parameter and moment updates) writes into the input
         directly, when nothing after it reads the input or a view of it: the copy after the
@@ -81,7 +82,6 @@ class CompiledGraph:
         for i, step in enumerate(self.steps):
             for slot in getattr(step, "out_slots", ()):
                 producer[slot] = i
-        aliases = self._aliases()
         targets = [m[0] for m in self.graph.mutations]
         for k, (index, position) in enumerate(self.graph.mutations):
             out = self.output_slots[position]
@@ -115,11 +115,12 @@ class CompiledGraph:
                         family.update(getattr(step, "out_slots", ()))
         return out
 
-    def _storage_roots(self) -> dict[int, int]:
-        """Slot -> the input whose memory it may share (views of inputs, library results
-        read from them), for the slots that may; other slots own their memory."""
+    @staticmethod
+    def _storage_roots(aliases: dict[int, set]) -> dict[int, int]:
+        """Slot -> the input whose memory it may share (an input's family in `_aliases`), for
+        the slots that may; other slots own their memory."""
         roots: dict[int, int] = {}
-        for index, family in self._aliases().items():
+        for index, family in aliases.items():
             for s in family:
                 roots[s] = min(roots.get(s, index), index)
         return roots
@@ -175,10 +176,8 @@ class CompiledGraph:
             def run(env):
                 launcher(*prepare(env))
         else:
-            def run(env):                     # the common step, with no call in between
-                for slot, shape, strides, dtype in outs:
-                    env[slot] = env[into[slot]] if slot in into else empty(shape, strides,
-                                                                           dtype)
+            def run(env):                     # the common step: no pre-fill, no offsets
+                _allocate(env, outs, into, empty)
                 launcher(*[env[s] for s in arg_slots])
 
         step = Step("kernel", run, rendered.name)
@@ -273,8 +272,7 @@ class CompiledGraph:
             def run(env):
                 t = call(*[env[x] if is_slot else x for is_slot, x in args])
                 if t.storage_offset() or (strided and t.stride() != strides):
-                    t = torch.empty_strided(shape, strides, dtype=t.dtype,
-                                            device=t.device).copy_(t)
+                    t = _relaid(t, shape, strides)
                 env[out] = t
         else:
             def run(env):
@@ -285,8 +283,7 @@ class CompiledGraph:
                     if layout is not None and isinstance(t, torch.Tensor) and (
                             t.storage_offset() or (t.numel() > 1
                                                    and tuple(t.stride()) != layout[1])):
-                        parts[i] = torch.empty_strided(layout[0], layout[1], dtype=t.dtype,
-                                                       device=t.device).copy_(t)
+                        parts[i] = _relaid(t, *layout)
                 env[out] = tuple(parts) if many else parts[0]
 
         step = Step("library", run, getattr(target, "__name__", str(target)))
@@ -495,6 +492,12 @@ def _cpp_batch(members: list[Step], roots: dict[int, int]) -> Step:
     step.reads = [s for m in members for s in m.reads]
     step.frees = tuple(s for m in members for s in m.frees)   # all dead by the batch's end
     return step
+
+
+def _relaid(t: torch.Tensor, shape, strides) -> torch.Tensor:
+    """A library result copied into the layout PyTorch's fake run promised (kernels index it
+    with those strides)."""
+    return torch.empty_strided(shape, strides, dtype=t.dtype, device=t.device).copy_(t)
 
 
 def _allocate(env: list, allocs: list, into: dict, empty) -> None:

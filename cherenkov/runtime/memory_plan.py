@@ -9,15 +9,7 @@ tests; it needs no device.
 """
 from __future__ import annotations
 
-from cherenkov.ir.graph import TensorMeta
-
-
-def _nbytes(meta) -> int:
-    if isinstance(meta, TensorMeta):
-        return meta.nbytes
-    if isinstance(meta, tuple):
-        return sum(_nbytes(m) for m in meta)
-    return 0
+from cherenkov.ir.graph import meta_nbytes
 
 
 def live_bytes(compiled) -> list[int]:
@@ -47,7 +39,7 @@ def live_bytes(compiled) -> list[int]:
 
     for i in range(compiled.n_inputs):
         node = node_of.get(i)
-        hold(i, i, _nbytes(node.meta) if node is not None else 0)
+        hold(i, i, meta_nbytes(node.meta) if node is not None else 0)
     timeline = []
     for step in compiled.steps:
         for slot in getattr(step, "out_slots", ()):
@@ -57,7 +49,7 @@ def live_bytes(compiled) -> list[int]:
             elif step.kind in ("view", "getitem") and step.reads and step.reads[0] in storage:
                 hold(slot, storage[step.reads[0]])
             else:
-                hold(slot, slot, _nbytes(node_of[slot].meta) if slot in node_of else 0)
+                hold(slot, slot, meta_nbytes(node_of[slot].meta) if slot in node_of else 0)
         timeline.append(current)
         for slot in step.frees:
             drop(slot)

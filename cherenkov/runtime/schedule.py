@@ -21,16 +21,8 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
-from cherenkov.ir.graph import Graph, Node, TensorMeta
+from cherenkov.ir.graph import Graph, Node, meta_nbytes
 from cherenkov.ir.ops import Op
-
-
-def _nbytes(meta) -> int:
-    if isinstance(meta, TensorMeta):
-        return meta.nbytes
-    if isinstance(meta, tuple):
-        return sum(_nbytes(m) for m in meta)
-    return 0
 
 
 @dataclass(eq=False)
@@ -38,6 +30,7 @@ class Item:
     obj: object                       # a fusion Group, a library node, a view or getitem node
     key: int                          # position in the depth-first node order
     produces: list                    # nodes it makes available
+    reads: list                       # nodes it reads
     roots_read: dict = field(default_factory=dict)    # storage root -> reads of it
     alloc: int = 0                    # bytes of new storage
     cost: int = 0                     # of which not the graph's outputs (those are made anyway)
@@ -57,66 +50,45 @@ def plan_order(graph: Graph, groups: list, realized: set, views: dict,
     """Work items (groups, library/getitem nodes, view nodes) in the order to run them."""
     order = graph.nodes()
     position = {n: i for i, n in enumerate(order)}
-    items: list[Item] = []
-    reads_of: dict[int, list[Node]] = {}
-    for node in order:
-        if is_library(node):
-            items.append(Item(node, position[node], [node]))
-            reads_of[id(items[-1])] = list(node.inputs)
-        elif node in views:
-            items.append(Item(node, position[node], [node]))
-            reads_of[id(items[-1])] = [views[node]]
-    for g in groups:
-        items.append(Item(g, min(position[m] for m in g.members), list(g.members)))
-        reads_of[id(items[-1])] = list(g.reads)
-
+    items = [Item(n, position[n], [n], list(n.inputs)) for n in order if is_library(n)]
+    items += [Item(n, position[n], [n], [views[n]]) for n in order
+              if n in views and not is_library(n)]
+    items += [Item(g, min(position[m] for m in g.members), list(g.members), list(g.reads))
+              for g in groups]
     producer = {n: it for it in items for n in it.produces}
-    root: dict[Node, Node] = {}
 
     def root_of(n: Node) -> Node:
-        r = n
+        """The node owning n's storage: through views, and from a getitem to its call."""
         while True:
-            if r in views:
-                r = views[r]
-            elif r.op == Op.GETITEM and is_library(r.inputs[0]):
-                r = r.inputs[0]
+            if n in views:
+                n = views[n]
+            elif n.op == Op.GETITEM and is_library(n.inputs[0]):
+                n = n.inputs[0]
             else:
-                break
-        root[n] = r
-        return r
+                return n
 
-    size: dict[Node, int] = {}
+    kept = {root_of(o) for o in graph.outputs if o is not None}
+    size: dict[Node, int] = {n: meta_nbytes(n.meta) for n in graph.inputs}
+    remaining: dict[Node, int] = {}       # storage root -> reads not yet run
     for it in items:
         obj = it.obj
-        if isinstance(obj, Node) and (obj in views or obj.op == Op.GETITEM):
-            continue                                  # shares its source's storage
-        made = [obj] if isinstance(obj, Node) else [m for m in obj.members if m in realized]
+        shares = isinstance(obj, Node) and (obj in views or obj.op == Op.GETITEM)
+        made = [] if shares else [obj] if isinstance(obj, Node) else \
+            [m for m in obj.members if m in realized]
         for m in made:
-            size[m] = _nbytes(m.meta)
+            size[m] = meta_nbytes(m.meta)
             it.alloc += size[m]
-    for n in graph.inputs:
-        size[n] = _nbytes(n.meta)
-
-    remaining: dict[Node, int] = {}
-    for it in items:
+            it.cost += 0 if m in kept else size[m]
         deps = set()
-        for r in reads_of[id(it)]:
+        for r in it.reads:
             rr = root_of(r)
             it.roots_read[rr] = it.roots_read.get(rr, 0) + 1
+            remaining[rr] = remaining.get(rr, 0) + 1
             if r in producer and producer[r] is not it:
                 deps.add(producer[r])
         it.deps = len(deps)
         for d in deps:
             d.users.append(it)
-    for it in items:
-        for rr, k in it.roots_read.items():
-            remaining[rr] = remaining.get(rr, 0) + k
-    kept = {root_of(o) for o in graph.outputs if o is not None}
-    for it in items:
-        if not isinstance(it.obj, Node):
-            it.cost = sum(size[m] for m in it.obj.members if m in realized and m not in kept)
-        elif it.obj in size and it.obj not in kept:
-            it.cost = it.alloc
 
     runs = {"depth-first": _run(items, remaining, size, kept, greedy=False)}
     if len(items) > 2:

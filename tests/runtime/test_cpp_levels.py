@@ -75,6 +75,6 @@ def test_optimizer_batch_by_levels_is_bitwise_the_sequential_batch(monkeypatch):
         assert torch.equal(x, y)
         torch.testing.assert_close(x, r, rtol=1e-5, atol=1e-6)
     batches = [st for cg in plans for st in cg.fast_steps if st.kind == "kernel_batch"]
-    levels = [_levels(st.members, plans[0]._storage_roots()) for st in batches]
+    levels = [_levels(st.members, plans[0]._storage_roots(plans[0]._aliases())) for st in batches]
     assert any(lv is not None and max(len(g) for g in lv) >= len(shapes) for lv in levels), (
         levels, [cg.graph.name for cg in plans])
