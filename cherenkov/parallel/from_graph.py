@@ -25,7 +25,7 @@ guessed cost). The embedding region is planned as one `embedding` op (see `embed
 
 Conventions follow `layer_graph.py`, so a captured GPT or Llama block matches the
 config-derived one: activations are [batch, seq, features] (numel / (b*s) features), weights
-[in, out]; FLOPs: 2*b*s*k*n per matmul, attention as `graph_rewrites.attention_flops`, 8 per
+[in, out]; FLOPs: 2*b*s*k*n per matmul, attention as `layer_graph.attention_flops`, 8 per
 element per norm, a per-op table for pointwise ops; bytes as `graph_rewrites.op_bytes`;
 saved for backward: a matmul its activation input, attention its q/k/v, a norm its input, a
 fused group the activation inputs that feed an op needing them (anything but
@@ -46,9 +46,9 @@ from dataclasses import replace
 
 import torch
 
-from cherenkov.parallel.graph_rewrites import (attention_flops, dedupe_saved, mark_fused_qkv,
+from cherenkov.parallel.graph_rewrites import (dedupe_saved, mark_fused_qkv,
                                                merge_sibling_matmuls, op_bytes)
-from cherenkov.parallel.layer_graph import LayerGraph, LayerOp, Value
+from cherenkov.parallel.layer_graph import LayerGraph, LayerOp, Value, attention_flops
 
 aten = torch.ops.aten
 

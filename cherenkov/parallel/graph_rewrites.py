@@ -19,13 +19,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from cherenkov.parallel.layer_graph import LayerGraph, LayerOp, Value, causal_tile_overhead
-
-
-def attention_flops(batch: int, seq: int, heads: int, head_dim: int, causal: bool) -> float:
-    """QK^T and PV: 4*b*s*s*heads*head_dim, the causal half plus its diagonal tiles if causal."""
-    full = 4.0 * batch * seq * seq * heads * head_dim
-    return full / 2 * causal_tile_overhead(seq) if causal else full
+from cherenkov.parallel.layer_graph import LayerGraph, LayerOp, Value, attention_flops
 
 
 def op_bytes(op: LayerOp, values: dict[str, Value]) -> float:

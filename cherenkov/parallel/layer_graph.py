@@ -33,6 +33,13 @@ def causal_tile_overhead(seq: int, tile: int = ATTENTION_TILE) -> float:
     return 1.0 + min(tile, seq) / seq
 
 
+def attention_flops(batch: int, seq: int, heads: int, head_dim: int, causal: bool) -> float:
+    """QK^T and PV: 4*b*s*s*heads*head_dim; if causal, the causal half plus the masked half of
+    the diagonal tiles, which a flash kernel computes whole."""
+    full = 4.0 * batch * seq * seq * heads * head_dim
+    return full / 2 * causal_tile_overhead(seq) if causal else full
+
+
 @dataclass(frozen=True, slots=True)
 class Value:
     name: str
@@ -160,9 +167,7 @@ def layer_graph(cfg: ModelConfig, batch: int, seq: int) -> LayerGraph:
         qkv = roped
     # Attention core (flash style: saves q, k, v and the log-sum-exp, not the score matrix).
     attn = g.value("attn", (batch, seq, q_dim))
-    # QK^T and PV over the causal half of 4*b*s*s*q, plus the masked half of the diagonal
-    # tiles, which a flash kernel computes whole: (s/T)(s/T + 1)/2 tiles of T x T.
-    causal_flops = 2.0 * batch * seq * seq * q_dim * causal_tile_overhead(seq)
+    causal_flops = attention_flops(batch, seq, cfg.heads, d, causal=True)
     g.ops.append(LayerOp("attn", "attention", (qkv,), attn, flops=causal_flops,
                          bytes=g._io_bytes((qkv, attn)), saved=(qkv,), attrs=heads))
     proj = g.matmul("proj", attn, h)
