@@ -49,7 +49,8 @@ def profile_next_call() -> None:
     `cost_reports`)."""
     from cherenkov.backend import COMPILED
     for graph, _ in COMPILED:
-        graph.profile_next = True
+        if graph is not None:
+            graph.profile_next = True
 
 
 def cost_reports() -> dict:

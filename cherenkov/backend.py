@@ -12,6 +12,7 @@ import functools
 import logging
 import time
 import warnings
+import weakref
 from collections import OrderedDict
 
 import torch
@@ -71,7 +72,7 @@ class ShapeSpecialized:
                 return self.gm(*inputs)
             self.cache[key] = compiled
             self.info_of[key] = new
-            COMPILED.append((self, new))
+            COMPILED.append(Compiled(self, new))
         self.cache.move_to_end(key)
         self.last = (signature, compiled)
         if self.profile_next:
@@ -98,8 +99,22 @@ class ShapeSpecialized:
         log.warning("cherenkov: graph %s runs in eager: %s", self.name, reason)
 
 
+class Compiled:
+    """One entry of COMPILED: unpacks as (graph, info). The graph is held weakly -- a compiled
+    graph owns its buffers and CUDA-graph pools, which must go when Dynamo drops the graph
+    (torch._dynamo.reset(), the model deleted); `graph` is then None and only the info stays."""
+    __slots__ = ("_graph", "info")
+
+    def __init__(self, graph: "ShapeSpecialized", info):
+        self._graph = weakref.ref(graph)
+        self.info = info
+
+    def __iter__(self):
+        return iter((self._graph(), self.info))
+
+
 # every (graph, info) compiled in this process, for reports and tests
-COMPILED: list = []
+COMPILED: "list[Compiled]" = []
 
 
 def _make_compiler(config: Config, kind: str):

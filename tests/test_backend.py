@@ -196,3 +196,22 @@ def test_matmul_with_a_transposed_stored_weight_calls_linear_without_a_view_step
     assert labels.count("linear") == 2 and not any(s.kind == "view" for s in compiled.steps)
     for got, want in zip(compiled([x, w, b]), fn(x, w, b)):
         torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_compiled_graphs_are_freed_when_dynamo_drops_them():
+    # a compiled graph owns its buffers (and on CUDA its graphs' memory pools): the process-wide
+    # record of compiled graphs must not keep them alive once Dynamo lets go of them
+    import gc
+    import weakref
+    start = len(backend.COMPILED)
+    fn = cherenkov.compile(lambda x: (x * 3).relu() + 1, strict=True)
+    x = torch.randn(64)
+    torch.testing.assert_close(fn(x), (x * 3).relu() + 1)
+    entries = backend.COMPILED[start:]
+    graphs = [weakref.ref(g) for g, _ in entries]
+    assert graphs and all(g() is not None for g in graphs)
+    del fn
+    torch._dynamo.reset()
+    gc.collect()
+    assert all(g() is None for g in graphs)
+    assert all(info is not None and graph is None for graph, info in entries)

@@ -52,7 +52,7 @@ def _adamw_step(params, levels: bool, monkeypatch):
         for p in params:
             p.grad = torch.randn(p.shape, generator=g)
         step()
-    plans = [cg for sp, _ in COMPILED[start:] for cg in sp.cache.values()]
+    plans = [cg for sp, _ in COMPILED[start:] if sp is not None for cg in sp.cache.values()]
     monkeypatch.undo()
     return plans
 
