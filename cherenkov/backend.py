@@ -112,6 +112,9 @@ class Compiled:
     def __iter__(self):
         return iter((self._graph(), self.info))
 
+    def __getitem__(self, i: int):
+        return (self._graph(), self.info)[i]
+
 
 # every (graph, info) compiled in this process, for reports and tests
 COMPILED: "list[Compiled]" = []

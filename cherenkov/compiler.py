@@ -79,6 +79,9 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
     if config.strict:
         verify(graph)
     lowered = graph
+    if device.type == "cuda" and not uses_interpreter(device, config):
+        # library kernels (attention) start compiling now, while the passes run
+        parallel_compile.submit(report.compile_jobs + report.later_jobs, config.compile_workers)
     lap("lower")
     graph = eliminate_common_subexpressions(graph)
     from cherenkov.hw import device_for_config
@@ -93,7 +96,7 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
         lap("kernels")
     else:
         kernels, sources = _triton_kernels(fusion, uses_interpreter(device, config), spec,
-                                           config.compile_workers, lap)
+                                           config.compile_workers, lap, report.compile_jobs)
     for _, kernel in sources:
         info.kernels.append((kernel.name, kernel.fused_ops, kernel.bytes_moved(), kernel.source))
     for node in graph.nodes():
@@ -129,8 +132,9 @@ class LaunchableKernel:
         return self.kernel.bytes_moved()
 
 
-def _triton_kernels(fusion, interpret: bool, spec, workers: int = -1, lap=lambda phase: None):
-    kernels, sources, jobs = {}, [], []
+def _triton_kernels(fusion, interpret: bool, spec, workers: int = -1, lap=lambda phase: None,
+                    library_jobs: list = ()):
+    kernels, sources, jobs = {}, [], [] if interpret else list(library_jobs)
     for group in fusion.groups:
         cfg = choose_blocks(group.kernel, interpret, device=spec)
         rendered = render_triton(group.kernel, cfg)
@@ -153,8 +157,8 @@ def _triton_kernels(fusion, interpret: bool, spec, workers: int = -1, lap=lambda
             dtype_of = {b.name: b.dtype for b in group.kernel.inputs + group.kernel.outputs}
             jobs.append(parallel_compile.Job(
                 module.__file__, module.__name__, fn_name,
-                tuple(str(dtype_of[n]).removeprefix("torch.") for n in rendered.arg_names),
-                tuple(blocks.items()), tuple(sorted(options.items()))))
+                tuple(parallel_compile.tensor_arg(dtype_of[n]) for n in rendered.arg_names),
+                tuple(blocks.items()) + tuple(sorted(options.items()))))
         kernels[group] = LaunchableKernel(rendered.name, rendered.arg_names, launcher,
                                           source, group.kernel.fused_ops, group.kernel)
         sources.append((group, kernels[group]))

@@ -7,6 +7,7 @@ us and a backward run by PyTorch (or the reverse) still agree. Causal or unmaske
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
@@ -40,19 +41,20 @@ def supported(q_shape, k_shape, v_shape, dropout_p: float, attn_mask=None, dtype
     return None
 
 
-def _plan(q, k, is_causal: bool, scale: float | None) -> launch.Plan:
+def _plan(q, k, is_causal: bool, scale: float | None, device=None) -> launch.Plan:
     B, H, Q_LEN, D = q.shape
     KV_LEN = k.shape[2]
-    mode, reason = kernel_mode(q.device)
+    device = q.device if device is None else device
+    mode, reason = kernel_mode(device)
     if mode is None:
         raise RuntimeError(f"attention kernels unavailable: {reason}")
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
-    key = (B, H, Q_LEN, KV_LEN, is_causal, scale, str(q.device), mode)
+    key = (B, H, Q_LEN, KV_LEN, is_causal, scale, str(device), mode)
     plan = _PLANS.get(key)
     if plan is None:
         mask_mod = causal if is_causal else None
         traced, kernels = compile_mods(None, mask_mod, interpret=mode == "interpret")
-        mask = build_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, (128, 64), q.device)
+        mask = build_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, (128, 64), device)
         plan = launch.Plan(kernels, traced, mask, scale, mode == "interpret")
         if len(_PLANS) > 64:
             _PLANS.clear()
@@ -64,16 +66,58 @@ def _unit(x):
     return x if x.stride(-1) == 1 else x.contiguous()
 
 
-def forward(q, k, v, is_causal: bool, scale=None):
+def forward(q, k, v, is_causal: bool, scale=None, plan=None):
     """(out, natural-log lse of shape (B, H, Q))."""
     q, k, v = _unit(q), _unit(k), _unit(v)
-    out, lse2 = launch.forward(_plan(q, k, is_causal, scale), q, k, v, [])
+    plan = plan or _plan(q, k, is_causal, scale)
+    out, lse2 = launch.forward(plan, q, k, v, [])
     return out, launch.natural_lse(lse2)
 
 
-def backward(do, q, k, v, out, lse, is_causal: bool, scale=None):
+def backward(do, q, k, v, out, lse, is_causal: bool, scale=None, plan=None):
     q, k, v = _unit(q), _unit(k), _unit(v)
     lse2 = torch.where(torch.isinf(lse), float("inf"), lse / LN2)   # back to the kernels' log2
-    dq, dk, dv, _ = launch.backward(_plan(q, k, is_causal, scale), q, k, v, out.contiguous(),
-                                    lse2.contiguous(), do, [], [])
+    plan = plan or _plan(q, k, is_causal, scale)
+    dq, dk, dv, _ = launch.backward(plan, q, k, v, out.contiguous(), lse2.contiguous(), do,
+                                    [], [])
     return dq, dk, dv
+
+
+class _Recorder:
+    """Stands in for a kernel module: `rec.<kernel>[grid](*args, **kwargs)` records the call."""
+
+    def __init__(self):
+        self.calls: list[tuple[str, tuple, dict]] = []
+
+    def __getattr__(self, name: str):
+        calls = self.calls
+
+        class _Launch:
+            def __getitem__(self, grid):
+                return lambda *args, **kwargs: calls.append((name, args, kwargs))
+        return _Launch()
+
+
+def compile_jobs(q, k, v, is_causal: bool, scale, device, grads: dict | None = None) -> list:
+    """The kernel launches `forward` (and, with `grads`, `backward`) will make for tensors
+    laid out like q, k, v (meta tensors) on `device`, as compile jobs for the worker pool
+    (see runtime/parallel_compile.py): the attention kernels are the costliest to compile, and
+    without this they compiled at the first run, one after another (10 s of a Llama-style
+    first step). `grads` = {"do", "out", "lse"}: meta tensors laid out as the backward gets
+    them. The plan (and its block mask) built here on `device` is the one the run uses."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    from cherenkov.runtime.parallel_compile import Job, tensor_arg
+    with unset_fake_temporarily():        # the plan's block mask is real, kept for the run
+        plan = _plan(q, k, is_causal, scale, device)
+    rec = _Recorder()
+    stand_in = dataclasses.replace(plan, kernels=rec)
+    forward(q, k, v, is_causal, scale, plan=stand_in)
+    if grads is not None:
+        backward(grads["do"], q, k, v, grads["out"], grads["lse"], is_causal, scale,
+                 plan=stand_in)
+
+    def arg(a):
+        return tensor_arg(a.dtype) if isinstance(a, torch.Tensor) else a
+    module = plan.kernels
+    return [Job(module.SOURCE_PATH, module.__name__, name, tuple(map(arg, args)),
+                tuple(kwargs.items())) for name, args, kwargs in rec.calls]

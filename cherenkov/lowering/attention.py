@@ -4,6 +4,8 @@ attention kernels (`cherenkov/attention/sdpa_routing.py`) when the call is one t
 """
 from __future__ import annotations
 
+import logging
+
 import torch
 
 from cherenkov.ir.ops import Op
@@ -11,6 +13,34 @@ from cherenkov.lowering.library import library_node
 from cherenkov.lowering.registry import Unsupported, lowering
 
 aten = torch.ops.aten
+log = logging.getLogger("cherenkov")
+
+
+def _meta(t, shape=None, dtype=None):
+    """A meta tensor laid out like IR value `t` (or contiguous `shape`/`dtype`)."""
+    if shape is not None:
+        return torch.empty(shape, dtype=dtype, device="meta")
+    return torch.empty_strided(t.meta.shape, t.meta.strides, dtype=t.meta.dtype, device="meta")
+
+
+def _queue_compiles(ctx, q, k, v, is_causal, scale, grads=None) -> None:
+    """Hand the attention kernels this call launches to the compile workers now (and, in a
+    forward graph, those of its backward, guessing contiguous gradients). Never fails the
+    lowering: a kernel missed here compiles at its first launch."""
+    if ctx.device.type != "cuda":
+        return
+    from cherenkov.attention.sdpa_routing import compile_jobs
+    try:
+        qm, km, vm = _meta(q), _meta(k), _meta(v)
+        ctx.compile_jobs += compile_jobs(qm, km, vm, is_causal, scale, ctx.device, grads)
+        if ctx.training and grads is None:
+            B, H, Q_LEN, _ = qm.shape
+            guess = {"do": _meta(None, qm.shape, qm.dtype), "out": _meta(None, qm.shape, qm.dtype),
+                     "lse": _meta(None, (B, H, Q_LEN), torch.float32)}
+            jobs = compile_jobs(qm, km, vm, is_causal, scale, ctx.device, guess)
+            ctx.later_jobs += [j for j in jobs if j not in ctx.compile_jobs]
+    except Exception as e:  # noqa: BLE001
+        log.debug("cherenkov: attention kernels not pre-compiled (%s: %s)", type(e).__name__, e)
 
 
 def _placeholders(fake_out, start: int):
@@ -42,6 +72,7 @@ def _route(ctx, q, k, v, dropout_p, attn_mask=None):
 def _flash_cuda(ctx, q, k, v, dropout_p=0.0, is_causal=False, return_debug_mask=False,
                 scale=None):
     _route(ctx, q, k, v, dropout_p)
+    _queue_compiles(ctx, q, k, v, is_causal, scale)
     rest = _placeholders(ctx.out, 2)
     device = ctx.device
 
@@ -56,6 +87,8 @@ def _flash_cuda(ctx, q, k, v, dropout_p=0.0, is_causal=False, return_debug_mask=
 def _flash_cuda_backward(ctx, do, q, k, v, out, lse, cum_q, cum_k, max_q, max_k, dropout_p,
                          is_causal, philox_seed, philox_offset, scale=None):
     _route(ctx, q, k, v, dropout_p)
+    _queue_compiles(ctx, q, k, v, is_causal, scale,
+                    {"do": _meta(do), "out": _meta(out), "lse": _meta(lse)})
 
     def cherenkov_flash_attention_backward(do, q, k, v, out, lse):
         from cherenkov.attention.sdpa_routing import backward

@@ -13,9 +13,14 @@ from cherenkov.lowering.registry import Unsupported
 
 
 class LoweringContext:
-    def __init__(self, device: torch.device, route_attention: bool = True):
+    def __init__(self, device: torch.device, route_attention: bool = True,
+                 training: bool = False):
         self.device = device
         self.route_attention = route_attention   # SDPA calls to Cherenkov's attention kernels
+        self.training = training                 # a forward graph: a backward graph follows
+        self.compile_jobs: list = []             # library kernels this graph launches, for the
+                                                 # compile workers (runtime/parallel_compile.py)
+        self.later_jobs: list = []               # ... and kernels its backward will launch
         self.out = None          # fake output of the op being lowered
         self.target = None
 

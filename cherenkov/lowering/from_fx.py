@@ -35,6 +35,8 @@ class LoweringError(Exception):
 @dataclass
 class LoweringReport:
     externs: list[tuple[str, str]] = field(default_factory=list)   # (op name, reason)
+    compile_jobs: list = field(default_factory=list)    # library kernels to compile now
+    later_jobs: list = field(default_factory=list)      # ... and for the backward graph
 
     def summary(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -68,8 +70,8 @@ def lower_fx(gm: torch.fx.GraphModule, inputs: list, strict: bool = False,
              name: str = "graph", route_attention: bool = True) -> tuple[Graph, LoweringReport]:
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
     device = graph_device(inputs)
-    ctx = LoweringContext(device, route_attention)
-    report = LoweringReport()
+    ctx = LoweringContext(device, route_attention, training=name.startswith("forward"))
+    report = LoweringReport(compile_jobs=ctx.compile_jobs, later_jobs=ctx.later_jobs)
     env: dict[torch.fx.Node, object] = {}
     fake_env: dict[torch.fx.Node, object] = {}
     graph_inputs: list[Node] = []

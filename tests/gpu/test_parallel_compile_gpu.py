@@ -45,3 +45,39 @@ def test_compiled_adamw_on_cuda_matches_eager():
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
     plans = [cg for sp, _ in COMPILED[start:] if sp is not None for cg in sp.cache.values() if cg.graph.mutations]
     assert plans and all(cg.in_place for cg in plans)
+
+
+def test_attention_kernels_go_to_the_workers_and_workers_hold_no_gpu_context(monkeypatch):
+    """An SDPA call's kernels (forward, and its backward's from the forward graph) are handed
+    to the workers at lowering, with arguments that make the first launch a cache hit; the
+    workers answer Triton's device queries themselves, so none opens a CUDA context."""
+    import shutil
+    import subprocess
+    submitted = []
+    real_submit = parallel_compile.submit
+
+    def spy(jobs, requested=-1):
+        submitted.extend(jobs)
+        return real_submit(jobs, requested)
+    monkeypatch.setattr(parallel_compile, "submit", spy)
+    q, k, v = (torch.randn(2, 4, 256, 64, device="cuda", dtype=torch.bfloat16,
+                           requires_grad=True) for _ in range(3))
+    fn = lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(  # noqa: E731
+        q, k, v, is_causal=True)
+    out = cherenkov.compile(fn, strict=True)(q, k, v)
+    out.sum().backward()
+    ref = [t.detach().clone().requires_grad_(True) for t in (q, k, v)]
+    fn(*ref).sum().backward()
+    torch.testing.assert_close(out, fn(*ref), rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(q.grad, ref[0].grad, rtol=2e-2, atol=2e-2)
+    names = {j.fn for j in submitted}
+    assert {"_attn_fwd", "_attn_bwd_dkdv", "_attn_bwd_dq"} <= names, names
+    pool = parallel_compile._pool
+    assert pool is not None
+    done = [f for f in pool.futures.values() if f.done() and not f.cancelled()]
+    assert done and all(f.exception() is None and f.result() for f in done)
+    if shutil.which("nvidia-smi"):
+        apps = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
+                              capture_output=True, text=True).stdout.split()
+        workers = {str(w.proc.pid) for w in pool.workers}
+        assert not workers & set(apps), "a compile worker opened a CUDA context"

@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import torch
 
@@ -23,10 +24,12 @@ def double(a, out, XBLOCK: tl.constexpr):
 def test_worker_answers_one_line_per_job_and_reports_errors(tmp_path):
     path = tmp_path / "kmod.py"
     path.write_text(KERNEL)
-    good = {"path": str(path), "module": "kmod", "fn": "double", "dtypes": ["float32", "float32"],
-            "constexprs": [["XBLOCK", 64]], "options": [["num_warps", 4]]}
+    good = {"path": str(path), "module": "kmod", "fn": "double", "args": ["*float32", "*float32"],
+            "kwargs": [["XBLOCK", 64], ["num_warps", 4]], "target": None}
     missing = dict(good, fn="no_such_kernel")
-    proc = subprocess.run([sys.executable, "-m", "cherenkov.runtime.compile_worker"],
+    worker = [sys.executable, "-c", parallel_compile._BOOT,
+              str(Path(parallel_compile.__file__).with_name("compile_worker.py"))]
+    proc = subprocess.run(worker,
                           input=json.dumps(good) + "\n\n" + json.dumps(missing) + "\n",
                           capture_output=True, text=True, timeout=120)
     replies = [json.loads(line) for line in proc.stdout.splitlines()]
@@ -38,7 +41,7 @@ def test_worker_answers_one_line_per_job_and_reports_errors(tmp_path):
 
 def test_compile_all_without_workers_does_nothing(monkeypatch):
     monkeypatch.setattr(parallel_compile, "_pool", None)
-    job = parallel_compile.Job("nowhere.py", "m", "k", ("float32",), (("XBLOCK", 8),), ())
+    job = parallel_compile.Job("nowhere.py", "m", "k", ("*float32",), (("XBLOCK", 8),))
     assert parallel_compile.compile_all([job], 0) == 0
     assert parallel_compile._pool is None
     assert cherenkov.config.current(compile_workers=0).compile_workers == 0
@@ -50,8 +53,8 @@ def test_failing_workers_leave_compilation_to_the_first_launch(monkeypatch, tmp_
     monkeypatch.setattr(parallel_compile, "_pool", None)
     monkeypatch.setattr(parallel_compile, "_failed", False)
     try:
-        jobs = [parallel_compile.Job(str(tmp_path / f"m{i}.py"), f"m{i}", "k", ("float32",),
-                                     (("XBLOCK", 8),), ()) for i in range(3)]
+        jobs = [parallel_compile.Job(str(tmp_path / f"m{i}.py"), f"m{i}", "k", ("*float32",),
+                                     (("XBLOCK", 8),)) for i in range(3)]
         assert parallel_compile.compile_all(jobs, 2) == 0
         assert len(parallel_compile._pool.workers) == 2
         assert parallel_compile.compile_all(jobs, 2) == 0       # already tried: not resent
@@ -70,9 +73,47 @@ def test_a_hung_worker_never_holds_a_compile_for_long(monkeypatch, tmp_path):
     monkeypatch.setattr(parallel_compile, "_failed", False)
     monkeypatch.setattr(parallel_compile, "MAX_WAIT_S", 2.0)
     try:
-        job = parallel_compile.Job(str(path), "slow", "k", ("float32",), (("XBLOCK", 8),), ())
+        job = parallel_compile.Job(str(path), "slow", "k", ("*float32",), (("XBLOCK", 8),))
         assert parallel_compile.compile_all([job], 1) == 0
         assert parallel_compile._failed and parallel_compile._pool is None
         assert parallel_compile.compile_all([job], 1) == 0      # no pool: returns at once
+    finally:
+        parallel_compile.shutdown()
+
+
+def test_the_worker_does_not_import_cherenkov(tmp_path):
+    """Started by path, a worker imports torch and triton only (the cherenkov package would
+    bring Dynamo: seconds per worker). (That it answers Triton's device queries from the
+    target it is given, without a GPU context, is checked in tests/gpu.)"""
+    probe = tmp_path / "probe.py"
+    probe.write_text("import sys\nassert 'cherenkov' not in sys.modules, 'cherenkov imported'\n"
+                     "assert 'torch._dynamo' not in sys.modules, 'dynamo imported'\n")
+    job = {"path": str(probe), "module": "probe", "fn": "no_such_fn", "args": [], "kwargs": [],
+           "target": None}
+    worker = [sys.executable, "-c", parallel_compile._BOOT,
+              str(Path(parallel_compile.__file__).with_name("compile_worker.py"))]
+    proc = subprocess.run(worker, input=json.dumps(job) + "\n", capture_output=True, text=True,
+                          timeout=120)
+    reply = json.loads(proc.stdout.splitlines()[0])
+    # the module ran its asserts (an AssertionError would be the reply), then the lookup failed
+    assert reply["ok"] is False and "no_such_fn" in reply["error"], reply
+
+
+def test_submitted_jobs_are_shared_not_compiled_twice(monkeypatch, tmp_path):
+    """A job started early by submit() (an attention kernel at lowering) and asked for again by
+    compile_all() (the graph's wait) is one future: the workers see it once."""
+    monkeypatch.setattr(parallel_compile, "_pool", None)
+    monkeypatch.setattr(parallel_compile, "_failed", False)
+    try:
+        jobs = [parallel_compile.Job(str(tmp_path / f"m{i}.py"), f"m{i}", "k", ("*float32",),
+                                     (("XBLOCK", 8),)) for i in range(4)]
+        parallel_compile.submit(jobs[:2], 2)
+        pool = parallel_compile._pool
+        early = dict(pool.futures)
+        assert len(early) == 2
+        assert parallel_compile.compile_all(jobs + jobs[:1], 2) == 0   # none can compile here
+        assert len(pool.futures) == 4
+        assert all(pool.futures[key] is future for key, future in early.items())
+        assert all(f.done() for f in pool.futures.values())
     finally:
         parallel_compile.shutdown()
