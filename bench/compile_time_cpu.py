@@ -3,7 +3,10 @@ on the CPU: capture forward and backward once, then time lowering, CSE + split r
 fusion and Triton rendering for the H200 preset (no GPU needed; Triton's own compilation of
 the rendered kernels is not included). Writes markdown + JSON to argv[1].
 
-    .venv/bin/python bench/compile_time_cpu.py bench/results
+    .venv/bin/python bench/compile_time_cpu.py bench/results [llama]
+
+`llama` takes the train suite's Llama-style model (16 layers, d=2048) instead, under bf16
+autocast as the train suite runs it.
 """
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from cherenkov import hw
 from cherenkov.codegen.blocks import choose_blocks
 from cherenkov.codegen.triton_renderer import render_triton
 from cherenkov.lowering.from_fx import lower_fx
-from cherenkov.models import GPT, ModelConfig
+from cherenkov.models import ModelConfig, build_model
 from cherenkov.passes.cse import eliminate_common_subexpressions
 from cherenkov.passes.fusion import fuse
 from cherenkov.passes.split_reductions import split_reductions
@@ -41,12 +44,18 @@ class Recorder:
         return self.gm(*inputs)
 
 
-def main(out: str) -> None:
+def main(out: str, family: str = "gpt") -> None:
     backend.ShapeSpecialized = Recorder
-    cfg = ModelConfig("gpt", layers=12, hidden=768, heads=12, vocab=50304, seq=128, name="g")
-    model = GPT(cfg)
+    if family == "llama":
+        cfg = ModelConfig("llama", layers=16, hidden=2048, heads=16, ffn=5632, vocab=32000,
+                          seq=128, name="l")
+    else:
+        cfg = ModelConfig("gpt", layers=12, hidden=768, heads=12, vocab=50304, seq=128,
+                          name="g")
+    model = build_model(cfg)
     idx = torch.randint(0, cfg.vocab, (1, cfg.seq))
-    _, loss = cherenkov.compile(model)(idx, idx)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=family == "llama"):
+        _, loss = cherenkov.compile(model)(idx, idx)
     loss.backward()
     spec = hw.device("h200")
     rows = []
@@ -68,9 +77,10 @@ def main(out: str) -> None:
     meta = {"date": datetime.date.today().isoformat(), "torch": torch.__version__,
             "commit": commit, "machine": f"CPU, {os.cpu_count()} cores"}
     os.makedirs(out, exist_ok=True)
-    stem = os.path.join(out, f"{meta['date']}_compile_time_cpu")
+    stem = os.path.join(out, f"{meta['date']}_compile_time_cpu" + ("_llama" if family == "llama" else ""))
     json.dump({"meta": meta, "rows": rows}, open(stem + ".json", "w"), indent=2)
-    lines = [f"# Compile time of Cherenkov's passes, GPT-2 124M-style graphs (H200 preset), "
+    model_name = "Llama-style 16-layer" if family == "llama" else "GPT-2 124M-style"
+    lines = [f"# Compile time of Cherenkov's passes, {model_name} graphs (H200 preset), "
              f"{meta['date']}, torch {meta['torch']}, commit {commit}, {meta['machine']}", "",
              "| graph | IR nodes | kernels | lower s | cse+split s | fuse s | render s |",
              "|---|---|---|---|---|---|---|"]
@@ -83,4 +93,5 @@ def main(out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "bench/results")
+    main(sys.argv[1] if len(sys.argv) > 1 else "bench/results",
+         sys.argv[2] if len(sys.argv) > 2 else "gpt")

@@ -96,8 +96,11 @@ def run(args) -> int:
                   f"{len(cases)} cases, modes {', '.join(args.modes)}, scale {scale}")
     copy_bw = copy_bandwidth(device, {"full": 1 << 30, "cpu": 1 << 28}.get(scale, 1 << 24))
     console.print(f"copy bandwidth: {copy_bw / 1e9:.0f} GB/s")
+    # a forward+backward's timing capture leaves GPU memory behind: each runs in its own process
+    isolate = ("fwd+bwd",) if device.type == "cuda" and scale == "full" else ()
     settings = Settings(device=device, l2_bytes=spec.l2_bytes, time_budget_s=args.time_budget,
-                        modes=tuple(args.modes))
+                        modes=tuple(args.modes), isolate=isolate,
+                        suite=(args.suite, scale, dtype))
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                   MofNCompleteColumn(), TimeElapsedColumn(), console=console) as progress:
         results = run_suite(cases, [IMPLEMENTATIONS[n] for n in names], settings, progress)

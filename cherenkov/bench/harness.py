@@ -57,6 +57,9 @@ class Settings:
                                           # check (reported WRONG, left out of summaries)
     modes: tuple[str, ...] = ("fwd", "fwd+bwd")
     graph_replay: bool = True             # CUDA: time kernels by replaying a CUDA graph
+    isolate: tuple[str, ...] = ()         # modes whose variants run in a fresh process each
+    suite: tuple = ()                     # (suite name, scale, dtype): how a fresh process
+                                          # rebuilds a case (see isolated.py)
 
 
 @dataclass
@@ -169,6 +172,16 @@ def run_variant(case: Case, mode: str, impls: list[Implementation], settings: Se
     return result
 
 
+def _run_isolated(case: Case, mode: str, impls: list[Implementation], settings: Settings,
+                  status: Callable[[str], None]) -> CaseResult:
+    from cherenkov.bench import isolated
+    status("in a fresh process")
+    suite, scale, dtype = settings.suite
+    req = isolated.request(suite, scale, dtype, case.name, mode, [i.name for i in impls],
+                           settings)
+    return CaseResult(case, mode, impls=isolated.run_elsewhere(req))
+
+
 def run_suite(cases: list[Case], impls: list[Implementation], settings: Settings,
               progress=None) -> list[CaseResult]:
     """Every (case, mode), forward modes first; a variant that would start after the time
@@ -187,7 +200,10 @@ def run_suite(cases: list[Case], impls: list[Implementation], settings: Settings
         else:
             try:
                 torch._dynamo.reset()
-                results.append(run_variant(case, mode, impls, settings, status))
+                if mode in settings.isolate:
+                    results.append(_run_isolated(case, mode, impls, settings, status))
+                else:
+                    results.append(run_variant(case, mode, impls, settings, status))
             except Exception as e:  # noqa: BLE001 -- e.g. out of memory building inputs
                 traceback.print_exc()
                 results.append(CaseResult(case, mode, error=_short(e)))

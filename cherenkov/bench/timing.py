@@ -69,29 +69,14 @@ def graph_replay_median_s(call: Callable[[tuple], object], copies: list[tuple],
     torch.cuda.current_stream(device).wait_stream(side)
     torch.cuda.synchronize(device)
     graph = torch.cuda.CUDAGraph()
-    try:
-        with torch.cuda.graph(graph, pool=_graph_pool(device)):
-            for inputs in copies:
-                call(inputs)
-        graph.replay()
-        torch.cuda.synchronize(device)
-        return cuda_median_s(graph.replay) / len(copies)
-    finally:
-        graph.reset()
-
-
-_POOLS: dict = {}
-
-
-def _graph_pool(device: torch.device):
-    """One memory pool for every timing capture on a device. A deleted graph's private pool
-    was not given back by empty_cache (4-9 GiB left reserved per fwd+bwd case on the H200, for
-    eager, torch.compile and Cherenkov alike, and for failed captures), so a suite ran out of
-    memory by its last cases; in one shared pool each capture reuses what the last one left."""
-    key = (device.type, device.index if device.index is not None else torch.cuda.current_device())
-    if key not in _POOLS:
-        _POOLS[key] = torch.cuda.graph_pool_handle()
-    return _POOLS[key]
+    with torch.cuda.graph(graph):
+        for inputs in copies:
+            call(inputs)
+    graph.replay()
+    torch.cuda.synchronize(device)
+    seconds = cuda_median_s(graph.replay) / len(copies)
+    del graph
+    return seconds
 
 
 def copy_bandwidth(device: torch.device, nbytes: int) -> float:

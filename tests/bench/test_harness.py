@@ -97,3 +97,23 @@ def test_write_markdown_and_json(results, tmp_path, monkeypatch):
     text = md.read_text()
     assert "wrong: WRONG" in text and "abc1234" in text and "Cost report" in text
     assert text.count("| softmax (fp32 math) |") == 2
+
+
+def test_isolated_variants_run_in_a_fresh_process_and_come_back_whole():
+    """Settings.isolate: a mode's variants run in a child process (the GPU suite isolates
+    fwd+bwd, whose timing captures leave memory behind); results come back as if run here."""
+    from cherenkov.bench import isolated
+    cases = [c for c in SUITES["memory"]("smoke", torch.float32) if c.name == "add + RMSNorm"]
+    settings = Settings(device=torch.device("cpu"), isolate=("fwd+bwd",),
+                        suite=("memory", "smoke", torch.float32))
+    (fwd, both), = [run_suite(cases, [EAGER, CHERENKOV], settings)]
+    assert (fwd.mode, both.mode) == ("fwd", "fwd+bwd") and both.error is None
+    for result in (fwd, both):
+        for name in ("eager", "cherenkov"):
+            r = result.impls[name]
+            assert r.error is None and r.check.passed and r.time_s > 0
+    assert both.impls["cherenkov"].kernels and all(
+        isinstance(k, tuple) and k[2] > 0 for k in both.impls["cherenkov"].kernels)
+    with pytest.raises(RuntimeError, match="no single case"):
+        isolated.run_elsewhere(isolated.request("memory", "smoke", torch.float32, "no such",
+                                                "fwd", ["eager"], settings))
