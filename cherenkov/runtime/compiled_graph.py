@@ -18,7 +18,7 @@ from cherenkov.ir.ops import GroupOp, Op
 from cherenkov.ir.views import final_layout, torch_view
 from cherenkov.lowering.library import Slot, template_filler, template_has_slots
 from cherenkov.passes.fusion import FusionResult, Group, const_fill, is_library
-from cherenkov.runtime.alloc import allocator
+from cherenkov.runtime.alloc import Recycler, allocator
 from cherenkov.runtime.schedule import plan_order
 from cherenkov.runtime.triton_launch import TritonLaunch
 
@@ -43,6 +43,9 @@ class CompiledGraph:
             self.slot[node] = i
         self.n_inputs = len(graph.inputs)
         self.steps: list[Step] = []
+        self.empty = allocator(device)
+        if device.type == "cpu":
+            self.empty = Recycler(self.empty)
         self._plan(fusion, kernels)
         self._call = self.run_plan
 
@@ -70,7 +73,25 @@ class CompiledGraph:
         aliases = self._aliases()
         self._in_place_mutations(aliases)
         self._lifetimes()
+        if isinstance(self.empty, Recycler):
+            self._recycle_limits()
         self.fast_steps = _batched(self.steps, self._storage_roots(aliases))
+
+    def _recycle_limits(self) -> None:
+        """Which layouts the CPU recycler keeps, and how many of each (see alloc.Recycler)."""
+        backing = {s for s in self.output_slots if s is not None}
+        for step in reversed(self.steps):          # a returned view keeps its base alive
+            if step.kind == "view" and step.out_slots[0] in backing:
+                backing.add(step.reads[0])
+        layouts, outputs = [], []
+        for step in self.steps:
+            for slot, shape, strides, dtype in getattr(step, "allocs", ()):
+                if slot in step.into:
+                    continue
+                layouts.append((shape, strides, dtype))
+                if slot in backing:
+                    outputs.append((shape, strides, dtype))
+        self.empty.set_limits(layouts, outputs)
 
     def _in_place_mutations(self, aliases: dict[int, set]) -> None:
         """A pointwise kernel whose output is copied back into an input it reads only at the
@@ -160,7 +181,7 @@ class CompiledGraph:
         # index expressions include an input's storage offset: hand Triton the storage start
         from_start = {self.slot[r] for r in group.reads
                       if r.op == Op.INPUT and r.meta.storage_offset != 0}
-        device, empty = self.device, allocator(self.device)
+        device, empty = self.device, self.empty
         into: dict[int, int] = {}                 # output slot -> input slot written in place
 
         def prepare(env) -> list:
