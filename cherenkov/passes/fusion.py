@@ -378,9 +378,28 @@ def _merge(groups, realized, views, users, outputs, order, device):
         return {m for m in members if m in always or
                 len(readers.get(m, set()) - set(parts)) > 0}
 
+    probes: dict = {}       # structure of (group, stored members) -> its probe kernel
+
+    def probe(g: Group, needed: set[Node]):
+        """The kernel of g, for cost and shape only (never rendered): a group shaped like one
+        probed before (the same layer's kernels, once per transformer layer) shares its
+        probe -- or its NotFusible -- instead of building it again."""
+        key = structure_key(g, needed)
+        hit = probes.get(key) if key is not None else None
+        if hit is None:
+            try:
+                hit = build_kernel(g, needed, "probe")
+            except NotFusible as e:
+                hit = e
+            if key is not None:
+                probes[key] = hit
+        if isinstance(hit, NotFusible):
+            raise hit
+        return hit
+
     def kernel_of(g: Group):
         if g.kernel is None:
-            g.kernel = build_kernel(g, stored(g.members, [g]), "probe")
+            g.kernel = probe(g, stored(g.members, [g]))
         return g.kernel
 
     def time_of(g: Group) -> float:
@@ -423,7 +442,7 @@ def _merge(groups, realized, views, users, outputs, order, device):
         merged = Group(sorted(a.members + b.members, key=order.__getitem__), *dom)
         merged.reads = _reads(merged.members, realized, views)
         try:
-            merged.kernel = build_kernel(merged, stored(merged.members, [a, b]), "probe")
+            merged.kernel = probe(merged, stored(merged.members, [a, b]))
             apart = time_of(a) + time_of(b)
         except NotFusible:
             continue
@@ -440,6 +459,43 @@ def _merge(groups, realized, views, users, outputs, order, device):
             group_of[m] = merged
         push_pairs(merged)
     return sorted(alive, key=lambda g: min(order[m] for m in g.members))
+
+
+def structure_key(group: Group, needed: set[Node]):
+    """A hashable description of what `build_kernel(group, needed)` builds, equal for groups
+    that differ only in node identity (the same ops, constants, layouts and wiring): members
+    and the values they inline, in a canonical order, down to the buffers they read. None
+    when some op argument is not hashable."""
+    ids: dict[Node, int] = {}
+    parts: list = [group.X, group.R]
+    members = set(group.members)
+
+    def visit(root: Node) -> int:
+        stack = [(root, False)]
+        while stack:
+            n, expanded = stack.pop()
+            if n in ids:
+                continue
+            buffer = n in group.reads and n not in members
+            if buffer or expanded or not n.inputs:
+                if buffer:
+                    parts.append(("buffer", n.meta))
+                else:
+                    parts.append((n.op, n.args, n.meta, tuple(ids[i] for i in n.inputs),
+                                  n in members, n in needed))
+                ids[n] = len(ids)
+            else:
+                stack.append((n, True))
+                stack.extend((i, False) for i in reversed(n.inputs) if i not in ids)
+        return ids[root]
+    for m in group.members:
+        visit(m)
+    key = tuple(parts)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def _library_read(users) -> set[Node]:

@@ -162,3 +162,44 @@ def test_a_returned_reshape_that_would_copy_is_stored_by_its_kernel():
     out = cherenkov.compile(fn, strict=True)(x)
     for a, b in zip(out, fn(x)):
         torch.testing.assert_close(a, b)
+
+
+def test_identical_layers_share_probe_kernels_and_fuse_the_same(monkeypatch):
+    """Fusion probes a candidate merge by building its kernel; a group shaped like one probed
+    before (the next layer's) reuses that probe. Decisions are the same as building every
+    probe, and far fewer kernels are built."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from cherenkov import hw
+    from cherenkov.lowering.from_fx import lower_fx
+    from cherenkov.passes import fusion
+
+    def layer(x, w, b):
+        h = F.layer_norm(x + 1.0, (x.shape[-1],), w, b)
+        return x + F.gelu(h, approximate="tanh") * 0.5
+
+    def model(x, w, b):
+        for _ in range(4):
+            x = layer(x, w, b).softmax(-1) * 2
+        return x
+    from cherenkov.capture.decompositions import decomposition_table
+    args = (torch.randn(8, 32), torch.randn(32), torch.randn(32))
+    gm = make_fx(model, decomposition_table=decomposition_table())(*args)
+    graph, _ = lower_fx(gm, list(args), strict=True)
+    spec = hw.device("h200")
+    builds = []
+    real_build = fusion.build_kernel
+
+    def counting(*a, **k):
+        builds.append(a[2])
+        return real_build(*a, **k)
+    monkeypatch.setattr(fusion, "build_kernel", counting)
+    order = {n: i for i, n in enumerate(graph.nodes())}
+    shared = fusion.fuse(graph, device=spec)
+    probes_shared = builds.count("probe")
+    builds.clear()
+    monkeypatch.setattr(fusion, "structure_key", lambda *a: None)
+    alone = fusion.fuse(graph, device=spec)
+    probes_alone = builds.count("probe")
+    members = lambda r: sorted(tuple(order[n] for n in g.members) for g in r.groups)  # noqa: E731
+    assert members(shared) == members(alone)
+    assert probes_shared * 2 < probes_alone, (probes_shared, probes_alone)
