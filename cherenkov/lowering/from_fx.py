@@ -11,8 +11,8 @@ import operator
 from dataclasses import dataclass, field
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.utils._pytree import tree_map
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch.utils._pytree import tree_leaves, tree_map
 
 from cherenkov.ir.graph import Graph, Node, TensorMeta
 from cherenkov.ir.ops import GroupOp, Op
@@ -106,6 +106,14 @@ def lower_fx(gm: torch.fx.GraphModule, inputs: list, strict: bool = False,
             return transfers[n]
         return tree_map(move, value)
 
+    def ours(x):
+        """A fake tensor from the tracer's fake mode (a node's recorded value) as one of
+        ours, for running an op the tracer left no value for."""
+        if isinstance(x, FakeTensor) and x.fake_mode is not fake_mode:
+            with fake_mode:
+                return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device)
+        return x
+
     def off_device(target, args, kwargs, fake_out):
         """An op whose result lives on another device than the graph's runs as a PyTorch call
         there (a CUDA optimizer step's `step += 1` on its CPU counter)."""
@@ -167,8 +175,11 @@ def lower_fx(gm: torch.fx.GraphModule, inputs: list, strict: bool = False,
                 # Python arithmetic on sizes (sym ints), specialized to concrete values
                 env[fx_node] = fake_env[fx_node] = target(*fake_args, **fake_kwargs)
                 continue
-            with fake_mode:
-                fake_out = target(*fake_args, **fake_kwargs)
+            fake_out = _traced_value(fx_node)
+            if fake_out is None:
+                fake_args, fake_kwargs = tree_map(ours, (fake_args, fake_kwargs))
+                with fake_mode:
+                    fake_out = target(*fake_args, **fake_kwargs)
             fake_env[fx_node] = fake_out
             if _devices(fake_out) - {device}:
                 env[fx_node] = off_device(target, args, kwargs, fake_out)
@@ -190,6 +201,23 @@ def lower_fx(gm: torch.fx.GraphModule, inputs: list, strict: bool = False,
         updates.append((index, len(outputs)))
         outputs.append(value)
     return Graph(graph_inputs, outputs, name, scalar_outputs, updates), report
+
+
+def _traced_value(fx_node: torch.fx.Node):
+    """The output AOTAutograd's tracing recorded for the node (`meta["val"]`: fake tensors
+    with their sizes, strides, dtype and device), when every tensor in it is static; running
+    each op again on fake tensors was about half of lowering. None: compute it."""
+    val = fx_node.meta.get("val")
+    if val is None:
+        return None
+    for leaf in tree_leaves(val):
+        if isinstance(leaf, FakeTensor):
+            if any(isinstance(d, torch.SymInt) for d in (*leaf.shape, *leaf.stride())) \
+                    or isinstance(leaf.storage_offset(), torch.SymInt):
+                return None
+        elif leaf is not None:
+            return None
+    return val
 
 
 def _lower_call(ctx, target, args, kwargs, fake_out, report: LoweringReport, strict: bool):
