@@ -218,10 +218,13 @@ class KernelBuilder:
         cond = None
         src_idx = []
         for d, ((lo, _), i) in enumerate(zip(pads, idx)):
-            src_idx.append(ix.add(i, -lo))
             if pads[d] != (0, 0):
+                # read only where the source is selected: there its index lies in [0, size)
+                src_idx.append(ix.within(ix.add(i, -lo), 0, src.shape[d] - 1))
                 c = self._in_range(i, lo, lo + src.shape[d])
                 cond = c if cond is None else self._op(Op.AND, (cond, c), torch.bool)
+            else:
+                src_idx.append(ix.add(i, -lo))
         value = self.compute(src, tuple(src_idx), self._and_mask(mask, cond))
         return self._op(Op.WHERE, (cond, value, self._const(fill, node.dtype)), node.dtype)
 

@@ -513,3 +513,20 @@ def test_any_all_row_reductions_fold_int_flags():
         assert torch.equal(got, want)
     source = "".join(k[3] for _, info in COMPILED[start:] for k in info.kernels)
     assert "reduction(|:" in source and "||:" not in source and "&&:" not in source
+
+
+def test_padded_broadcast_reads_keep_the_source_range(tmp_path):
+    """A pad reads its source only where the source is selected: there the source index lies
+    in [0, size), so a broadcast table behind a slice is addressed without division or modulo
+    (RoPE's backward: those int64 divisions kept the loop from vectorizing, 1.7 -> 1.1 ms)."""
+    import glob
+    import torch.nn.functional as F
+    import cherenkov
+    B, T, H, D = 2, 8, 3, 16
+    g, s = torch.randn(B, T, H, D), torch.randn(T, D)
+    fn = lambda g, s: F.pad((g * s[None, :, None, :])[..., D // 2:], (0, D // 2))  # noqa: E731
+    f = cherenkov.compile(fn, strict=True, cpu_backend="cpp", dump_dir=str(tmp_path))
+    torch.testing.assert_close(f(g, s), fn(g, s))
+    loads = [line for p in glob.glob(f"{tmp_path}/*/kernel_k*.cpp") for line in open(p)
+             if "in_1[" in line and "=" in line]
+    assert loads and all("% 16" not in line and "/ 16" not in line for line in loads), loads
