@@ -40,6 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="element type (default bfloat16; float32 with --cpu, where the "
                              "interpreter truncates bf16 casts)")
     parser.add_argument("--list", action="store_true", help="list the suite's cases and exit")
+    parser.add_argument("--isolate", action="store_true",
+                        help="run each fwd+bwd variant in a fresh process (see bench/isolated.py)")
     parser.add_argument("--steps", type=int, default=None,
                         help="train suite: steps per backend (default 50; 3 with --cpu/--smoke)")
 
@@ -96,8 +98,10 @@ def run(args) -> int:
                   f"{len(cases)} cases, modes {', '.join(args.modes)}, scale {scale}")
     copy_bw = copy_bandwidth(device, {"full": 1 << 30, "cpu": 1 << 28}.get(scale, 1 << 24))
     console.print(f"copy bandwidth: {copy_bw / 1e9:.0f} GB/s")
-    # a forward+backward's timing capture leaves GPU memory behind: each runs in its own process
-    isolate = ("fwd+bwd",) if device.type == "cuda" and scale == "full" else ()
+    # --isolate: each fwd+bwd variant in a fresh process (bench/isolated.py). Off by default:
+    # on the H200 every timing capture in such a process failed ("operation failed due to a
+    # previous error during capture", from eager's capture onwards), so all were timed plainly
+    isolate = ("fwd+bwd",) if args.isolate else ()
     settings = Settings(device=device, l2_bytes=spec.l2_bytes, time_budget_s=args.time_budget,
                         modes=tuple(args.modes), isolate=isolate,
                         suite=(args.suite, scale, dtype))

@@ -3,8 +3,11 @@
 On the H200 a CUDA-graph timing capture of a forward+backward left 4-14 GiB reserved after
 its graph, inputs and compiled functions were gone (eager's failed capture as well as
 torch.compile's and Cherenkov's; `empty_cache` did not return it), so by its cross-entropy
-cases the memory suite ran out of memory. `Settings.isolate` names the modes whose variants
-run here instead: the harness starts
+cases the memory suite ran out of memory. `Settings.isolate` (`cherenkov bench --isolate`)
+names the modes whose variants run here instead. Not the default: in such a fresh process on
+the H200 every capture failed from eager's first one on ("operation failed due to a previous
+error during capture"), so the variants were timed by plain calls, host-bound. The harness
+starts
 
     python -m cherenkov.bench.isolated <json request>
 
