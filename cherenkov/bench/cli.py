@@ -89,7 +89,10 @@ def run(args) -> int:
         print(f"cherenkov bench: unknown implementation(s) {unknown}; known: "
               f"{sorted(IMPLEMENTATIONS)}", file=sys.stderr)
         return 2
-    spec = hw.current_device(device)
+    # a CPU has no preset of its own (the generic one assumes 100 GB/s): measure it once (about
+    # 3 s, cached on disk) so predictions and the compile's cost model use this machine's rates
+    spec = hw.probe(device) if device.type == "cpu" and scale != "smoke" else \
+        hw.current_device(device)
     from rich.console import Console
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn,
                                TextColumn, TimeElapsedColumn)
