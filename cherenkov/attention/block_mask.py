@@ -46,14 +46,14 @@ class BlockMask:
     def from_state(cls, state: torch.Tensor, block, shape, mask_mod=None) -> "BlockMask":
         """Compact a tile-state tensor into index lists (vectorized: a stable sort per row)."""
         state = state.to(torch.int8)
-
-        def lists(s: torch.Tensor, kind: int):
-            return _compact(s == kind)
-
-        transposed = state.transpose(-1, -2)
-        return cls(state, *lists(state, PARTIAL), *lists(state, FULL),
-                   *lists(transposed, PARTIAL), *lists(transposed, FULL),
-                   block=tuple(block), shape=tuple(shape), mask_mod=mask_mod)
+        if state.device.type == "cuda":
+            rows, cols = _lists_triton(state, False), _lists_triton(state, True)
+        else:
+            transposed = state.transpose(-1, -2)
+            rows = _compact(state == PARTIAL) + _compact(state == FULL)
+            cols = _compact(transposed == PARTIAL) + _compact(transposed == FULL)
+        return cls(state, *rows, *cols, block=tuple(block), shape=tuple(shape),
+                   mask_mod=mask_mod)
 
     @property
     def device(self) -> torch.device:
@@ -88,6 +88,28 @@ def _compact(hit: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     slot = torch.where(hit, before, num.unsqueeze(-1) + at - before)
     idx = torch.empty_like(h).scatter_(-1, slot.to(torch.int64), at)
     return num.contiguous(), idx.contiguous()
+
+
+def _lists_triton(state: torch.Tensor, transposed: bool, interpret: bool = False) -> tuple:
+    """(partial count, partial indices, full count, full indices) of every row of `state`
+    (Bm, Hm, nQ, nKV), or of its transpose, from one generated kernel: the torch version is
+    ~11 small kernels per list, 44 launches per mask, host-bound (a 32k document mask built in
+    1.23 ms on the H200 with 1 state kernel + those)."""
+    from .codegen import compile_mods
+    _, kernels = compile_mods(None, None, interpret=interpret)
+    state = state.contiguous()
+    Bm, Hm, nq, nk = state.shape
+    rows, n = (nk, nq) if transposed else (nq, nk)
+    stride_row, stride_el = (1, nk) if transposed else (nk, 1)
+    dev = state.device
+    num_p = torch.empty(Bm, Hm, rows, dtype=torch.int32, device=dev)
+    num_f = torch.empty_like(num_p)
+    idx_p = torch.empty(Bm, Hm, rows, n, dtype=torch.int32, device=dev)
+    idx_f = torch.empty_like(idx_p)
+    block = max(16, 1 << (n - 1).bit_length())
+    kernels._block_lists[(Bm * Hm * rows,)](state, num_p, idx_p, num_f, idx_f, rows, n,
+                                            nq * nk, stride_row, stride_el, BLOCK=block)
+    return num_p, idx_p, num_f, idx_f
 
 
 def picture(state: torch.Tensor, max_cells: int = 32) -> str:

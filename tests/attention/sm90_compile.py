@@ -18,7 +18,8 @@ from cherenkov.attention.trace import trace_mods
 POINTERS = {"Q", "K", "V", "O", "DO", "DK", "DV", "DQ"}
 FLOAT_POINTERS = {"LSE", "DELTA", "O_PART", "LSE_PART"}
 INT8_POINTERS = {"BLK_FULL", "STATE"}
-INT_POINTERS = {"KV_NUM", "KV_IDX", "FULL_NUM", "FULL_IDX", "Q_NUM", "Q_IDX", "BLK_NUM", "BLK_IDX"}
+INT_POINTERS = {"KV_NUM", "KV_IDX", "FULL_NUM", "FULL_IDX", "Q_NUM", "Q_IDX", "BLK_NUM", "BLK_IDX",
+                "NUM_P", "IDX_P", "NUM_F", "IDX_F"}
 
 
 def signature(fn, constexprs, captured_types):
@@ -79,6 +80,7 @@ def main() -> int:
         compile_one(kernels._attn_decode_combine,
                     dict(D=80, D_PAD=128, ROWS=16, SPLITS_PAD=32), captured_types, 4, 1)
         compile_one(kernels._block_state, dict(BLOCK_Q=128, BLOCK_KV=64), captured_types, 4, 1)
+        compile_one(kernels._block_lists, dict(BLOCK=512), captured_types, 4, 1)
     return 0
 
 
