@@ -34,6 +34,12 @@ def allocator(device: torch.device) -> Callable[[tuple, tuple, torch.dtype], tor
 RECYCLE_MIN_BYTES = 1 << 20
 
 
+def span_bytes(layout: tuple) -> int:
+    """Bytes a (shape, strides, dtype) layout spans."""
+    shape, strides, dtype = layout
+    return dtype.itemsize * (1 + sum((s - 1) * st for s, st in zip(shape, strides)))
+
+
 class Recycler:
     """CPU buffers kept between a graph's calls and handed out again once nobody holds them.
 
@@ -64,7 +70,8 @@ class Recycler:
         with self.lock:
             pool = self.pools.setdefault(key, [])
             for storage in pool:
-                if use_count(storage._cdata) == 1:
+                # nobody else holds it, and nobody shrank it while they did (resize_(0))
+                if use_count(storage._cdata) == 1 and storage.nbytes() >= span_bytes(key):
                     return torch.empty(0, dtype=dtype).set_(storage, 0, shape, strides)
             t = self.empty(shape, strides, dtype)
             if len(pool) < limit:
@@ -75,7 +82,6 @@ class Recycler:
         """`layouts`: every allocation (shape, strides, dtype) of a call; `outputs`: those that
         are (or back) the graph's outputs. Large layouts may keep outputs-of-that-layout + 1."""
         for shape, strides, dtype in set(layouts):
-            nbytes = dtype.itemsize * (1 + sum((s - 1) * st for s, st in zip(shape, strides)))
-            if nbytes >= RECYCLE_MIN_BYTES and all(s > 0 for s in shape):
+            if span_bytes((shape, strides, dtype)) >= RECYCLE_MIN_BYTES and min(shape) > 0:
                 self.limits[(shape, strides, dtype)] = 1 + outputs.count((shape, strides,
                                                                          dtype))

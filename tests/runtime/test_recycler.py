@@ -72,3 +72,16 @@ def test_limits_bound_what_is_kept():
     assert {t.data_ptr() for t in again[:2]} == kept and again[2].data_ptr() not in kept
     assert r(*small).numel() == 16 and small not in r.pools
     assert RECYCLE_MIN_BYTES <= N * 4
+
+
+def test_a_storage_shrunk_by_its_holder_is_not_handed_out():
+    r = Recycler(allocator(torch.device("cpu")))
+    big = ((N,), (1,), torch.float32)
+    r.set_limits([big], [big])
+    t = r(*big)
+    t.untyped_storage().resize_(0)          # what FSDP-style code does to free a buffer
+    del t
+    again = r(*big)
+    assert again.untyped_storage().nbytes() == N * 4
+    again.fill_(1.0)                        # writable over its whole extent
+    assert float(again.sum()) == N
