@@ -40,6 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="element type (default bfloat16; float32 with --cpu, where the "
                              "interpreter truncates bf16 casts)")
     parser.add_argument("--list", action="store_true", help="list the suite's cases and exit")
+    parser.add_argument("--capture-mode", default="global",
+                        choices=["global", "thread_local", "relaxed"],
+                        help="torch.cuda.graph's capture_error_mode for the timing captures")
     parser.add_argument("--isolate", action="store_true",
                         help="run each fwd+bwd variant in a fresh process (see bench/isolated.py)")
     parser.add_argument("--steps", type=int, default=None,
@@ -107,6 +110,7 @@ def run(args) -> int:
     isolate = ("fwd+bwd",) if args.isolate else ()
     settings = Settings(device=device, l2_bytes=spec.l2_bytes, time_budget_s=args.time_budget,
                         modes=tuple(args.modes), isolate=isolate,
+                        capture_error_mode=args.capture_mode,
                         suite=(args.suite, scale, dtype))
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                   MofNCompleteColumn(), TimeElapsedColumn(), console=console) as progress:

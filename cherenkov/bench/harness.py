@@ -57,6 +57,7 @@ class Settings:
                                           # check (reported WRONG, left out of summaries)
     modes: tuple[str, ...] = ("fwd", "fwd+bwd")
     graph_replay: bool = True             # CUDA: time kernels by replaying a CUDA graph
+    capture_error_mode: str = "global"    # torch.cuda.graph's, for the timing captures
     isolate: tuple[str, ...] = ()         # modes whose variants run in a fresh process each
     suite: tuple = ()                     # (suite name, scale, dtype): how a fresh process
                                           # rebuilds a case (see isolated.py)
@@ -154,7 +155,8 @@ def run_variant(case: Case, mode: str, impls: list[Implementation], settings: Se
             if dev.type == "cuda" and settings.graph_replay:
                 r.launched_s = r.time_s
                 try:
-                    r.time_s = graph_replay_median_s(call, copies, dev)
+                    r.time_s = graph_replay_median_s(call, copies, dev,
+                                                     settings.capture_error_mode)
                     r.timing = "cuda graph"
                 except Exception as e:  # noqa: BLE001 -- not capturable: keep the plain time
                     r.timing = f"calls (CUDA graph capture failed: {_short(e)})"

@@ -32,7 +32,8 @@ def request(suite: str, scale: str, dtype, case_name: str, mode: str, impls: lis
     return {"suite": suite, "scale": scale, "dtype": str(dtype).removeprefix("torch."),
             "case": case_name, "mode": mode, "impls": impls, "device": str(settings.device),
             "l2_bytes": settings.l2_bytes, "time_wrong": settings.time_wrong,
-            "graph_replay": settings.graph_replay}
+            "graph_replay": settings.graph_replay,
+            "capture_error_mode": settings.capture_error_mode}
 
 
 def run_elsewhere(req: dict) -> dict:
@@ -74,7 +75,8 @@ def main(argv: list[str]) -> int:
         raise SystemExit(f"no single case named {req['case']!r} in suite {req['suite']}")
     settings = Settings(device=torch.device(req["device"]), l2_bytes=req["l2_bytes"],
                         time_wrong=req["time_wrong"], modes=(req["mode"],),
-                        graph_replay=req["graph_replay"])
+                        graph_replay=req["graph_replay"],
+                        capture_error_mode=req["capture_error_mode"])
     result = run_variant(cases[0], req["mode"], [IMPLEMENTATIONS[n] for n in req["impls"]],
                          settings)
     print(MARK + json.dumps(encode(result.impls)), flush=True)
