@@ -15,6 +15,7 @@ kernels; every pointer is passed 16-byte aligned, so no kernel is specialized di
 from __future__ import annotations
 
 import logging
+import time
 
 import torch
 
@@ -27,6 +28,8 @@ class TritonLaunch:
     stream: int | None = None
     CHECK_BYTES = 16 << 20            # outputs larger than this are not copied for the check
     verified = False                  # the direct path matched the regular one on some kernel
+    first_launch_s = 0.0              # wall time of every kernel's first launch in this process
+                                      # (loading it, or compiling it when no worker did)
 
     def __init__(self, fn, grid: int, constexprs: tuple, options: dict, n_outputs: int,
                  accumulates: bool):
@@ -52,10 +55,13 @@ class TritonLaunch:
               *args, *self.constexprs)
 
     def __call__(self, *args):
-        if self.kernel is None or self.direct is False:
-            kernel = self.slow(*args)
-            if self.kernel is None:
-                self.kernel = kernel
+        if self.kernel is None:
+            t0 = time.perf_counter()
+            self.kernel = self.slow(*args)
+            TritonLaunch.first_launch_s += time.perf_counter() - t0
+            return
+        if self.direct is False:
+            self.slow(*args)
             return
         if self.direct:
             self.fast(*args)

@@ -76,3 +76,26 @@ def test_large_outputs_are_not_copied_and_wait_for_a_verified_direct_path(monkey
     big(x, out)
     assert big.direct is True and big_fn.launches == 3    # now direct, never run twice
     assert torch.equal(out, torch.ones(100))
+
+
+def test_first_launches_are_timed_once_per_kernel():
+    """The first launch (loading the kernel, or compiling it) is what the backend reports as
+    "first kernel launches" beside a graph's first run; later calls add nothing."""
+    import time
+
+    def slow_body(x, out, xblock):
+        time.sleep(0.01)
+        out.copy_(x)
+    TritonLaunch.stream = 0
+    try:
+        launch = TritonLaunch(_JitFn(slow_body), 1, (128,), {}, 1, False)
+        x, out = torch.ones(2), torch.empty(2)
+        before = TritonLaunch.first_launch_s
+        launch(x, out)
+        first = TritonLaunch.first_launch_s - before
+        for _ in range(3):
+            launch(x, out)
+        assert first >= 0.01 and TritonLaunch.first_launch_s - before == first
+        assert torch.equal(out, x)
+    finally:
+        TritonLaunch.stream = None
