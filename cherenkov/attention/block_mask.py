@@ -18,10 +18,13 @@ on the target device (or, on CUDA, with a generated Triton kernel: one program p
 """
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 
 import torch
+
+log = logging.getLogger("cherenkov")
 
 EMPTY, PARTIAL, FULL = 0, 1, 2
 _CHUNK_ELEMENTS = 1 << 26        # mask values evaluated at once by the torch builder
@@ -46,9 +49,13 @@ class BlockMask:
     def from_state(cls, state: torch.Tensor, block, shape, mask_mod=None) -> "BlockMask":
         """Compact a tile-state tensor into index lists (vectorized: a stable sort per row)."""
         state = state.to(torch.int8)
+        rows = cols = None
         if state.device.type == "cuda":
-            rows, cols = _lists_triton(state, False), _lists_triton(state, True)
-        else:
+            try:
+                rows, cols = _lists_triton(state, False), _lists_triton(state, True)
+            except Exception as e:  # noqa: BLE001 -- no Triton for this GPU: the torch lists
+                log.info("cherenkov: block lists in torch (%s: %s)", type(e).__name__, e)
+        if rows is None:
             transposed = state.transpose(-1, -2)
             rows = _compact(state == PARTIAL) + _compact(state == FULL)
             cols = _compact(transposed == PARTIAL) + _compact(transposed == FULL)
