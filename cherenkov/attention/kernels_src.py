@@ -423,26 +423,27 @@ def _block_state(STATE, __CAPS__ Q_LEN, KV_LEN, HM, NUM_KV_BLOCKS,
 
 
 @triton.jit
+def _block_list(s, offs, ok, KIND: tl.constexpr, NUM, IDX, pid, N):
+    """The tiles of state KIND first, in increasing order, then the others: a stable
+    partition by one prefix sum (what block_mask._compact does in torch)."""
+    hit = (s == KIND) & ok
+    h = hit.to(tl.int32)
+    before = tl.cumsum(h, 0) - h
+    num = tl.sum(h, 0)
+    tl.store(IDX + pid * N + tl.where(hit, before, num + offs - before), offs, mask=ok)
+    tl.store(NUM + pid, num)
+
+
+@triton.jit
 def _block_lists(STATE, NUM_P, IDX_P, NUM_F, IDX_F, ROWS, N, stride_bh, stride_row, stride_el,
                  BLOCK: tl.constexpr):
     """One row of tile states (a q-block's kv tiles, or a kv-block's q tiles) into the
-    partial and the full index lists: the hits first, in increasing order, then the others --
-    a stable partition by one prefix sum per list (what block_mask._compact does in torch)."""
+    partial and the full index lists."""
     pid = tl.program_id(0)
     base = STATE + (pid // ROWS) * stride_bh + (pid % ROWS) * stride_row
     offs = tl.arange(0, BLOCK)
     ok = offs < N
     s = tl.load(base + offs * stride_el, mask=ok, other=-1).to(tl.int32)
-    hit = (s == 1) & ok
-    h = hit.to(tl.int32)
-    before = tl.cumsum(h, 0) - h
-    num = tl.sum(h, 0)
-    tl.store(IDX_P + pid * N + tl.where(hit, before, num + offs - before), offs, mask=ok)
-    tl.store(NUM_P + pid, num)
-    hit = (s == 2) & ok
-    h = hit.to(tl.int32)
-    before = tl.cumsum(h, 0) - h
-    num = tl.sum(h, 0)
-    tl.store(IDX_F + pid * N + tl.where(hit, before, num + offs - before), offs, mask=ok)
-    tl.store(NUM_F + pid, num)
+    _block_list(s, offs, ok, 1, NUM_P, IDX_P, pid, N)
+    _block_list(s, offs, ok, 2, NUM_F, IDX_F, pid, N)
 '''

@@ -98,13 +98,14 @@ class _Recorder:
         return _Launch()
 
 
-def compile_jobs(q, k, v, is_causal: bool, scale, device, grads: dict | None = None) -> list:
-    """The kernel launches `forward` (and, with `grads`, `backward`) will make for tensors
-    laid out like q, k, v (meta tensors) on `device`, as compile jobs for the worker pool
-    (see runtime/parallel_compile.py): the attention kernels are the costliest to compile, and
-    without this they compiled at the first run, one after another (10 s of a Llama-style
-    first step). `grads` = {"do", "out", "lse"}: meta tensors laid out as the backward gets
-    them. The plan (and its block mask) built here on `device` is the one the run uses."""
+def compile_jobs(q, k, v, is_causal: bool, scale, device,
+                 grads: dict | None = None) -> tuple[list, list]:
+    """(forward jobs, backward jobs): the kernel launches `forward` (and, with `grads`,
+    `backward`) will make for tensors laid out like q, k, v (meta tensors) on `device`, as
+    compile jobs for the worker pool (see runtime/parallel_compile.py): the attention kernels
+    are the costliest to compile, and without this they compiled at the first run, one after
+    another. `grads` = {"do", "out", "lse"}: meta tensors laid out as the backward gets them.
+    The plan (and its block mask) built here on `device` is the one the run uses."""
     from torch._subclasses.fake_tensor import unset_fake_temporarily
     from cherenkov.runtime.parallel_compile import Job, tensor_arg
     with unset_fake_temporarily():        # the plan's block mask is real, kept for the run
@@ -112,6 +113,7 @@ def compile_jobs(q, k, v, is_causal: bool, scale, device, grads: dict | None = N
     rec = _Recorder()
     stand_in = dataclasses.replace(plan, kernels=rec)
     forward(q, k, v, is_causal, scale, plan=stand_in)
+    n_forward = len(rec.calls)
     if grads is not None:
         backward(grads["do"], q, k, v, grads["out"], grads["lse"], is_causal, scale,
                  plan=stand_in)
@@ -119,5 +121,6 @@ def compile_jobs(q, k, v, is_causal: bool, scale, device, grads: dict | None = N
     def arg(a):
         return tensor_arg(a.dtype) if isinstance(a, torch.Tensor) else a
     module = plan.kernels
-    return [Job(module.SOURCE_PATH, module.__name__, name, tuple(map(arg, args)),
+    jobs = [Job(module.SOURCE_PATH, module.__name__, name, tuple(map(arg, args)),
                 tuple(kwargs.items())) for name, args, kwargs in rec.calls]
+    return jobs[:n_forward], jobs[n_forward:]

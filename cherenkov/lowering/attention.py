@@ -16,29 +16,33 @@ aten = torch.ops.aten
 log = logging.getLogger("cherenkov")
 
 
-def _meta(t, shape=None, dtype=None):
-    """A meta tensor laid out like IR value `t` (or contiguous `shape`/`dtype`)."""
-    if shape is not None:
-        return torch.empty(shape, dtype=dtype, device="meta")
+def _meta(t):
+    """A meta tensor laid out like IR value `t`."""
     return torch.empty_strided(t.meta.shape, t.meta.strides, dtype=t.meta.dtype, device="meta")
 
 
 def _queue_compiles(ctx, q, k, v, is_causal, scale, grads=None) -> None:
-    """Hand the attention kernels this call launches to the compile workers now (and, in a
-    forward graph, those of its backward, guessing contiguous gradients). Never fails the
-    lowering: a kernel missed here compiles at its first launch."""
+    """Hand the attention kernels this call launches to the compile workers: a backward
+    graph's (`grads` given), or a forward graph's -- and, in training, its backward's, guessing
+    contiguous gradients. Never fails the lowering: a kernel missed here compiles at its
+    first launch."""
     if ctx.device.type != "cuda":
         return
     from cherenkov.attention.sdpa_routing import compile_jobs
     try:
         qm, km, vm = _meta(q), _meta(k), _meta(v)
-        ctx.compile_jobs += compile_jobs(qm, km, vm, is_causal, scale, ctx.device, grads)
-        if ctx.training and grads is None:
+        in_backward = grads is not None
+        if grads is None and ctx.training:
             B, H, Q_LEN, _ = qm.shape
-            guess = {"do": _meta(None, qm.shape, qm.dtype), "out": _meta(None, qm.shape, qm.dtype),
-                     "lse": _meta(None, (B, H, Q_LEN), torch.float32)}
-            jobs = compile_jobs(qm, km, vm, is_causal, scale, ctx.device, guess)
-            ctx.later_jobs += [j for j in jobs if j not in ctx.compile_jobs]
+            grads = {"do": torch.empty_like(qm, memory_format=torch.contiguous_format),
+                     "out": torch.empty_like(qm, memory_format=torch.contiguous_format),
+                     "lse": torch.empty(B, H, Q_LEN, device="meta")}
+        forward, backward = compile_jobs(qm, km, vm, is_causal, scale, ctx.device, grads)
+        if in_backward:
+            ctx.compile_jobs += backward
+        else:
+            ctx.compile_jobs += forward
+            ctx.later_jobs += backward
     except Exception as e:  # noqa: BLE001
         log.debug("cherenkov: attention kernels not pre-compiled (%s: %s)", type(e).__name__, e)
 

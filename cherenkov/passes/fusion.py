@@ -470,7 +470,7 @@ def structure_key(group: Group, needed: set[Node]):
     parts: list = [group.X, group.R]
     members = set(group.members)
 
-    def visit(root: Node) -> int:
+    def visit(root: Node) -> None:
         stack = [(root, False)]
         while stack:
             n, expanded = stack.pop()
@@ -487,7 +487,6 @@ def structure_key(group: Group, needed: set[Node]):
             else:
                 stack.append((n, True))
                 stack.extend((i, False) for i in reversed(n.inputs) if i not in ids)
-        return ids[root]
     for m in group.members:
         visit(m)
     key = tuple(parts)

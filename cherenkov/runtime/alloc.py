@@ -7,7 +7,7 @@ and `_cpu`); we use it when present and `torch.empty_strided` otherwise.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import torch
 
@@ -40,6 +40,12 @@ def span_bytes(layout: tuple) -> int:
     return dtype.itemsize * (1 + sum((s - 1) * st for s, st in zip(shape, strides)))
 
 
+class _Kept(NamedTuple):
+    limit: int               # storages of this layout a Recycler may keep
+    nbytes: int              # bytes the layout spans
+    storages: list
+
+
 class Recycler:
     """CPU buffers kept between a graph's calls and handed out again once nobody holds them.
 
@@ -48,8 +54,8 @@ class Recycler:
     page fault per 4 kB page: torch.add on 4096x4096 fp32 takes 16.7 ms into a fresh tensor
     and 3.8 ms into an existing one on this project's 2-core CPU. Like the CUDA caching
     allocator, a Recycler keeps buffers: per layout (shape, strides, dtype) of at least
-    RECYCLE_MIN_BYTES, up to `limits[layout]` storages (a graph sets them to its outputs of
-    that layout plus one). A kept storage is reused only when its use count is 1 -- no tensor,
+    RECYCLE_MIN_BYTES, up to a limit of storages (a graph sets it to its outputs of that
+    layout plus one). A kept storage is reused only when its use count is 1 -- no tensor,
     view, autograd saved tensor or caller holds it, only this pool -- and the new tensor is a
     fresh TensorImpl over it (own version counter, no autograd history).
     """
@@ -57,31 +63,29 @@ class Recycler:
     def __init__(self, empty: Callable[[tuple, tuple, torch.dtype], torch.Tensor]):
         import threading
         self.empty = empty
-        self.limits: dict[tuple, int] = {}
-        self.pools: dict[tuple, list] = {}
+        self.pools: dict[tuple, _Kept] = {}
         self.lock = threading.Lock()
 
     def __call__(self, shape, strides, dtype) -> torch.Tensor:
-        key = (shape, strides, dtype)
-        limit = self.limits.get(key)
-        if limit is None:
+        pool = self.pools.get((shape, strides, dtype))
+        if pool is None:
             return self.empty(shape, strides, dtype)
+        limit, nbytes, kept = pool
         use_count = torch._C._storage_Use_Count
         with self.lock:
-            pool = self.pools.setdefault(key, [])
-            for storage in pool:
+            for storage in kept:
                 # nobody else holds it, and nobody shrank it while they did (resize_(0))
-                if use_count(storage._cdata) == 1 and storage.nbytes() >= span_bytes(key):
+                if use_count(storage._cdata) == 1 and storage.nbytes() >= nbytes:
                     return torch.empty(0, dtype=dtype).set_(storage, 0, shape, strides)
             t = self.empty(shape, strides, dtype)
-            if len(pool) < limit:
-                pool.append(t.untyped_storage())
+            if len(kept) < limit:
+                kept.append(t.untyped_storage())
             return t
 
     def set_limits(self, layouts: list[tuple], outputs: list[tuple]) -> None:
         """`layouts`: every allocation (shape, strides, dtype) of a call; `outputs`: those that
         are (or back) the graph's outputs. Large layouts may keep outputs-of-that-layout + 1."""
-        for shape, strides, dtype in set(layouts):
-            if span_bytes((shape, strides, dtype)) >= RECYCLE_MIN_BYTES and min(shape) > 0:
-                self.limits[(shape, strides, dtype)] = 1 + outputs.count((shape, strides,
-                                                                         dtype))
+        for layout in set(layouts):
+            nbytes = span_bytes(layout)
+            if nbytes >= RECYCLE_MIN_BYTES and min(layout[0]) > 0:
+                self.pools[layout] = _Kept(1 + outputs.count(layout), nbytes, [])

@@ -32,13 +32,14 @@ def test_jobs_from_layouts_equal_the_run_launches():
         launches = _recorded_launches(q, k, v, do, is_causal)
         out = torch.empty(B, H, S, D)
         lse = torch.empty(B, H, S)
-        jobs = sdpa_routing.compile_jobs(_meta(q), _meta(k), _meta(v), is_causal, None,
-                                         q.device, {"do": _meta(do), "out": _meta(out),
-                                                    "lse": _meta(lse)})
+        forward, backward = sdpa_routing.compile_jobs(
+            _meta(q), _meta(k), _meta(v), is_causal, None, q.device,
+            {"do": _meta(do), "out": _meta(out), "lse": _meta(lse)})
+        jobs = forward + backward
         assert [(j.fn, j.args, j.kwargs) for j in jobs] == launches
         assert [j.fn for j in jobs] == ["_attn_fwd", "_attn_bwd_delta", "_attn_bwd_dkdv",
                                         "_attn_bwd_dq"]
         assert all(j.path.endswith(".py") for j in jobs)
-        fwd_only = sdpa_routing.compile_jobs(_meta(q), _meta(k), _meta(v), is_causal, None,
-                                             q.device)
-        assert fwd_only == jobs[:1]
+        fwd_only, none = sdpa_routing.compile_jobs(_meta(q), _meta(k), _meta(v), is_causal,
+                                                   None, q.device)
+        assert fwd_only == jobs[:1] and none == []

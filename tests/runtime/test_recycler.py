@@ -19,7 +19,7 @@ def test_a_dropped_output_is_reused_and_a_held_one_never_is():
     ptr = first.data_ptr()
     (recycler,) = [cg.empty for sp, _ in COMPILED[start:] for cg in sp.cache.values()]
     # the pool holds first's storage, so no fresh allocation can land at `ptr`
-    assert [s.data_ptr() for pool in recycler.pools.values() for s in pool] == [ptr]
+    assert [s.data_ptr() for pool in recycler.pools.values() for s in pool.storages] == [ptr]
     expect = (x * 2).relu() + 1
     second = fn(-x)                                   # `first` still held: a new buffer
     assert second.data_ptr() != ptr
@@ -63,10 +63,11 @@ def test_limits_bound_what_is_kept():
     big = ((N,), (1,), torch.float32)
     small = ((16,), (1,), torch.float32)
     r.set_limits([big, big, big, small], [big])
-    assert r.limits == {big: 2}                       # one output of that layout, plus one
+    # one output of that layout, plus one
+    assert {k: p.limit for k, p in r.pools.items()} == {big: 2}
     held = [r(*big) for _ in range(4)]                # all held: fresh each, two kept
-    assert len({t.data_ptr() for t in held}) == 4 and len(r.pools[big]) == 2
-    kept = {s.data_ptr() for s in r.pools[big]}
+    assert len({t.data_ptr() for t in held}) == 4 and len(r.pools[big].storages) == 2
+    kept = {s.data_ptr() for s in r.pools[big].storages}
     del held
     again = [r(*big), r(*big), r(*big)]
     assert {t.data_ptr() for t in again[:2]} == kept and again[2].data_ptr() not in kept
