@@ -12,7 +12,7 @@ device queries itself and never creates a CUDA context (each costs ~0.5 GiB of G
 
 Run by file path (`python -c <boot> compile_worker.py`), so starting one imports torch and
 triton but not the cherenkov package and Dynamo with it (10 s -> 4 s per worker on the H200
-machine).
+machine, in an ad-hoc import timing).
 """
 from __future__ import annotations
 
