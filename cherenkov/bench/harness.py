@@ -81,6 +81,7 @@ class CaseResult:
     impls: dict[str, ImplResult] = field(default_factory=dict)
     skipped: str | None = None
     error: str | None = None
+    reserved_after: int | None = None     # CUDA bytes still reserved after the variant is gone
 
     @property
     def bytes(self) -> int:
@@ -155,8 +156,9 @@ def run_variant(case: Case, mode: str, impls: list[Implementation], settings: Se
             if dev.type == "cuda" and settings.graph_replay:
                 r.launched_s = r.time_s
                 try:
-                    r.time_s = graph_replay_median_s(call, copies, dev,
-                                                     settings.capture_error_mode)
+                    r.time_s = graph_replay_median_s(
+                        call, copies, dev, settings.capture_error_mode,
+                        fresh=lambda inputs: prepare(case, mode, inputs))
                     r.timing = "cuda graph"
                 except Exception as e:  # noqa: BLE001 -- not capturable: keep the plain time
                     r.timing = f"calls (CUDA graph capture failed: {_short(e)})"
@@ -212,6 +214,7 @@ def run_suite(cases: list[Case], impls: list[Implementation], settings: Settings
         gc.collect()
         if settings.device.type == "cuda":
             torch.cuda.empty_cache()
+            results[-1].reserved_after = torch.cuda.memory_reserved(settings.device)
         if progress is not None:
             progress.advance(task)
     return results

@@ -81,7 +81,7 @@ def row(result: CaseResult, spec, copy_bw: float) -> dict:
     """Everything the tables show for one (case, mode), as plain JSON-able values."""
     out = {"case": result.case.name, "mode": result.mode, "shape": result.case.shape,
            "bytes": result.bytes, "flops": result.flops, "skipped": result.skipped,
-           "error": result.error, "impls": {}}
+           "error": result.error, "reserved_after": result.reserved_after, "impls": {}}
     for name, r in result.impls.items():
         t = r.time_s
         out["impls"][name] = {

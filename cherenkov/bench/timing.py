@@ -54,14 +54,20 @@ def rotating(call: Callable[[tuple], object], copies: list[tuple]) -> Callable[[
 
 
 def graph_replay_median_s(call: Callable[[tuple], object], copies: list[tuple],
-                          device: torch.device, capture_error_mode: str = "global") -> float:
+                          device: torch.device, capture_error_mode: str = "global",
+                          fresh: Callable[[tuple], tuple] | None = None) -> float:
     """Median time per call with the calls replayed from one CUDA graph (one call per input
     copy): the GPU time of the kernels alone, without the host work of issuing them (Dynamo
     guards, AOTAutograd wrappers, the autograd engine, a runtime's Python). A forward+backward
     of a few hundred microseconds is otherwise timed at the host's pace. Raises if the calls
     cannot be captured (the caller then times them plainly). `capture_error_mode` is
-    torch.cuda.graph's ("global", "thread_local", "relaxed"): the first fwd+bwd capture of a
-    process failed on the H200 under "global", and a failed capture leaks its memory pool."""
+    torch.cuda.graph's ("global", "thread_local", "relaxed").
+
+    `fresh` maps an input copy to new autograd leaves over the same storage; the capture then
+    runs on those. A leaf that took part in a backward before capture keeps the stream that
+    backward ran on, and the engine's end-of-backward wait on that stream crosses the capture
+    boundary (pytorch/pytorch#189591): the capture fails, and a failed capture leaks its
+    memory pool."""
     side = torch.cuda.Stream(device)
     side.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(side):
@@ -70,9 +76,10 @@ def graph_replay_median_s(call: Callable[[tuple], object], copies: list[tuple],
                 call(inputs)
     torch.cuda.current_stream(device).wait_stream(side)
     torch.cuda.synchronize(device)
+    captured = [fresh(inputs) for inputs in copies] if fresh is not None else copies
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, capture_error_mode=capture_error_mode):
-        for inputs in copies:
+        for inputs in captured:
             call(inputs)
     graph.replay()
     torch.cuda.synchronize(device)
