@@ -18,7 +18,9 @@ Every variant is checked against torch before it is timed (median of triton's do
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import os
 from pathlib import Path
 
 import torch
@@ -228,11 +230,13 @@ def main():
     for name in args.only:
         {"lse": run_lse, "gelu": run_gelu, "rope": run_rope}[name](results, copy_bw)
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-            "triton": triton.__version__, "copy_GBps": copy_bw}
+            "triton": triton.__version__, "copy_GBps": copy_bw,
+            "date": datetime.datetime.now().isoformat(timespec="seconds"),
+            "commit": os.environ.get("CHERENKOV_COMMIT", "unknown")}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "variants_gpu.json").write_text(json.dumps({"meta": meta, "rows": results}, indent=1))
-    lines = [f"# Kernel variants on {meta['gpu']}", "",
+    lines = [f"# Kernel variants on {meta['gpu']} ({meta['date']}, commit {meta['commit']})", "",
              f"torch {meta['torch']}, triton {meta['triton']}, copy {copy_bw:.0f} GB/s", "",
              "| case | variant | ok | ms | GB/s | % copy |", "|---|---|---|---|---|---|"]
     for r in results:

@@ -96,7 +96,8 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
         lap("kernels")
     else:
         kernels, sources = _triton_kernels(fusion, uses_interpreter(device, config), spec,
-                                           config.compile_workers, lap, report.compile_jobs)
+                                           config.compile_workers, lap, report.compile_jobs,
+                                           config.fp_contract)
     for _, kernel in sources:
         info.kernels.append((kernel.name, kernel.fused_ops, kernel.bytes_moved(), kernel.source))
     for node in graph.nodes():
@@ -133,7 +134,7 @@ class LaunchableKernel:
 
 
 def _triton_kernels(fusion, interpret: bool, spec, workers: int = -1, lap=lambda phase: None,
-                    library_jobs: list = ()):
+                    library_jobs: list = (), fp_contract: bool = True):
     kernels, sources, jobs = {}, [], [] if interpret else list(library_jobs)
     for group in fusion.groups:
         cfg = choose_blocks(group.kernel, interpret, device=spec)
@@ -150,8 +151,9 @@ def _triton_kernels(fusion, interpret: bool, spec, workers: int = -1, lap=lambda
             launcher = functools.partial(fn[(rendered.grid,)], **blocks,
                                          num_warps=cfg.num_warps)
         else:
-            options = {"num_warps": cfg.num_warps,
-                       "enable_fp_fusion": False}   # same numerics fused or not: no FMA contraction
+            # FMA contraction, as Inductor's kernels and nvcc's (eager's) have it; without it
+            # the compute-heavier pointwise kernels (tanh-GeLU, RoPE) issue more instructions
+            options = {"num_warps": cfg.num_warps, "enable_fp_fusion": fp_contract}
             launcher = TritonLaunch(fn, rendered.grid, tuple(blocks.values()), options,
                                     len(group.kernel.outputs), is_scatter(group))
             dtype_of = {b.name: b.dtype for b in group.kernel.inputs + group.kernel.outputs}

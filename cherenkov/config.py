@@ -25,6 +25,8 @@ Every option lives in `Config`; every environment variable is read here and nowh
 |                             |                | device memory (cherenkov partitioner only)           |
 | CHERENKOV_COMPILE_WORKERS=n | compile_workers| processes compiling Triton kernels in parallel (0:   |
 |                             |                | none; default -1: all CPU cores but one, <= 16)      |
+| CHERENKOV_FP_CONTRACT=0     | fp_contract    | GPU kernels without FMA contraction (a*b+c rounded   |
+|                             |                | twice): the same bits fused or not, more instructions|
 """
 from __future__ import annotations
 
@@ -53,6 +55,7 @@ class Config:
     memory_budget: float | None = field(default=None,
                                         metadata={"env": "CHERENKOV_MEMORY_BUDGET"})
     compile_workers: int = field(default=-1, metadata={"env": "CHERENKOV_COMPILE_WORKERS"})
+    fp_contract: bool = field(default=True, metadata={"env": "CHERENKOV_FP_CONTRACT"})
 
     def __post_init__(self):
         if self.attention not in ("cherenkov", "sdpa"):

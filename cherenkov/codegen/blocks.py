@@ -9,7 +9,10 @@ Everything on a GPU is derived from the hardware model (`cherenkov.hw`):
   at once (input, centred value, output), so a thread keeps at most 16 row elements;
 - a persistent reduction (whole row in registers, one pass over memory) is chosen when the
   row fits in one program at that budget: max warps (1024 threads) x 16 = 16384 elements;
-  longer rows loop over r in vector-aligned RBLOCK chunks;
+  longer rows loop over r in RBLOCK chunks of 4 warps x 32 elements per thread (a loop
+  keeps only its running values across chunks; on the H200 a cross-entropy row sweep,
+  `bench/variants_gpu.py`, read 16384 x 50304 bf16 logits at 93% of copy bandwidth this way
+  and at 81% with 8 warps x 16);
 - enough programs: short rows pack several per program, but never so many that fewer than
   PROGRAMS_PER_SM programs per SM remain.
 
@@ -20,7 +23,7 @@ Under the Triton interpreter (CPU) tiles are big instead, so few program instanc
     >>> gpu_blocks(32768, 4096, 2, h200)       # add + LayerNorm rows, bf16
     BlockConfig(XBLOCK=1, RBLOCK=4096, persistent=True, num_warps=8)
     >>> gpu_blocks(16384, 128256, 2, h200)     # cross-entropy over a 128256 vocab
-    BlockConfig(XBLOCK=1, RBLOCK=4096, persistent=False, num_warps=8)
+    BlockConfig(XBLOCK=1, RBLOCK=4096, persistent=False, num_warps=4)
 """
 from __future__ import annotations
 
@@ -33,7 +36,8 @@ VECTORS_PER_THREAD = 2     # 16-byte vectors each thread handles per tile
 LIVE_ROW_VALUES = 3        # fp32 copies of a row element alive at once in a persistent row
 MAX_BLOCK_THREADS = 1024   # CUDA / HIP limit on threads per program
 POINTWISE_WARPS = 4
-LOOPED_WARPS = 8
+LOOPED_WARPS = 4
+LOOPED_ELEMENTS_PER_THREAD = 32
 PROGRAMS_PER_SM = 2        # keep at least this many programs per SM when packing rows
 
 
@@ -83,8 +87,8 @@ def gpu_blocks(X: int, R: int, elem_bytes: int, spec: hw.DeviceSpec) -> BlockCon
         return BlockConfig(XBLOCK=xblock, num_warps=warps)
     rblock = next_pow2(R)
     if rblock > persistent_capacity(spec):
-        return BlockConfig(XBLOCK=1, RBLOCK=LOOPED_WARPS * warp * per_thread, persistent=False,
-                           num_warps=LOOPED_WARPS)
+        return BlockConfig(XBLOCK=1, RBLOCK=LOOPED_WARPS * warp * LOOPED_ELEMENTS_PER_THREAD,
+                           persistent=False, num_warps=LOOPED_WARPS)
     row_threads = max(1, rblock // per_thread)
     if row_threads >= POINTWISE_WARPS * warp:          # a long row: one row per program
         return BlockConfig(XBLOCK=1, RBLOCK=rblock, persistent=True,

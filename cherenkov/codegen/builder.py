@@ -34,6 +34,7 @@ class KernelBuilder:
         self.members: set[Node] = set()
         self.counter = 0
         self.used_inputs: dict[str, Buffer] = {}
+        self.reductions: list[Node] = []           # the kernel's reduction members
 
     # ---- statements -----------------------------------------------------------------------
     def _new(self, dtype: torch.dtype, level: str) -> str:
@@ -123,13 +124,8 @@ class KernelBuilder:
 
     def _movement(self, node: Node, idx: tuple, mask) -> str:
         op, src = node.op, node.inputs[0]
-        if op == Op.RESHAPE:
-            return self.compute(src, ix.unravel(ix.ravel(idx, node.shape), src.shape), mask)
-        if op == Op.PERMUTE:
-            src_idx = [None] * len(idx)
-            for out_dim, src_dim in enumerate(node.args[0]):
-                src_idx[src_dim] = idx[out_dim]
-            return self.compute(src, tuple(src_idx), mask)
+        if op in (Op.RESHAPE, Op.PERMUTE):
+            return self.compute(src, _view_index(node, idx), mask)
         if op == Op.EXPAND:
             if src.shape == ():
                 return self.compute(src, (), mask)
@@ -272,13 +268,18 @@ class KernelBuilder:
             linear = self.x
         else:
             n = numel(node.shape)
-            if n == X * R:
+            at = self._placement(node) if n == X * R and R > 1 else None
+            if at is not None:
+                linear = None
+            elif n == X * R:
                 linear = ix.add(ix.mul(self.x, R), self.r)
+                self.kernel.unplaced += R > 1
             elif n == X:
                 linear = self.x
             else:
                 raise NotFusible("pointwise size differs from the kernel's domain")
-            at = ix.unravel(linear, node.shape)
+            if at is None:
+                at = ix.unravel(linear, node.shape)
             value = self.compute(node, at)
         self.kernel.fused_ops += 1
         if store_as is not None:
@@ -286,9 +287,43 @@ class KernelBuilder:
             if node.dtype != self.kernel.dtypes[value]:
                 cast = self._new(node.dtype, self.kernel.levels[value])
                 value = self.emit(Cast(cast, value, node.dtype))
-            self.kernel.body.append(Store(name, ix.dot(ix.unravel(linear, node.shape),
-                                                       contiguous_strides(node.shape)), value))
+            where = at if linear is None else ix.unravel(linear, node.shape)
+            self.kernel.body.append(Store(name, ix.dot(where, contiguous_strides(node.shape)),
+                                          value))
             self.kernel.outputs.append(Buffer(name, node.dtype, numel(node.shape)))
+
+    def _placement(self, node: Node) -> tuple | None:
+        """The element of a full-size pointwise member that lane (x, r) computes: the one a
+        reduction of this kernel reads there, when it reads the member through views alone
+        (reshape, permute, casts and elementwise ops of the same shape: a one-to-one map).
+        A column reduction of a pointwise result (a bias gradient) then computes, stores and
+        sums each element in the same lane; x*R + r (None here) would be another element."""
+        for red in self.reductions:
+            src = red.inputs[0]
+            n_red = red.args[0]
+            kept, rdims = src.shape[: len(src.shape) - n_red], src.shape[len(src.shape) - n_red:]
+            if numel(kept) != self.kernel.X or numel(rdims) != self.kernel.R:
+                continue
+            found = self._through_views(src, ix.unravel(self.x, kept) + ix.unravel(self.r, rdims),
+                                        node)
+            if found is not None:
+                return found
+        return None
+
+    def _through_views(self, n: Node, idx: tuple, target: Node, depth: int = 0):
+        if n is target:
+            return idx
+        if depth > 64 or (n in self.buffers and n not in self.members):
+            return None                               # loaded, not computed through
+        if n.op in (Op.RESHAPE, Op.PERMUTE):
+            return self._through_views(n.inputs[0], _view_index(n, idx), target, depth + 1)
+        if n.op == Op.CAST or n.op in GroupOp.ELEMENTWISE:
+            for i in n.inputs:
+                if i.shape == n.shape:
+                    found = self._through_views(i, idx, target, depth + 1)
+                    if found is not None:
+                        return found
+        return None
 
     def _scatter_add(self, node: Node, store_as) -> None:
         """out[dest(i)] += values[i] for every element i of values (out pre-filled with base)."""
@@ -330,3 +365,14 @@ class KernelBuilder:
     def finish(self) -> Kernel:
         self.kernel.inputs = list(self.used_inputs.values())
         return self.kernel
+
+
+def _view_index(node: Node, idx: tuple) -> tuple:
+    """The index into a reshape's or permute's source that holds its element `idx`."""
+    src = node.inputs[0]
+    if node.op == Op.RESHAPE:
+        return ix.unravel(ix.ravel(idx, node.shape), src.shape)
+    src_idx = [None] * len(idx)
+    for out_dim, src_dim in enumerate(node.args[0]):
+        src_idx[src_dim] = idx[out_dim]
+    return tuple(src_idx)

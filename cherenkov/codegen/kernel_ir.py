@@ -92,6 +92,9 @@ class Kernel:
     dtypes: dict[str, torch.dtype] = field(default_factory=dict)   # value -> IR dtype
     levels: dict[str, str] = field(default_factory=dict)           # value -> "c" | "x" | "xr"
     fused_ops: int = 0                                             # IR nodes computed inside
+    # full-size pointwise values a reduction here does not read: computed at x*R + r, the
+    # reduction's element only when it runs along rows
+    unplaced: int = 0
 
     @property
     def is_reduction(self) -> bool:
@@ -145,6 +148,18 @@ def inputs_of(s: Statement) -> list[str]:
     if isinstance(s, Store):
         return [s.src] + sorted(variables(s.index) - {"x", "r"})
     return []
+
+
+def store_r_strides(kernel: "Kernel") -> list[int]:
+    """`r_strides` for the kernel's stores of full-size outputs."""
+    from cherenkov.codegen.indexing import Var
+    big = {b.name for b in kernel.outputs if b.numel * 4 >= kernel.X * kernel.R}
+    out = []
+    for s in kernel.body:
+        if isinstance(s, Store) and s.buffer in big and {"x", "r"} <= variables(s.index):
+            direct = [abs(c) for a, c in s.index.terms if isinstance(a, Var) and a.name == "r"]
+            out.append(direct[0] if direct else 0)
+    return out
 
 
 def r_strides(kernel: "Kernel") -> list[int]:

@@ -13,9 +13,12 @@
    pointwise kernel of X*R or X elements joining an (X, R) reduction). The cost model
    (`cherenkov.cost.kernel_time` on the device's spec: roofline plus launch overhead) decides:
    merge when the merged kernel is predicted faster than the two apart -- shared inputs read
-   once, intermediates never written, but recomputed work counted. A merge that would create a
-   cycle, or that the kernel builder cannot express (a reduction read at another index), is
-   skipped.
+   once, intermediates never written, but recomputed work counted. A pointwise value joined
+   to a column reduction that reads it (a bias gradient: the input gradient and its column
+   sums) is computed, stored and summed in the reduction's lanes, so it is never read back.
+   A merge that would create a cycle (directly, or through another group that both needs and
+   feeds the pair), that the kernel builder cannot express (a reduction read at another
+   index), or that would walk memory both along and across rows, is skipped.
 """
 from __future__ import annotations
 
@@ -107,12 +110,14 @@ def merged_domain(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int] | N
 
 
 def mixed_access(kernel: Kernel) -> bool:
-    """True when the kernel walks its full-size inputs both along r (rows) and across r
-    (columns): no tile shape coalesces both, so such a merge trades launches for bandwidth."""
-    from cherenkov.codegen.kernel_ir import r_strides
+    """True when the kernel walks its full-size inputs or outputs both along r (rows) and
+    across r (columns): no tile shape coalesces both, so such a merge trades launches for
+    bandwidth. (A pointwise member that a column reduction does not read through views is
+    stored at x*R + r, a walk along r, beside the column reduction's loads.)"""
+    from cherenkov.codegen.kernel_ir import r_strides, store_r_strides
     if kernel.R == 1:
         return False
-    return len({st == 1 for st in r_strides(kernel)}) == 2
+    return len({st == 1 for st in r_strides(kernel) + store_r_strides(kernel)}) == 2
 
 
 def predicted_time(kernel: Kernel, device) -> float:
@@ -359,16 +364,36 @@ def _merge(groups, realized, views, users, outputs, order, device):
                 if r not in y.members and ancestors.get(r, 0) & ybits:
                     return True
         return False
+    def through_others(a: Group, b: Group) -> bool:
+        """A cycle through other groups: a or b reads something whose group (or library
+        op) needs a or b, because a group computing one value also computes another. The
+        node-level check above misses it when the value read and the value needing a or b are
+        different members of one group (x + y fused into G, a column sum fused with z: G reads
+        the sum's group and the sum's group reads G -- a tiny Llama's backward)."""
+        combined = set(a.members) | set(b.members)
+        stack = [r for g in (a, b) for r in g.reads if r not in combined]
+        seen: set = set()
+        while stack:
+            n = stack.pop()
+            g = group_of.get(n)
+            if g is a or g is b:
+                return True
+            key = g if g is not None else n
+            if key in seen:
+                continue
+            seen.add(key)
+            stack.extend(g.reads if g is not None else n.inputs)
+        return False
     heap: list = []
     tiebreak = itertools.count()
 
-    def misaligned(a: Group, b: Group) -> bool:
-        """A pointwise kernel over X*R elements computes its element x*R + r in lane (x, r) of
-        a reduction it joins: the same element as the reduction's source only when the
-        reduction runs along rows. Joined to a column reduction it would share no element and
-        address its own through // and % of (x, r)."""
+    def misaligned(a: Group, b: Group, merged: Kernel) -> bool:
+        """A pointwise kernel over X*R elements joined to a column reduction computes each
+        element where the reduction reads it -- unless the reduction does not read it (through
+        views): that one sits at x*R + r, another element than the reduction's (x, r),
+        addressed through // and % of (x, r)."""
         from cherenkov.codegen.blocks import is_column_reduction
-        if (a.R == 1) == (b.R == 1):
+        if (a.R == 1) == (b.R == 1) or not merged.unplaced:
             return False
         red, pw = (a, b) if a.R > 1 else (b, a)
         return pw.X == red.X * red.R and is_column_reduction(kernel_of(red))
@@ -436,7 +461,7 @@ def _merge(groups, realized, views, users, outputs, order, device):
         if a not in alive or b not in alive or key in forbidden:
             continue
         forbidden.add(key)                      # each pair is decided once
-        if cycle(a, b) or misaligned(a, b):
+        if cycle(a, b) or through_others(a, b):
             continue
         dom = merged_domain((a.X, a.R), (b.X, b.R))
         merged = Group(sorted(a.members + b.members, key=order.__getitem__), *dom)
@@ -446,7 +471,8 @@ def _merge(groups, realized, views, users, outputs, order, device):
             apart = time_of(a) + time_of(b)
         except NotFusible:
             continue
-        if mixed_access(merged.kernel) or predicted_time(merged.kernel, device) >= apart:
+        if mixed_access(merged.kernel) or misaligned(a, b, merged.kernel) or \
+                predicted_time(merged.kernel, device) >= apart:
             continue
         alive -= {a, b}
         alive.add(merged)
@@ -504,6 +530,7 @@ def _library_read(users) -> set[Node]:
 def build_kernel(group: Group, needed: set[Node], name: str) -> Kernel:
     buffers = {r: (buffer_name(r), r.meta) for r in group.reads}
     builder = KernelBuilder(name, group.X, group.R, buffers)
+    builder.reductions = [m for m in group.members if m.op in GroupOp.REDUCTION]
     for m in group.members:
         builder.add_member(m, (buffer_name(m), m.meta) if m in needed else None)
     return builder.finish()

@@ -95,26 +95,60 @@ def test_residual_stream_is_stored_not_recomputed_by_every_layer():
     assert largest <= 4 * 8 * 16 * 4 + 2 * 8 * 4       # a few (8, 16) fp32 rows, not the chain
 
 
-def test_pointwise_never_joins_a_column_reduction_of_another_element_order():
-    """cat(q, k, v) feeding a matmul, and its column sum (a bias gradient): the cat's element
-    x*R + r is not the column sum's (x, r), so they stay two kernels (no // and % soup)."""
+def test_pointwise_joins_its_column_reduction_in_the_reduction_s_element_order():
+    """cat(q, k, v) feeding a matmul, and its column sum (a bias gradient): the cat joins the
+    column sum, each element computed, stored and summed in the lane (x, r) = (column, row)
+    that sums it -- every full-size access walks columns along x and rows along r, none mixes
+    the two (x*R + r would be another element: // and % soup and double reads). Same results
+    through the Triton interpreter and the C++ backend."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
     from cherenkov import hw
     from cherenkov.codegen.blocks import is_column_reduction
+    from cherenkov.codegen.kernel_ir import Store, r_strides
     from cherenkov.ir.ops import Op
     from cherenkov.lowering.from_fx import lower_fx
-    from cherenkov.passes.fusion import fuse
+    from cherenkov.passes.cse import eliminate_common_subexpressions
+    from cherenkov.passes.fusion import fuse, mixed_access
     q, k, v, w = torch.randn(512, 8), torch.randn(512, 8), torch.randn(512, 8), torch.randn(24, 4)
     fn = lambda q, k, v, w: (torch.cat([q, k, v], 1) @ w, torch.cat([q, k, v], 1).sum(0))  # noqa
     graph, _ = lower_fx(make_fx(fn)(q, k, v, w), [q, k, v, w])
-    fusion = fuse(graph, device=hw.device("cpu"))
-    for g in fusion.groups:
-        if g.R > 1 and is_column_reduction(g.kernel):
-            assert not any(m.op == Op.CAT for m in g.members)
-    out = cherenkov.compile(fn, strict=True)(q, k, v, w)
-    for a, e in zip(out, fn(q, k, v, w)):
-        torch.testing.assert_close(a, e, rtol=1e-5, atol=1e-5)
+    fusion = fuse(eliminate_common_subexpressions(graph), device=hw.device("cpu"))
+    joined = [g for g in fusion.groups if any(m.op == Op.CAT for m in g.members)]
+    assert len(joined) == 1 and joined[0].R > 1 and is_column_reduction(joined[0].kernel)
+    kernel = joined[0].kernel
+    assert not mixed_access(kernel) and set(r_strides(kernel)) == {24 // 3}
+    full = [s for s in kernel.body if isinstance(s, Store) and "r" in str(s.index)]
+    assert len(full) == 1                       # the cat, stored where its lane reads it
+    # two equal cats (no CSE): the one the matmul reads is not what the column sum reads, so
+    # it could only sit at x*R + r -- a walk along rows beside columns: kept apart
+    for g in fuse(graph, device=hw.device("cpu")).groups:
+        assert g.kernel is None or not mixed_access(g.kernel)
+    for backend in ("triton", "cpp"):
+        out = cherenkov.compile(fn, strict=True, cpu_backend=backend)(q, k, v, w)
+        for a, e in zip(out, fn(q, k, v, w)):
+            torch.testing.assert_close(a, e, rtol=1e-5, atol=1e-5)
+
+
+def test_bias_gradient_is_summed_where_the_gradient_is_computed():
+    """bias + GeLU backward on the H200 preset (the column sum split into partial sums):
+    the input gradient is computed, stored and summed into its column partials in one
+    kernel -- it is never read back -- and the gradients match eager."""
+    x = torch.randn(512, 64, requires_grad=True)
+    b = torch.randn(64, requires_grad=True)
+    fn = lambda x, b: F.gelu(x + b, approximate="tanh")  # noqa: E731
+    start = len(COMPILED)
+    out = cherenkov.compile(fn, strict=True, device="h200", cpu_backend="triton")(x, b)
+    dy = torch.randn_like(out)
+    gx, gb = torch.autograd.grad(out, (x, b), dy)
+    ex, eb = torch.autograd.grad(fn(x, b), (x, b), dy)
+    torch.testing.assert_close(gx, ex, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(gb, eb, rtol=1e-4, atol=1e-4)
+    backward = [info for _, info in COMPILED[start:] if info.name.startswith("backward")]
+    assert backward
+    moved = sum(k[2] for k in backward[0].kernels)
+    # reads dy and x, writes dx (3 full tensors) plus small vectors: dx is not read again
+    assert moved < 3.2 * x.numel() * 4, moved
 
 
 def test_broadcast_transcendental_tables_are_computed_once():
