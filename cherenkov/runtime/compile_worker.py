@@ -31,6 +31,14 @@ def _answer_device_queries(target) -> None:
     active.get_current_stream = lambda device=None: 0
 
 
+def take_env(env: dict) -> None:
+    """The submitting process's TRITON_* variables, exactly (see parallel_compile.triton_env)."""
+    import os
+    for k in [k for k in os.environ if k.startswith("TRITON_") and k not in env]:
+        del os.environ[k]
+    os.environ.update(env)
+
+
 def _arg(value):
     import torch
     if isinstance(value, str) and value.startswith("*"):
@@ -73,6 +81,8 @@ def main() -> int:
             continue
         try:
             job = json.loads(line)
+            if job.get("env") is not None:
+                take_env(job["env"])
             if job.get("target"):
                 _answer_device_queries(job["target"])
             compile_job(job)

@@ -54,6 +54,16 @@ class Job:
         return (self.path, self.fn, self.args, self.kwargs)
 
 
+def triton_env() -> dict:
+    """This process's TRITON_* environment, which a worker takes on before each job: Triton's
+    cache directory and cache key read it, so a kernel compiled under another environment is
+    not found at the first launch here. Inductor sets TRITON_CACHE_DIR in this process when
+    it first compiles, after workers may have started. (Suspected cause of a Llama-style
+    step compiled after torch.compile's spending 5.9 s in first kernel launches in the train
+    suite, against 0.6 s in a fresh process.)"""
+    return {k: v for k, v in os.environ.items() if k.startswith("TRITON_")}
+
+
 def tensor_arg(dtype) -> str:
     """How a tensor argument of `dtype` appears in a Job's args."""
     return "*" + str(dtype).removeprefix("torch.")
@@ -86,7 +96,8 @@ class _Worker:
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
 
     def run(self, job: Job, target) -> bool:
-        self.proc.stdin.write(json.dumps(asdict(job) | {"target": target}) + "\n")
+        self.proc.stdin.write(json.dumps(asdict(job) | {"target": target,
+                                                        "env": triton_env()}) + "\n")
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()
         if not line:

@@ -39,6 +39,48 @@ def test_worker_answers_one_line_per_job_and_reports_errors(tmp_path):
     assert replies[0]["ok"] in (True, False)        # without a GPU: an answer, never a crash
 
 
+RECORDER = '''import os
+
+
+class Recorder:
+    def warmup(self, *args, grid, **kwargs):
+        with open(os.environ["RECORD_TO"], "a") as f:
+            f.write(repr(sorted((k, v) for k, v in os.environ.items() if k.startswith("TRITON_")))
+                    + "\\n")
+
+
+record = Recorder()
+'''
+
+
+def test_worker_takes_on_the_submitting_process_s_triton_environment(tmp_path, monkeypatch):
+    """Triton's cache directory and cache key read TRITON_* variables: before each job the
+    worker's are made exactly the submitter's (set, changed and removed), so what it compiles
+    is what the first launch here looks up."""
+    path = tmp_path / "recmod.py"
+    path.write_text(RECORDER)
+    out = tmp_path / "seen.txt"
+    monkeypatch.setenv("RECORD_TO", str(out))
+    monkeypatch.setenv("TRITON_STALE_SETTING", "1")          # the worker starts with this
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "before"))
+    worker = parallel_compile._Worker()
+    try:
+        job = parallel_compile.Job(str(path), "recmod", "record", (), ())
+        monkeypatch.delenv("TRITON_STALE_SETTING")
+        monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "after"))   # as Inductor does
+        assert worker.run(job, None)
+        first = sorted(parallel_compile.triton_env().items())
+        monkeypatch.setenv("TRITON_DEBUG", "0")
+        assert worker.run(job, None)
+        second = sorted(parallel_compile.triton_env().items())
+    finally:
+        worker.close()
+    seen = out.read_text().splitlines()
+    assert ("TRITON_CACHE_DIR", str(tmp_path / "after")) in first
+    assert not any(k == "TRITON_STALE_SETTING" for k, _ in first)
+    assert seen == [repr(first), repr(second)] and ("TRITON_DEBUG", "0") in second
+
+
 def test_compile_all_without_workers_does_nothing(monkeypatch):
     monkeypatch.setattr(parallel_compile, "_pool", None)
     job = parallel_compile.Job("nowhere.py", "m", "k", ("*float32",), (("XBLOCK", 8),))
