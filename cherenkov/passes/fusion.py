@@ -66,10 +66,14 @@ def view_base(node: Node) -> Node | None:
     return node if is_buffer_source(node) and node.meta is not None else None
 
 
-def computed_view_base(node: Node) -> Node | None:
-    """The computed (fusible, non-view) value a chain of views reads, if that is all it is."""
+def computed_view_base(node: Node, realized: set = frozenset()) -> Node | None:
+    """The computed value a chain of views reads, if that is all it is: the first non-view,
+    or the first view on the way that already has a buffer of its own (a reshape stored for
+    one matmul, transposed for another)."""
     while node.op in VIEW_OPS:
         node = node.inputs[0]
+        if node in realized:
+            return node
     if node.op in GroupOp.LIBRARY or node.op in (Op.INPUT, Op.GETITEM, Op.CONST) \
             or node.op in GroupOp.SCATTER:
         return None
@@ -160,7 +164,7 @@ def fuse(graph: Graph, enable: bool = True, device=None) -> FusionResult:
                 # a view (a transpose, say) of a computed value, read by a matmul or returned
                 # (a saved activation): store the value once and hand out a view of it
                 # instead of a copy (a weight cast for autocast was written twice)
-                base = computed_view_base(n)
+                base = computed_view_base(n, realized)
                 if base is not None and not _is_view_of_contiguous(n, base):
                     base = None           # a reshape that would copy: store n itself instead
                 if base is not None:
