@@ -36,7 +36,6 @@ def supported(q_shape, k_shape, v_shape, dropout_p: float, attn_mask=None, dtype
     if q_shape[1] != k_shape[1]:
         return "heads (GQA arrives expanded)"
     if q_shape[-1] > 256:
-        return "heads"
         return "head dim above 256"
     return None
 
