@@ -72,10 +72,14 @@ def _route(ctx, q, k, v, dropout_p, attn_mask=None):
         raise Unsupported(f"attention kernels do not take this call: {reason}")
 
 
-@lowering(aten._scaled_dot_product_flash_attention.default)
+# its debug-mask output is empty unless asked for: without empty_outputs the call declined
+# and ran PyTorch's flash forward (only the backward was ours) -- seen on the H200
+@lowering(aten._scaled_dot_product_flash_attention.default, empty_outputs=True)
 def _flash_cuda(ctx, q, k, v, dropout_p=0.0, is_causal=False, return_debug_mask=False,
                 scale=None):
     _route(ctx, q, k, v, dropout_p)
+    if return_debug_mask:
+        raise Unsupported("attention debug mask requested")
     _queue_compiles(ctx, q, k, v, is_causal, scale)
     rest = _placeholders(ctx.out, 2)
     device = ctx.device

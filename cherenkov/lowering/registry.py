@@ -31,7 +31,7 @@ def _is_empty(value) -> bool:
     return any(int(s) == 0 for s in value.shape)
 
 
-def _declining(fn, empty_inputs: bool):
+def _declining(fn, empty_inputs: bool, empty_outputs: bool = False):
     """`fn`, declining complex and zero-element tensors before it sees them."""
     @functools.wraps(fn)
     def lower(ctx, *args, **kwargs):
@@ -39,7 +39,7 @@ def _declining(fn, empty_inputs: bool):
         ins = [v for v in tree_leaves((args, kwargs)) if getattr(v, "meta", None) is not None]
         if any(t.dtype.is_complex for t in outs + ins):
             raise Unsupported("complex dtypes")
-        if any(_is_empty(o) for o in outs):
+        if not empty_outputs and any(_is_empty(o) for o in outs):
             raise Unsupported("zero-element output")
         if not empty_inputs and any(_is_empty(v) for v in ins):
             raise Unsupported("zero-element input")
@@ -47,9 +47,11 @@ def _declining(fn, empty_inputs: bool):
     return lower
 
 
-def lowering(*targets, empty_inputs: bool = False):
+def lowering(*targets, empty_inputs: bool = False, empty_outputs: bool = False):
+    """`empty_outputs=True`: an op with auxiliary outputs that may be empty (flash attention's
+    debug mask) still reaches its lowering, which must handle them."""
     def register(fn):
-        fn = _declining(fn, empty_inputs)
+        fn = _declining(fn, empty_inputs, empty_outputs)
         for target in targets:
             if isinstance(target, torch._ops.OpOverloadPacket):
                 for name in target.overloads():
