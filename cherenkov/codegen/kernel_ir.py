@@ -150,29 +150,26 @@ def inputs_of(s: Statement) -> list[str]:
     return []
 
 
-def store_r_strides(kernel: "Kernel") -> list[int]:
-    """`r_strides` for the kernel's stores of full-size outputs."""
-    from cherenkov.codegen.indexing import Var
-    big = {b.name for b in kernel.outputs if b.numel * 4 >= kernel.X * kernel.R}
-    out = []
-    for s in kernel.body:
-        if isinstance(s, Store) and s.buffer in big and {"x", "r"} <= variables(s.index):
-            direct = [abs(c) for a, c in s.index.terms if isinstance(a, Var) and a.name == "r"]
-            out.append(direct[0] if direct else 0)
-    return out
-
-
 def r_strides(kernel: "Kernel") -> list[int]:
     """For every load that walks the (x, r) domain -- its index depends on both x and r and its
     buffer holds at least a quarter of the domain (per-row and per-column vectors do not count,
     even when a split reduction indexes rows by x and r) -- the step of its address along r;
     0 when r reaches the address only through // or % (not a walk either way). A row kernel's
     loads all step 1; a column reduction's step the row length."""
+    return _r_steps(kernel, Load, kernel.inputs)
+
+
+def store_r_strides(kernel: "Kernel") -> list[int]:
+    """`r_strides` for the kernel's stores of full-size outputs."""
+    return _r_steps(kernel, Store, kernel.outputs)
+
+
+def _r_steps(kernel: "Kernel", kind, buffers) -> list[int]:
     from cherenkov.codegen.indexing import Var
-    big = {b.name for b in kernel.inputs if b.numel * 4 >= kernel.X * kernel.R}
+    big = {b.name for b in buffers if b.numel * 4 >= kernel.X * kernel.R}
     out = []
     for s in kernel.body:
-        if isinstance(s, Load) and s.buffer in big and {"x", "r"} <= variables(s.index):
+        if isinstance(s, kind) and s.buffer in big and {"x", "r"} <= variables(s.index):
             direct = [abs(c) for a, c in s.index.terms if isinstance(a, Var) and a.name == "r"]
             out.append(direct[0] if direct else 0)
     return out
