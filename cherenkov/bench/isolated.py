@@ -1,12 +1,15 @@
 """Run one (case, mode) of a suite in a process of its own.
 
-On the H200 a CUDA-graph timing capture of a forward+backward left 4-14 GiB reserved after
-its graph, inputs and compiled functions were gone (eager's failed capture as well as
-torch.compile's and Cherenkov's; `empty_cache` did not return it), so by its cross-entropy
-cases the memory suite ran out of memory. `Settings.isolate` (`cherenkov bench --isolate`)
-names the modes whose variants run here instead. Not the default: in such a fresh process on
-the H200 every capture failed from eager's first one on ("operation failed due to a previous
-error during capture"), so the variants were timed by plain calls, host-bound. The harness
+Kept for suites whose variants leave the process in a state the next should not inherit
+(`Settings.isolate`, `cherenkov bench --isolate`; not the default). It was added when the
+memory suite ran out of GPU memory by its cross-entropy cases: forward+backward timing
+captures failed ("operation failed due to a previous error during capture"; all three of the
+first case's, every one in a fresh process) and a failed capture leaks its memory pool. The cause was the inputs, not the process: a leaf that took
+part in a backward before capture keeps that backward's stream, and the engine's
+end-of-backward wait on it crosses the capture boundary (pytorch/pytorch#189591). The timing
+captures now run on fresh leaves (`timing.graph_replay_median_s(fresh=...)`), and the whole
+suite runs in one process with no CUDA memory left reserved after each variant (the JSON's
+`reserved_after`, 0 for every fwd+bwd variant at 023fc48). The harness
 starts
 
     python -m cherenkov.bench.isolated <json request>
