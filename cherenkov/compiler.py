@@ -86,12 +86,14 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
     graph = eliminate_common_subexpressions(graph)
     from cherenkov.hw import device_for_config
     spec = device_for_config(config.device, device)
+    cpp = device.type == "cpu" and config.cpu_backend == "cpp" and not config.interpret
+    row_loops = config.row_loops and spec.kind == "gpu" and not cpp    # Triton kernels only
     if spec.kind == "gpu" and config.fusion:
-        graph = split_reductions(graph, spec.sm_count)
-    fusion = fuse(graph, enable=config.fusion, device=spec)
+        graph = split_reductions(graph, spec.sm_count, row_loops)
+    fusion = fuse(graph, enable=config.fusion, device=spec, row_loops=row_loops)
     info = CompileInfo(name, externs=list(report.externs), seconds=seconds)
     lap("passes")
-    if device.type == "cpu" and config.cpu_backend == "cpp" and not config.interpret:
+    if cpp:
         kernels, sources = _cpp_kernels(fusion)
         lap("kernels")
     else:

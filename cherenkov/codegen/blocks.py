@@ -142,9 +142,25 @@ def choose_blocks(kernel: Kernel, interpret: bool,
                   device: hw.DeviceSpec | None = None) -> BlockConfig:
     """The block configuration for `kernel`: interpreter tiles, or from `device` (default:
     the live device, `cherenkov.hw.current_device()`)."""
+    if kernel.row_loop:
+        return row_loop_blocks(kernel, interpret, device)
     if interpret:
         return interpreter_blocks(kernel)
     spec = device if device is not None else hw.current_device()
     if is_column_reduction(kernel):
         return column_blocks(kernel.X, kernel.R, element_bytes(kernel), spec)
     return gpu_blocks(kernel.X, kernel.R, element_bytes(kernel), spec)
+
+
+def row_loop_blocks(kernel: Kernel, interpret: bool, device: hw.DeviceSpec | None) -> BlockConfig:
+    """A row-loop kernel: one whole row per tile (XBLOCK 1), warps as a persistent row's."""
+    rblock = next_pow2(kernel.R)
+    if interpret:
+        warps = 4
+    else:
+        spec = device if device is not None else hw.current_device()
+        vec = max(1, VECTOR_BYTES // element_bytes(kernel))
+        per_thread = min(VECTORS_PER_THREAD * vec, max(vec, row_elements_per_thread(spec)))
+        warps = max(1, min(max_warps(spec), rblock // (spec.warp_size * per_thread)))
+    return BlockConfig(XBLOCK=1, RBLOCK=rblock, persistent=True, num_warps=warps,
+                       row_loop=kernel.row_loop)

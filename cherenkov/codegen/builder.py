@@ -23,9 +23,11 @@ class NotFusible(Exception):
 
 
 class KernelBuilder:
-    def __init__(self, name: str, X: int, R: int, buffers: dict[Node, tuple[str, object]]):
-        """`buffers`: node -> (buffer name, TensorMeta) for every value materialized outside."""
-        self.kernel = Kernel(name, X, R)
+    def __init__(self, name: str, X: int, R: int, buffers: dict[Node, tuple[str, object]],
+                 row_loop: int = 0):
+        """`buffers`: node -> (buffer name, TensorMeta) for every value materialized outside;
+        `row_loop` > 0: each program loops over that many rows (see kernel_ir.Kernel)."""
+        self.kernel = Kernel(name, X, R, row_loop=row_loop)
         self.buffers = buffers
         self.x = ix.var("x", X)
         self.r = ix.var("r", R)
@@ -254,6 +256,8 @@ class KernelBuilder:
             n_red = node.args[0]
             src = node.inputs[0]
             kept, red = src.shape[: len(src.shape) - n_red], src.shape[len(src.shape) - n_red:]
+            if self.kernel.row_loop and (numel(kept) != X or numel(red) != R):
+                return self._row_loop_partial(node, kept, red, store_as)
             if numel(kept) != X or numel(red) != R:
                 raise NotFusible("reduction domain differs from the kernel's")
             at = ix.unravel(self.x, kept)
@@ -324,6 +328,31 @@ class KernelBuilder:
                     if found is not None:
                         return found
         return None
+
+    def _row_loop_partial(self, node: Node, kept, red, store_as) -> None:
+        """A column partial -- output (s, c) reduces src[s, c, i] over the CH rows i of chunk s
+        -- in a row-loop kernel over rows x = s*CH + i and columns r = c: lane (x, r) adds
+        src[x // CH, r, x % CH], combined over the program's rows, stored after the loop."""
+        CH, R = self.kernel.row_loop, self.kernel.R
+        if numel(red) != CH or numel(kept) != (self.kernel.X // CH) * R or \
+                node.op not in (Op.SUM, Op.MAX, Op.MIN):
+            raise NotFusible("not a column partial of this row loop")
+        linear = ix.add(ix.mul(ix.floordiv(self.x, CH), R), self.r)
+        value = self.compute(node.inputs[0], ix.unravel(linear, kept) +
+                             ix.unravel(ix.mod(self.x, CH), red))
+        out = self._new(node.dtype, "xr")
+        if self.kernel.dtypes[value] != node.dtype:
+            cast = self._new(node.dtype, "xr")
+            value = self.emit(Cast(cast, value, node.dtype))
+        self.emit(Reduce(out, node.op, value, over_rows=True))
+        self.reduced[node] = (out, None)              # never read inside this kernel
+        self.kernel.fused_ops += 1
+        if store_as is None:
+            raise NotFusible("a column partial nobody reads")
+        name, _ = store_as
+        self.kernel.body.append(Store(name, ix.dot(ix.unravel(linear, node.shape),
+                                                   contiguous_strides(node.shape)), out))
+        self.kernel.outputs.append(Buffer(name, node.dtype, numel(node.shape)))
 
     def _scatter_add(self, node: Node, store_as) -> None:
         """out[dest(i)] += values[i] for every element i of values (out pre-filled with base)."""

@@ -68,6 +68,9 @@ class Reduce:
     out: str
     op: Op           # SUM, PROD, MAX, MIN, ARGMAX, ARGMIN, ANY, ALL
     src: str
+    # a row-loop kernel's column partial: combined over the rows a program loops over (per r
+    # lane), not along r; its value is stored once, after the loop
+    over_rows: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +98,9 @@ class Kernel:
     # full-size pointwise values a reduction here does not read: computed at x*R + r, the
     # reduction's element only when it runs along rows
     unplaced: int = 0
+    # > 0: a row-loop kernel -- each program loops over this many consecutive rows (x) with
+    # the whole row (r) in one tile, and reduces its column partials over them
+    row_loop: int = 0
 
     @property
     def is_reduction(self) -> bool:

@@ -28,6 +28,7 @@ class BlockConfig:
     persistent: bool = True
     num_warps: int = 4
     transposed: bool = False    # tiles (RBLOCK, XBLOCK): x fastest, for column reductions
+    row_loop: int = 0           # a row-loop kernel: rows each program loops over (XBLOCK 1)
 
 
 @dataclass
@@ -204,6 +205,8 @@ class _Renderer:
                            f"    xmask = xindex < {k.X}"]
             for s in k.body:
                 self.stmt(s, "    ")
+        elif cfg.row_loop:
+            self.row_loop(pid)
         else:
             self.lines += [f"    xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
                            f"    xmask = xindex < {k.X}",
@@ -219,9 +222,42 @@ class _Renderer:
                 self.looped()
         lines = _transpose_tiles(self.lines) if cfg.transposed and not self.pointwise else self.lines
         source = "\n".join(head + lines) + "\n"
-        grid = -(-k.X // cfg.XBLOCK)
+        grid = k.X // cfg.row_loop if cfg.row_loop else -(-k.X // cfg.XBLOCK)
         return RenderedKernel(k.name, source, [b.name for b in k.inputs + k.outputs], grid,
                               cfg.num_warps)
+
+    def row_loop(self, pid: str) -> None:
+        """Each program loops over its `row_loop` rows (XBLOCK 1, the whole row in one tile):
+        the row's statements as a persistent kernel has them, and the column partials
+        (`Reduce.over_rows`) combined per r lane across the rows, stored after the loop."""
+        k, rows = self.k, self.cfg.row_loop
+        over = {s.out: s for s in k.body if isinstance(s, Reduce) and s.over_rows}
+        after = [s for s in k.body if isinstance(s, Store) and s.src in over]
+        first = f"{pid} * {rows} + tl.zeros([XBLOCK, 1], tl.int32)"
+        self.lines += ["    rbase = tl.arange(0, RBLOCK)[None, :]", "    rindex = rbase",
+                       f"    rmask = rindex < {k.R}", f"    xindex = {first}",
+                       f"    xmask = xindex < {k.X}"]
+        for s in over.values():
+            self.lines.append(f"    {s.out}_acc = tl.full([1, RBLOCK], {IDENTITY[s.op]}, "
+                              f"{self.acc_type(s)})")
+        ind = "        "
+        self.lines += [f"    for xi in range(0, {rows}):", f"{ind}xindex = {first} + xi",
+                       f"{ind}xmask = xindex < {k.X}"]
+        combine = {Op.SUM: "{a} + {v}", Op.MAX: "tl.maximum({a}, {v})",
+                   Op.MIN: "tl.minimum({a}, {v})"}
+        for s in k.body:
+            if getattr(s, "out", None) in over:
+                a = f"{s.out}_acc"
+                v = f"tl.where(xmask & rmask, {s.src}, {IDENTITY[s.op]})"
+                self.lines.append(f"{ind}{a} = " + combine[s.op].format(a=a, v=v))
+            elif isinstance(s, Reduce):
+                self.persistent_reduce(s, ind)
+            elif not (isinstance(s, Store) and s in after):
+                self.stmt(s, ind)
+        for s in over.values():
+            self.lines.append(f"    {s.out} = {s.out}_acc")
+        for s in after:
+            self.stmt(s, "    ")
 
     def online_pairs(self) -> dict[str, Reduce]:
         """sum(exp(a - max(a))) reductions -> their max: computed together in one pass over r

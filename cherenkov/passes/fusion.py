@@ -42,6 +42,7 @@ class Group:
     R: int
     kernel: Kernel | None = None
     reads: set = field(default_factory=set)      # realized nodes read from outside
+    row_loop: int = 0                            # rows per program of a row-loop kernel
 
 
 @dataclass
@@ -113,6 +114,26 @@ def merged_domain(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int] | N
     return None
 
 
+def joined_domain(a: "Group", b: "Group", row_loops: bool, device) -> tuple | None:
+    """(X, R, rows per program) of a and b merged, or None. Besides `merged_domain`'s cases,
+    with `row_loops`: a row group (X rows of R columns, one tile per row) and a split column
+    reduction's partials over the same elements (S*R outputs, each over CH = X/S rows) merge
+    into a row-loop kernel: S programs, each looping over its CH rows (see kernel_ir)."""
+    dom = merged_domain((a.X, a.R), (b.X, b.R))
+    loops = {g.row_loop for g in (a, b) if g.row_loop}
+    if dom is not None:
+        return dom + (loops.pop(),) if len(loops) == 1 else dom + (0,) if not loops else None
+    if not row_loops:
+        return None
+    from cherenkov.codegen.blocks import next_pow2, persistent_capacity
+    for row, col in ((a, b), (b, a)):
+        if (row.R > 1 and col.R > 1 and not col.row_loop and row.row_loop in (0, col.R)
+                and col.X % row.R == 0 and row.X == (col.X // row.R) * col.R
+                and next_pow2(row.R) <= persistent_capacity(device)):
+            return row.X, row.R, col.R
+    return None
+
+
 def mixed_access(kernel: Kernel) -> bool:
     """True when the kernel walks its full-size inputs or outputs both along r (rows) and
     across r (columns): no tile shape coalesces both, so such a merge trades launches for
@@ -130,8 +151,9 @@ def predicted_time(kernel: Kernel, device) -> float:
     return cost.kernel_time(device, kernel.flops(), kernel.bytes_moved())
 
 
-def fuse(graph: Graph, enable: bool = True, device=None) -> FusionResult:
-    """`device`: a `cherenkov.hw.DeviceSpec` for the cost model (default: the generic CPU)."""
+def fuse(graph: Graph, enable: bool = True, device=None, row_loops: bool = False) -> FusionResult:
+    """`device`: a `cherenkov.hw.DeviceSpec` for the cost model (default: the generic CPU).
+    `row_loops`: row kernels may take in column partials (Triton kernels only)."""
     if device is None:
         from cherenkov import hw
         device = hw.device("cpu")
@@ -181,7 +203,7 @@ def fuse(graph: Graph, enable: bool = True, device=None) -> FusionResult:
         g.reads = _reads(g.members, realized, views)
     if enable:
         order = {n: i for i, n in enumerate(nodes)}
-        groups = _merge(groups, realized, views, users, outputs, order, device)
+        groups = _merge(groups, realized, views, users, outputs, order, device, row_loops)
     readers: dict[Node, set] = {}
     for g in groups:
         for r in g.reads:
@@ -333,7 +355,7 @@ def _bytes(node: Node) -> int:
     return node.meta.nbytes if isinstance(node.meta, TensorMeta) else 0
 
 
-def _merge(groups, realized, views, users, outputs, order, device):
+def _merge(groups, realized, views, users, outputs, order, device, row_loops=False):
     """Greedy merging, best saving first, with a heap of candidate pairs kept up to date as
     groups merge (only pairs touching the new group are scored again)."""
     group_of = {m: g for g in groups for m in g.members}
@@ -451,7 +473,7 @@ def _merge(groups, realized, views, users, outputs, order, device):
         for h in neighbours:
             if h is g or h not in alive or is_scatter(g) or is_scatter(h):
                 continue
-            if merged_domain((g.X, g.R), (h.X, h.R)) is None:
+            if joined_domain(g, h, row_loops, device) is None:
                 continue
             value = saving(g, h)
             if value > 0:
@@ -467,8 +489,9 @@ def _merge(groups, realized, views, users, outputs, order, device):
         forbidden.add(key)                      # each pair is decided once
         if cycle(a, b) or through_others(a, b):
             continue
-        dom = merged_domain((a.X, a.R), (b.X, b.R))
-        merged = Group(sorted(a.members + b.members, key=order.__getitem__), *dom)
+        X, R, loop = joined_domain(a, b, row_loops, device)
+        merged = Group(sorted(a.members + b.members, key=order.__getitem__), X, R,
+                       row_loop=loop)
         merged.reads = _reads(merged.members, realized, views)
         try:
             merged.kernel = probe(merged, stored(merged.members, [a, b]))
@@ -497,7 +520,7 @@ def structure_key(group: Group, needed: set[Node]):
     and the values they inline, in a canonical order, down to the buffers they read. None
     when some op argument is not hashable."""
     ids: dict[Node, int] = {}
-    parts: list = [group.X, group.R]
+    parts: list = [group.X, group.R, group.row_loop]
     members = set(group.members)
 
     def visit(root: Node) -> None:
@@ -533,7 +556,7 @@ def _library_read(users) -> set[Node]:
 
 def build_kernel(group: Group, needed: set[Node], name: str) -> Kernel:
     buffers = {r: (buffer_name(r), r.meta) for r in group.reads}
-    builder = KernelBuilder(name, group.X, group.R, buffers)
+    builder = KernelBuilder(name, group.X, group.R, buffers, group.row_loop)
     builder.reductions = [m for m in group.members if m.op in GroupOp.REDUCTION]
     for m in group.members:
         builder.add_member(m, (buffer_name(m), m.meta) if m in needed else None)

@@ -23,6 +23,7 @@ OUTPUTS_PER_PROGRAM = 64  # a column-reduction program covers this many neighbou
 # programs per SM a split should give: a column program keeps one (rows x 64 columns) tile in
 # flight, so a handful per SM leave HBM latency exposed (GPT-2's bias gradients at 8 or 32
 # chunks ran at 1.1-1.3 TB/s with 2-3 programs per SM); row-wise programs stream whole rows
+ROW_LOOP_CHUNK = 32      # rows per program of a row-loop kernel (see fusion.joined_domain)
 COLUMN_PROGRAMS_PER_SM = 8
 ROW_PROGRAMS_PER_SM = 4
 
@@ -44,13 +45,16 @@ def choose_split(X: int, R: int, sm_count: int, column: bool = True) -> int:
     return S
 
 
-def split_reductions(graph: Graph, sm_count: int) -> Graph:
+def split_reductions(graph: Graph, sm_count: int, row_loops: bool = False) -> Graph:
+    """`row_loops`: column reductions split finer, into chunks of ROW_LOOP_CHUNK rows, so a
+    row kernel over the same elements can take their partials in (S programs of a row loop:
+    a few per SM, not the 32 a 4096-column split makes)."""
     replaced: dict[Node, Node] = {}
     for node in graph.nodes():
         inputs = tuple(replaced.get(i, i) for i in node.inputs)
         new = node.replace(inputs=inputs) if inputs != node.inputs else node
         if node.op in SPLITTABLE:
-            new = _split(new, sm_count) or new
+            new = _split(new, sm_count, row_loops) or new
         if new is not node:
             replaced[node] = new
     outputs = [None if o is None else replaced.get(o, o) for o in graph.outputs]
@@ -66,12 +70,16 @@ def _column_wise(src: Node) -> bool:
     return dims[-1] != len(dims) - 1
 
 
-def _split(node: Node, sm_count: int) -> Node | None:
+def _split(node: Node, sm_count: int, row_loops: bool = False) -> Node | None:
     src = node.inputs[0]
     n_red = node.args[0]
     kept, red = src.shape[: len(src.shape) - n_red], src.shape[len(src.shape) - n_red:]
     X, R = numel(kept), numel(red)
-    S = choose_split(X, R, sm_count, _column_wise(src))
+    column = _column_wise(src)
+    S = choose_split(X, R, sm_count, column)
+    if row_loops and column and S > 1:
+        while R % (2 * S) == 0 and R // (2 * S) >= ROW_LOOP_CHUNK:
+            S *= 2
     if S == 1:
         return None
     meta = src.meta
