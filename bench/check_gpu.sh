@@ -8,6 +8,7 @@ set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-bench/results}"
 export CHERENKOV_COMMIT="${CHERENKOV_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
-PYTHONPATH=. timeout 120 python3 -m pytest -q -x tests/gpu 2>&1 | tail -15
+PYTHONPATH=. timeout 150 python3 -m pytest -q -p no:logging tests/gpu 2>&1 \
+    | grep -E "^E |^FAILED|passed|failed" | tail -25
 OUT="$OUT" timeout 400 bash bench/train_gpu.sh --impls eager torch.compile cherenkov \
     --time-budget 220 2>&1 | grep -E "^\| (eager|torch.compile|cherenkov)|^- |wrote"
