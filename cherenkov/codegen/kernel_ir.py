@@ -171,11 +171,13 @@ def store_r_strides(kernel: "Kernel") -> list[int]:
 
 
 def _r_steps(kernel: "Kernel", kind, buffers) -> list[int]:
+    """(A gather -- an address through a value loaded at run time, such as cross-entropy's
+    target logit -- walks nothing and does not count.)"""
     from cherenkov.codegen.indexing import Var
     big = {b.name for b in buffers if b.numel * 4 >= kernel.X * kernel.R}
     out = []
     for s in kernel.body:
-        if isinstance(s, kind) and s.buffer in big and {"x", "r"} <= variables(s.index):
+        if isinstance(s, kind) and s.buffer in big and variables(s.index) == {"x", "r"}:
             direct = [abs(c) for a, c in s.index.terms if isinstance(a, Var) and a.name == "r"]
             out.append(direct[0] if direct else 0)
     return out

@@ -265,3 +265,33 @@ def test_transpose_of_a_stored_reshape_is_a_view_for_the_matmul():
         out = cherenkov.compile(fn, strict=True, cpu_backend=backend)(x, w1, w2)
         for a, e in zip(out, fn(x, w1, w2)):
             torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-4)
+
+
+def test_a_gather_does_not_count_as_walking_rows():
+    """Cross-entropy's loss partials gather each row's target logit; on the H200 preset they
+    share a kernel with the target mask and count over the same rows (a gather walks neither
+    along nor across rows, so it never makes a merge 'mixed')."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from cherenkov import hw
+    from cherenkov.capture.decompositions import decomposition_table
+    from cherenkov.ir.ops import Op
+    from cherenkov.lowering.from_fx import lower_fx
+    from cherenkov.passes.cse import eliminate_common_subexpressions
+    from cherenkov.passes.fusion import fuse
+    from cherenkov.passes.split_reductions import split_reductions
+
+    def fn(logits, targets):
+        return F.cross_entropy(logits.float(), targets)
+    logits, targets = torch.randn(2048, 100), torch.randint(0, 100, (2048,))
+    gm = make_fx(fn, decomposition_table=decomposition_table())(logits, targets)
+    graph, _ = lower_fx(gm, [logits, targets])
+    spec = hw.device("h200")
+    graph = split_reductions(eliminate_common_subexpressions(graph), spec.sm_count)
+    fusion = fuse(graph, device=spec)
+    with_mask = [g for g in fusion.groups if any(m.op == Op.NE for m in g.members)]
+    assert len(with_mask) == 1
+    assert sum(m.op == Op.SUM for m in with_mask[0].members) == 2    # count and loss partials
+    out = cherenkov.compile(fn, strict=True, device="h200", cpu_backend="triton")(logits,
+                                                                                   targets)
+    torch.testing.assert_close(out, fn(logits, targets), rtol=1e-5, atol=1e-5)
