@@ -105,8 +105,7 @@ def run(args) -> int:
     copy_bw = copy_bandwidth(device, {"full": 1 << 30, "cpu": 1 << 28}.get(scale, 1 << 24))
     console.print(f"copy bandwidth: {copy_bw / 1e9:.0f} GB/s")
     # --isolate: each fwd+bwd variant in a fresh process (bench/isolated.py). Off by default:
-    # on the H200 every timing capture in such a process failed ("operation failed due to a
-    # previous error during capture", from eager's capture onwards), so all were timed plainly
+    # one process holds the whole suite since the timing captures run on fresh leaves
     isolate = ("fwd+bwd",) if args.isolate else ()
     settings = Settings(device=device, l2_bytes=spec.l2_bytes, time_budget_s=args.time_budget,
                         modes=tuple(args.modes), isolate=isolate,

@@ -4,13 +4,13 @@ Kept for suites whose variants leave the process in a state the next should not 
 (`Settings.isolate`, `cherenkov bench --isolate`; not the default). It was added when the
 memory suite ran out of GPU memory by its cross-entropy cases: forward+backward timing
 captures failed ("operation failed due to a previous error during capture"; all three of the
-first case's, every one in a fresh process) and a failed capture leaks its memory pool. The cause was the inputs, not the process: a leaf that took
-part in a backward before capture keeps that backward's stream, and the engine's
-end-of-backward wait on it crosses the capture boundary (pytorch/pytorch#189591). The timing
-captures now run on fresh leaves (`timing.graph_replay_median_s(fresh=...)`), and the whole
-suite runs in one process with no CUDA memory left reserved after each variant (the JSON's
-`reserved_after`, 0 for every fwd+bwd variant at 023fc48). The harness
-starts
+first case's, every one in a fresh process) and a failed capture leaks its memory pool. The
+cause was the inputs, not the process: a leaf that took part in a backward before capture
+keeps that backward's stream, and the engine's end-of-backward wait on it crosses the capture
+boundary (pytorch/pytorch#189591). The timing captures now run on fresh leaves
+(`timing.graph_replay_median_s(fresh=...)`), and the whole suite runs in one process with no
+CUDA memory left reserved after each variant (the JSON's `reserved_after`, 0 for every
+fwd+bwd variant at 023fc48). The harness starts
 
     python -m cherenkov.bench.isolated <json request>
 

@@ -72,11 +72,23 @@ def persistent_capacity(spec: hw.DeviceSpec) -> int:
     return max_warps(spec) * spec.warp_size * row_elements_per_thread(spec)
 
 
+def elements_per_thread(elem_bytes: int, spec: hw.DeviceSpec) -> int:
+    """Elements a thread handles per tile: two 16-byte vectors, within the row budget."""
+    vec = max(1, VECTOR_BYTES // elem_bytes)
+    return min(VECTORS_PER_THREAD * vec, max(vec, row_elements_per_thread(spec)))
+
+
+def row_warps(rblock: int, elem_bytes: int, spec: hw.DeviceSpec) -> int:
+    """Warps for one row of `rblock` elements held whole in a program."""
+    per_thread = elements_per_thread(elem_bytes, spec)
+    return max(1, min(max_warps(spec), rblock // (spec.warp_size * per_thread)))
+
+
 def gpu_blocks(X: int, R: int, elem_bytes: int, spec: hw.DeviceSpec) -> BlockConfig:
     """Block configuration for an (X, R) domain on the GPU `spec` describes."""
     warp = spec.warp_size
     vec = max(1, VECTOR_BYTES // elem_bytes)
-    per_thread = min(VECTORS_PER_THREAD * vec, max(vec, row_elements_per_thread(spec)))
+    per_thread = elements_per_thread(elem_bytes, spec)
     min_programs = PROGRAMS_PER_SM * spec.sm_count
     if R == 1:
         warps = POINTWISE_WARPS
@@ -92,7 +104,7 @@ def gpu_blocks(X: int, R: int, elem_bytes: int, spec: hw.DeviceSpec) -> BlockCon
     row_threads = max(1, rblock // per_thread)
     if row_threads >= POINTWISE_WARPS * warp:          # a long row: one row per program
         return BlockConfig(XBLOCK=1, RBLOCK=rblock, persistent=True,
-                           num_warps=min(max_warps(spec), row_threads // warp))
+                           num_warps=row_warps(rblock, elem_bytes, spec))
     xblock = max(1, min(next_pow2(X), POINTWISE_WARPS * warp * per_thread // rblock))
     while xblock > 1 and -(-X // xblock) < min_programs:
         xblock //= 2
@@ -152,15 +164,10 @@ def choose_blocks(kernel: Kernel, interpret: bool,
     return gpu_blocks(kernel.X, kernel.R, element_bytes(kernel), spec)
 
 
-def row_loop_blocks(kernel: Kernel, interpret: bool, device: hw.DeviceSpec | None) -> BlockConfig:
+def row_loop_blocks(kernel: Kernel, interpret: bool,
+                    device: hw.DeviceSpec | None) -> BlockConfig:
     """A row-loop kernel: one whole row per tile (XBLOCK 1), warps as a persistent row's."""
     rblock = next_pow2(kernel.R)
-    if interpret:
-        warps = 4
-    else:
-        spec = device if device is not None else hw.current_device()
-        vec = max(1, VECTOR_BYTES // element_bytes(kernel))
-        per_thread = min(VECTORS_PER_THREAD * vec, max(vec, row_elements_per_thread(spec)))
-        warps = max(1, min(max_warps(spec), rblock // (spec.warp_size * per_thread)))
-    return BlockConfig(XBLOCK=1, RBLOCK=rblock, persistent=True, num_warps=warps,
-                       row_loop=kernel.row_loop)
+    warps = 4 if interpret else row_warps(
+        rblock, element_bytes(kernel), device if device is not None else hw.current_device())
+    return BlockConfig(XBLOCK=1, RBLOCK=rblock, persistent=True, num_warps=warps)

@@ -24,9 +24,10 @@ class NotFusible(Exception):
 
 class KernelBuilder:
     def __init__(self, name: str, X: int, R: int, buffers: dict[Node, tuple[str, object]],
-                 row_loop: int = 0):
+                 row_loop: int = 0, reductions: list[Node] = ()):
         """`buffers`: node -> (buffer name, TensorMeta) for every value materialized outside;
-        `row_loop` > 0: each program loops over that many rows (see kernel_ir.Kernel)."""
+        `row_loop` > 0: each program loops over that many rows (see kernel_ir.Kernel);
+        `reductions`: the reduction members to come (they place pointwise members)."""
         self.kernel = Kernel(name, X, R, row_loop=row_loop)
         self.buffers = buffers
         self.x = ix.var("x", X)
@@ -36,7 +37,7 @@ class KernelBuilder:
         self.members: set[Node] = set()
         self.counter = 0
         self.used_inputs: dict[str, Buffer] = {}
-        self.reductions: list[Node] = []           # the kernel's reduction members
+        self.reductions = list(reductions)
 
     # ---- statements -----------------------------------------------------------------------
     def _new(self, dtype: torch.dtype, level: str) -> str:
@@ -269,29 +270,24 @@ class KernelBuilder:
                 out = self._new(node.dtype, "x")
                 value = self.emit(Reduce(out, node.op, value))
             self.reduced[node] = (value, at)
-            linear = self.x
+            where = ix.unravel(self.x, node.shape)
         else:
             n = numel(node.shape)
-            at = self._placement(node) if n == X * R and R > 1 else None
-            if at is not None:
-                linear = None
-            elif n == X * R:
-                linear = ix.add(ix.mul(self.x, R), self.r)
+            where = self._placement(node) if n == X * R and R > 1 else None
+            if where is None and n == X * R:
+                where = ix.unravel(ix.add(ix.mul(self.x, R), self.r), node.shape)
                 self.kernel.unplaced += R > 1
-            elif n == X:
-                linear = self.x
-            else:
+            elif where is None and n == X:
+                where = ix.unravel(self.x, node.shape)
+            elif where is None:
                 raise NotFusible("pointwise size differs from the kernel's domain")
-            if at is None:
-                at = ix.unravel(linear, node.shape)
-            value = self.compute(node, at)
+            value = self.compute(node, where)
         self.kernel.fused_ops += 1
         if store_as is not None:
             name, meta = store_as
             if node.dtype != self.kernel.dtypes[value]:
                 cast = self._new(node.dtype, self.kernel.levels[value])
                 value = self.emit(Cast(cast, value, node.dtype))
-            where = at if linear is None else ix.unravel(linear, node.shape)
             self.kernel.body.append(Store(name, ix.dot(where, contiguous_strides(node.shape)),
                                           value))
             self.kernel.outputs.append(Buffer(name, node.dtype, numel(node.shape)))

@@ -28,7 +28,6 @@ class BlockConfig:
     persistent: bool = True
     num_warps: int = 4
     transposed: bool = False    # tiles (RBLOCK, XBLOCK): x fastest, for column reductions
-    row_loop: int = 0           # a row-loop kernel: rows each program loops over (XBLOCK 1)
 
 
 @dataclass
@@ -205,7 +204,7 @@ class _Renderer:
                            f"    xmask = xindex < {k.X}"]
             for s in k.body:
                 self.stmt(s, "    ")
-        elif cfg.row_loop:
+        elif k.row_loop:
             self.row_loop(pid)
         else:
             self.lines += [f"    xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
@@ -222,15 +221,15 @@ class _Renderer:
                 self.looped()
         lines = _transpose_tiles(self.lines) if cfg.transposed and not self.pointwise else self.lines
         source = "\n".join(head + lines) + "\n"
-        grid = k.X // cfg.row_loop if cfg.row_loop else -(-k.X // cfg.XBLOCK)
+        grid = k.X // k.row_loop if k.row_loop else -(-k.X // cfg.XBLOCK)
         return RenderedKernel(k.name, source, [b.name for b in k.inputs + k.outputs], grid,
                               cfg.num_warps)
 
     def row_loop(self, pid: str) -> None:
-        """Each program loops over its `row_loop` rows (XBLOCK 1, the whole row in one tile):
-        the row's statements as a persistent kernel has them, and the column partials
+        """Each program loops over its `Kernel.row_loop` rows (XBLOCK 1, the whole row in one
+        tile): the row's statements as a persistent kernel has them, and the column partials
         (`Reduce.over_rows`) combined per r lane across the rows, stored after the loop."""
-        k, rows = self.k, self.cfg.row_loop
+        k, rows = self.k, self.k.row_loop
         over = {s.out: s for s in k.body if isinstance(s, Reduce) and s.over_rows}
         after = [s for s in k.body if isinstance(s, Store) and s.src in over]
         first = f"{pid} * {rows} + tl.zeros([XBLOCK, 1], tl.int32)"

@@ -74,8 +74,9 @@ def _route(ctx, q, k, v, dropout_p, attn_mask=None):
 
 # Its debug-mask output is empty unless asked for (without empty_outputs the call would
 # decline). Not yet enough on CUDA: the op's philox seed and offset outputs are "meta"-device
-# tensors in PyTorch's fake implementation, so lower_fx treats the call as off-device and runs PyTorch's flash forward (beside our
-# backward) before this lowering is asked -- the GPU worker test shows it (no forward job).
+# tensors in PyTorch's fake implementation, so lower_fx treats the call as off-device and runs
+# PyTorch's flash forward (beside our backward) before this lowering is asked -- the GPU
+# worker test shows it (no forward job).
 # Routing it needs device-aware placeholders and an off-device rule that lets an attention
 # op's host-side scalars through; to be done with a GPU at hand to test it.
 @lowering(aten._scaled_dot_product_flash_attention.default, empty_outputs=True)

@@ -120,9 +120,9 @@ def joined_domain(a: "Group", b: "Group", row_loops: bool, device) -> tuple | No
     reduction's partials over the same elements (S*R outputs, each over CH = X/S rows) merge
     into a row-loop kernel: S programs, each looping over its CH rows (see kernel_ir)."""
     dom = merged_domain((a.X, a.R), (b.X, b.R))
-    loops = {g.row_loop for g in (a, b) if g.row_loop}
     if dom is not None:
-        return dom + (loops.pop(),) if len(loops) == 1 else dom + (0,) if not loops else None
+        loops = {g.row_loop for g in (a, b) if g.row_loop}     # at most one row loop
+        return None if len(loops) > 1 else (*dom, max(loops, default=0))
     if not row_loops:
         return None
     from cherenkov.codegen.blocks import next_pow2, persistent_capacity
@@ -366,36 +366,13 @@ def _merge(groups, realized, views, users, outputs, order, device, row_loops=Fal
     always = set(outputs) | _library_read(users) | set(views.values())
     alive = set(groups)
     forbidden: set[frozenset] = set()
-    # ancestors of every node as a bit set over node positions: dependencies between nodes
-    # never change, so "does b read something computed from a" is one AND per read
-    ancestors: dict[Node, int] = {}
-    for n in sorted(order, key=order.__getitem__):
-        bits = 0
-        for i in n.inputs:
-            bits |= ancestors.get(i, 0) | (1 << order[i])
-        ancestors[n] = bits
-
-    def member_bits(g: Group) -> int:
-        bits = 0
-        for m in g.members:
-            bits |= 1 << order[m]
-        return bits
 
     def cycle(a: Group, b: Group) -> bool:
-        """b reads a value, materialized outside a and b, that depends on a (or vice versa):
-        merging them would make the kernel wait for itself."""
-        for x, y in ((a, b), (b, a)):
-            ybits = member_bits(y)
-            for r in x.reads:
-                if r not in y.members and ancestors.get(r, 0) & ybits:
-                    return True
-        return False
-    def through_others(a: Group, b: Group) -> bool:
-        """A cycle through other groups: a or b reads something whose group (or library
-        op) needs a or b, because a group computing one value also computes another. The
-        node-level check above misses it when the value read and the value needing a or b are
-        different members of one group (x + y fused into G, a column sum fused with z: G reads
-        the sum's group and the sum's group reads G -- a tiny Llama's backward)."""
+        """Merging a and b would make the kernel wait for itself: a or b reads something
+        whose group (or library op, or view) needs a or b -- directly, or through a third
+        group, since a group computing one value the pair reads may compute another from
+        the pair (x + y fused into G, a column sum fused with z: G reads the sum's group and
+        the sum's group reads G -- a tiny Llama's backward)."""
         combined = set(a.members) | set(b.members)
         stack = [r for g in (a, b) for r in g.reads if r not in combined]
         seen: set = set()
@@ -410,6 +387,7 @@ def _merge(groups, realized, views, users, outputs, order, device, row_loops=Fal
             seen.add(key)
             stack.extend(g.reads if g is not None else n.inputs)
         return False
+
     heap: list = []
     tiebreak = itertools.count()
 
@@ -487,7 +465,7 @@ def _merge(groups, realized, views, users, outputs, order, device, row_loops=Fal
         if a not in alive or b not in alive or key in forbidden:
             continue
         forbidden.add(key)                      # each pair is decided once
-        if cycle(a, b) or through_others(a, b):
+        if cycle(a, b):
             continue
         X, R, loop = joined_domain(a, b, row_loops, device)
         merged = Group(sorted(a.members + b.members, key=order.__getitem__), X, R,
@@ -556,8 +534,8 @@ def _library_read(users) -> set[Node]:
 
 def build_kernel(group: Group, needed: set[Node], name: str) -> Kernel:
     buffers = {r: (buffer_name(r), r.meta) for r in group.reads}
-    builder = KernelBuilder(name, group.X, group.R, buffers, group.row_loop)
-    builder.reductions = [m for m in group.members if m.op in GroupOp.REDUCTION]
+    builder = KernelBuilder(name, group.X, group.R, buffers, group.row_loop,
+                            [m for m in group.members if m.op in GroupOp.REDUCTION])
     for m in group.members:
         builder.add_member(m, (buffer_name(m), m.meta) if m in needed else None)
     return builder.finish()

@@ -100,8 +100,8 @@ def test_write_markdown_and_json(results, tmp_path, monkeypatch):
 
 
 def test_isolated_variants_run_in_a_fresh_process_and_come_back_whole():
-    """Settings.isolate: a mode's variants run in a child process (the GPU suite isolates
-    fwd+bwd, whose timing captures leave memory behind); results come back as if run here."""
+    """Settings.isolate (`cherenkov bench --isolate`): a mode's variants run in a child
+    process; results come back as if run here."""
     from cherenkov.bench import isolated
     cases = [c for c in SUITES["memory"]("smoke", torch.float32) if c.name == "add + RMSNorm"]
     settings = Settings(device=torch.device("cpu"), isolate=("fwd+bwd",),
