@@ -226,33 +226,40 @@ class _Renderer:
                               cfg.num_warps)
 
     def row_loop(self, pid: str) -> None:
-        """Each program loops over its `Kernel.row_loop` rows (XBLOCK 1, the whole row in one
-        tile): the row's statements as a persistent kernel has them, and the column partials
-        (`Reduce.over_rows`) combined per r lane across the rows, stored after the loop."""
-        k, rows = self.k, self.k.row_loop
+        """Each program loops over its `Kernel.row_loop` rows, XBLOCK rows per step (the
+        whole row in one tile): the row's statements as a persistent kernel has them, and the
+        column partials (`Reduce.over_rows`) combined per r lane across the rows, stored
+        after the loop."""
+        k, rows, step = self.k, self.k.row_loop, self.cfg.XBLOCK
         over = {s.out: s for s in k.body if isinstance(s, Reduce) and s.over_rows}
         after = [s for s in k.body if isinstance(s, Store) and s.src in over]
-        first = f"{pid} * {rows} + tl.zeros([XBLOCK, 1], tl.int32)"
+        start = f"{pid} * {rows}"
         self.lines += ["    rbase = tl.arange(0, RBLOCK)[None, :]", "    rindex = rbase",
-                       f"    rmask = rindex < {k.R}", f"    xindex = {first}",
-                       f"    xmask = xindex < {k.X}"]
+                       f"    rmask = rindex < {k.R}"]
         for s in over.values():
             self.lines.append(f"    {s.out}_acc = tl.full([1, RBLOCK], {IDENTITY[s.op]}, "
                               f"{self.acc_type(s)})")
         ind = "        "
-        self.lines += [f"    for xi in range(0, {rows}):", f"{ind}xindex = {first} + xi",
+        self.lines += [f"    for xi in range(0, {rows}, XBLOCK):",
+                       f"{ind}xindex = {start} + xi + tl.arange(0, XBLOCK)[:, None]",
                        f"{ind}xmask = xindex < {k.X}"]
         combine = {Op.SUM: "{a} + {v}", Op.MAX: "tl.maximum({a}, {v})",
                    Op.MIN: "tl.minimum({a}, {v})"}
+        across = {Op.SUM: "tl.sum", Op.MAX: "tl.max", Op.MIN: "tl.min"}
         for s in k.body:
             if getattr(s, "out", None) in over:
                 a = f"{s.out}_acc"
                 v = f"tl.where(xmask & rmask, {s.src}, {IDENTITY[s.op]})"
+                if step > 1:                  # the step's rows first, then the running value
+                    v = f"{across[s.op]}({v}, 0)[None, :]"
                 self.lines.append(f"{ind}{a} = " + combine[s.op].format(a=a, v=v))
             elif isinstance(s, Reduce):
                 self.persistent_reduce(s, ind)
             elif not (isinstance(s, Store) and s in after):
                 self.stmt(s, ind)
+        # the partials' stores index by the program's first row
+        self.lines += [f"    xindex = {start} + tl.zeros([1, 1], tl.int32)",
+                       f"    xmask = xindex < {k.X}"]
         for s in over.values():
             self.lines.append(f"    {s.out} = {s.out}_acc")
         for s in after:

@@ -46,15 +46,19 @@ def choose_split(X: int, R: int, sm_count: int, column: bool = True) -> int:
 
 
 def split_reductions(graph: Graph, sm_count: int, row_loops: bool = False) -> Graph:
-    """`row_loops`: column reductions split finer, into chunks of ROW_LOOP_CHUNK rows, so a
-    row kernel over the same elements can take their partials in (S programs of a row loop:
-    a few per SM, not the 32 a 4096-column split makes)."""
+    """`row_loops`: a column reduction over the elements some row reduction of the graph
+    also reduces (a (rows, cols) tensor summed along its rows elsewhere: a norm backward)
+    splits finer, into chunks of ROW_LOOP_CHUNK rows, so the row kernel can take its
+    partials in (S programs of a row loop: a few per SM, not the 32 a 4096-column split
+    makes). Other column reductions split as without row loops: a lone 32-row partial
+    kernel ran at half the bandwidth of the usual split (bias + GeLU backward, H200)."""
+    rows = _row_domains(graph) if row_loops else set()
     replaced: dict[Node, Node] = {}
     for node in graph.nodes():
         inputs = tuple(replaced.get(i, i) for i in node.inputs)
         new = node.replace(inputs=inputs) if inputs != node.inputs else node
         if node.op in SPLITTABLE:
-            new = _split(new, sm_count, row_loops) or new
+            new = _split(new, sm_count, rows) or new
         if new is not node:
             replaced[node] = new
     outputs = [None if o is None else replaced.get(o, o) for o in graph.outputs]
@@ -70,14 +74,28 @@ def _column_wise(src: Node) -> bool:
     return dims[-1] != len(dims) - 1
 
 
-def _split(node: Node, sm_count: int, row_loops: bool = False) -> Node | None:
+def _domain(node: Node) -> tuple[int, int]:
+    """(outputs, elements reduced into each) of a reduction."""
+    src = node.inputs[0]
+    n = len(src.shape) - node.args[0]
+    return numel(src.shape[:n]), numel(src.shape[n:])
+
+
+def _row_domains(graph: Graph) -> set[tuple[int, int]]:
+    """(rows, cols) of every reduction along rows in the graph."""
+    return {_domain(n) for n in graph.nodes()
+            if n.op in SPLITTABLE and not _column_wise(n.inputs[0])}
+
+
+def _split(node: Node, sm_count: int, rows: set = frozenset()) -> Node | None:
+    """`rows`: (rows, cols) domains of the graph's row reductions (see split_reductions)."""
     src = node.inputs[0]
     n_red = node.args[0]
     kept, red = src.shape[: len(src.shape) - n_red], src.shape[len(src.shape) - n_red:]
     X, R = numel(kept), numel(red)
     column = _column_wise(src)
     S = choose_split(X, R, sm_count, column)
-    if row_loops and column and S > 1:
+    if column and S > 1 and (R, X) in rows:
         while R % (2 * S) == 0 and R // (2 * S) >= ROW_LOOP_CHUNK:
             S *= 2
     if S == 1:
