@@ -1,8 +1,13 @@
-"""Row-loop kernels (`row_loops=True`) swept on the GPU: the norm backwards of the memory
-suite (add + LayerNorm, add + RMSNorm, 32768 x 4096 bf16, forward + backward) compiled by
-Cherenkov with each (rows per loop step XBLOCK, warps, rows per program) and without row
-loops, checked against an fp32 reference and timed by CUDA-graph replay with the memory
-suite's harness, in one process. Bias + GeLU rides along: row loops must leave it alone.
+"""Loop forms swept on the GPU, on memory-suite cases compiled by Cherenkov with the blocks
+it chooses overridden, checked against an fp32 reference and timed by CUDA-graph replay
+with the suite's harness, in one process:
+
+- row-loop kernels (`row_loops=True`) of the norm backwards (add + LayerNorm, add + RMSNorm,
+  32768 x 4096 bf16, forward + backward): rows per loop step (XBLOCK), warps, rows per
+  program, software-pipelined loads (`stages`), and row loops off. Bias + GeLU rides along:
+  row loops must leave it alone.
+- looped reductions (cross-entropy's logsumexp over 50304 / 128256 columns) with their loads
+  software-pipelined (`stages`) or not.
 
     PYTHONPATH=. python3 bench/row_loop_sweep_gpu.py --out $OUT
 """
@@ -21,32 +26,53 @@ import triton
 import cherenkov
 from cherenkov.bench.harness import Implementation, Settings, run_variant
 from cherenkov.bench.suites.memory import cases
-from cherenkov.codegen import blocks
 from cherenkov.passes import split_reductions
 
-# (XBLOCK rows per step, warps, rows per program); None: row loops off
-VARIANTS = [None, (1, 8, 32), (2, 8, 32), (4, 8, 32), (1, 4, 32), (2, 4, 32), (1, 16, 32),
-            (2, 16, 32), (2, 8, 64), (4, 8, 64), (4, 16, 64)]
+# case -> variants: (row loops on, chunk rows per program, overrides of the chosen blocks of
+# row-loop kernels (or, with "looped", of looped-reduction kernels))
+ROW = [(False, 32, {}), (True, 32, {}), (True, 32, {"stages": 2}), (True, 32, {"stages": 3}),
+       (True, 32, {"XBLOCK": 2, "stages": 2}), (True, 64, {"XBLOCK": 4, "stages": 2}),
+       (True, 32, {"num_warps": 4, "stages": 2}), (True, 32, {"num_warps": 4, "stages": 3}),
+       (True, 64, {"XBLOCK": 4})]
+LOOPED = [(False, 32, {}), (False, 32, {"looped": 1, "stages": 2}),
+          (False, 32, {"looped": 1, "stages": 3}), (False, 32, {"looped": 1, "stages": 4})]
+SWEEP = {"add + LayerNorm": (ROW, ("fwd+bwd",)), "add + RMSNorm": (ROW, ("fwd+bwd",)),
+         "bias + GeLU(tanh)": (ROW[:2], ("fwd+bwd",)),
+         "cross-entropy V=50304": (LOOPED, ("fwd", "fwd+bwd")),
+         "cross-entropy V=128256": (LOOPED, ("fwd",))}
+
+
+def label(v) -> str:
+    on, chunk, over = v
+    return ("row loops ch%d " % chunk if on else "") + (" ".join(
+        f"{k}={x}" for k, x in over.items()) or "-")
 
 
 def variant_impl(v) -> Implementation:
     def build(fn):
         torch._dynamo.reset()
-        return cherenkov.compile(fn, strict=True, dynamic=False, row_loops=v is not None)
-    return Implementation("off" if v is None else "x%d w%d ch%d" % v, build)
+        return cherenkov.compile(fn, strict=True, dynamic=False, row_loops=v[0])
+    return Implementation(label(v), build)
 
 
 def patched(v):
-    """Set the sweep's block choice and chunk; returns an undo."""
-    chosen, chunk = blocks.row_loop_blocks, split_reductions.ROW_LOOP_CHUNK
-    if v is not None:
-        step, warps, rows = v
-        blocks.row_loop_blocks = lambda k, interpret, device: dataclasses.replace(
-            chosen(k, interpret, device), XBLOCK=step, num_warps=warps)
-        split_reductions.ROW_LOOP_CHUNK = rows
+    """Set the sweep's block overrides and chunk; returns an undo."""
+    from cherenkov import compiler
+    chosen, chunk = compiler.choose_blocks, split_reductions.ROW_LOOP_CHUNK
+    _, rows, over = v
+    over = dict(over)
+    looped = over.pop("looped", 0)
+
+    def choose(kernel, interpret, device=None):
+        cfg = chosen(kernel, interpret, device=device)
+        if kernel.row_loop or (looped and not cfg.persistent):
+            cfg = dataclasses.replace(cfg, **over)
+        return cfg
+    compiler.choose_blocks = choose
+    split_reductions.ROW_LOOP_CHUNK = rows
 
     def undo():
-        blocks.row_loop_blocks, split_reductions.ROW_LOOP_CHUNK = chosen, chunk
+        compiler.choose_blocks, split_reductions.ROW_LOOP_CHUNK = chosen, chunk
     return undo
 
 
@@ -57,24 +83,23 @@ def main() -> None:
     dev = torch.device("cuda")
     settings = Settings(device=dev, l2_bytes=torch.cuda.get_device_properties(dev).L2_cache_size)
     rows = []
-    for case in cases("full"):
-        if not any(s in case.name for s in ("LayerNorm", "RMSNorm", "GeLU")):
-            continue
-        for v in VARIANTS if "GeLU" not in case.name else [None, VARIANTS[1]]:
+    for case, mode in [(c, m) for c in cases("full") if c.name in SWEEP
+                       for m in SWEEP[c.name][1]]:
+        for v in SWEEP[case.name][0]:
             undo = patched(v)
             impl = variant_impl(v)
             try:
-                res = run_variant(case, "fwd+bwd", [impl], settings)
+                res = run_variant(case, mode, [impl], settings)
             finally:
                 undo()
             r = res.impls[impl.name]
             t = r.time_s
-            gbs = case.bytes["fwd+bwd"] / t / 1e9 if t else None
-            rows.append({"case": case.name, "variant": impl.name, "check": bool(r.check and
+            gbs = case.bytes[mode] / t / 1e9 if t else None
+            rows.append({"case": case.name, "mode": mode, "variant": impl.name, "check": bool(r.check and
                          r.check.passed), "time_us": t and t * 1e6, "GB/s": gbs,
                          "timing": r.timing, "error": r.error,
                          "kernels": [(k[0], k[2]) for k in r.kernels]})
-            print(rows[-1]["case"], rows[-1]["variant"], rows[-1]["check"],
+            print(rows[-1]["case"], mode, rows[-1]["variant"], rows[-1]["check"],
                   None if t is None else f"{t * 1e6:.1f} us {gbs:.0f} GB/s", r.error or "",
                   flush=True)
             torch.cuda.empty_cache()
@@ -82,10 +107,10 @@ def main() -> None:
     commit = os.environ.get("CHERENKOV_COMMIT", "unknown")
     head = (f"# Row-loop sweep on {torch.cuda.get_device_name()}\n\n{stamp} · torch "
             f"{torch.__version__} · triton {triton.__version__} · commit {commit}\n\n"
-            "fwd+bwd, CUDA-graph replay median; GB/s = the suite's minimal bytes / time.\n\n"
-            "| case | variant (XBLOCK, warps, rows/program) | check | us | GB/s |\n"
-            "|---|---|---|---|---|\n")
-    body = "".join(f"| {r['case']} | {r['variant']} | {'ok' if r['check'] else 'WRONG'} | "
+            "CUDA-graph replay median; GB/s = the suite's minimal bytes / time.\n\n"
+            "| case | mode | variant | check | us | GB/s |\n"
+            "|---|---|---|---|---|---|\n")
+    body = "".join(f"| {r['case']} | {r['mode']} | {r['variant']} | {'ok' if r['check'] else 'WRONG'} | "
                    f"{r['time_us'] or 0:.1f} | {r['GB/s'] or 0:.0f} |\n" for r in rows)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

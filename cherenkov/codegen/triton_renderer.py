@@ -28,6 +28,9 @@ class BlockConfig:
     persistent: bool = True
     num_warps: int = 4
     transposed: bool = False    # tiles (RBLOCK, XBLOCK): x fastest, for column reductions
+    stages: int = 0             # > 0: loops are tl.range(..., num_stages=stages), which
+                                # software-pipelines every load in them (a plain range
+                                # pipelines only loads feeding a dot)
 
 
 @dataclass
@@ -240,7 +243,7 @@ class _Renderer:
             self.lines.append(f"    {s.out}_acc = tl.full([1, RBLOCK], {IDENTITY[s.op]}, "
                               f"{self.acc_type(s)})")
         ind = "        "
-        self.lines += [f"    for xi in range(0, {rows}, XBLOCK):",
+        self.lines += [f"    for xi in {self.loop_range(f'0, {rows}, XBLOCK')}:",
                        f"{ind}xindex = {start} + xi + tl.arange(0, XBLOCK)[:, None]",
                        f"{ind}xmask = xindex < {k.X}"]
         combine = {Op.SUM: "{a} + {v}", Op.MAX: "tl.maximum({a}, {v})",
@@ -264,6 +267,10 @@ class _Renderer:
             self.lines.append(f"    {s.out} = {s.out}_acc")
         for s in after:
             self.stmt(s, "    ")
+
+    def loop_range(self, bounds: str) -> str:
+        stages = self.cfg.stages
+        return f"tl.range({bounds}, num_stages={stages})" if stages else f"range({bounds})"
 
     def online_pairs(self) -> dict[str, Reduce]:
         """sum(exp(a - max(a))) reductions -> their max: computed together in one pass over r
@@ -349,7 +356,7 @@ class _Renderer:
         for s in sinks:
             if isinstance(s, Reduce):
                 self.init_acc(s)
-        self.lines += [f"    for roffset in range(0, {k.R}, RBLOCK):",
+        self.lines += [f"    for roffset in {self.loop_range(f'0, {k.R}, RBLOCK')}:",
                        "        rindex = roffset + rbase", f"        rmask = rindex < {k.R}"]
         for s in k.body:
             if getattr(s, "out", None) in needed:

@@ -48,17 +48,18 @@ def test_norm_backward_reads_its_rows_once(fn, n_params):
     assert sum(k[2] for k in plain.kernels) > 4.5 * full     # dy and x read twice
 
 
-@pytest.mark.parametrize("step", [2, 4])
-def test_several_rows_per_step(monkeypatch, step):
+@pytest.mark.parametrize("step,stages", [(2, 0), (4, 0), (1, 2)])
+def test_several_rows_per_step(monkeypatch, step, stages):
     """XBLOCK rows per loop step: the column partials sum the step's rows before the lanes'
-    running values; gradients as eager's."""
+    running values; software-pipelined loops (tl.range); gradients as eager's."""
     import dataclasses
     from cherenkov.codegen import blocks
     chosen = blocks.row_loop_blocks
     monkeypatch.setattr(blocks, "row_loop_blocks", lambda k, interpret, device: dataclasses.replace(
-        chosen(k, interpret, device), XBLOCK=step))
+        chosen(k, interpret, device), XBLOCK=step, stages=stages))
     info, _ = _grads(layer_norm, 2, "triton", True)
-    assert any("for xi in range(0, 32, XBLOCK)" in k[3] for k in info.kernels)
+    loop = f"tl.range(0, 32, XBLOCK, num_stages={stages})" if stages else "range(0, 32, XBLOCK)"
+    assert any(f"for xi in {loop}" in k[3] for k in info.kernels)
 
 
 def test_bias_gradient_alone_keeps_the_usual_split():
