@@ -27,9 +27,9 @@ Every option lives in `Config`; every environment variable is read here and nowh
 |                             |                | none; default -1: all CPU cores but one, <= 16)      |
 | CHERENKOV_FP_CONTRACT=0     | fp_contract    | GPU kernels without FMA contraction (a*b+c rounded   |
 |                             |                | twice): the same bits fused or not, more instructions|
-| CHERENKOV_ROW_LOOPS=1       | row_loops      | (experimental, GPU) row kernels take in the column   |
-|                             |                | partials of the same elements (norm backward's       |
-|                             |                | weight gradients): one read instead of two           |
+| CHERENKOV_ROW_LOOPS=0       | row_loops      | (GPU, Triton) row kernels take in the column partials|
+|                             |                | of the same elements (norm backward's weight         |
+|                             |                | gradients): one read instead of two; 0 turns it off  |
 """
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ class Config:
                                         metadata={"env": "CHERENKOV_MEMORY_BUDGET"})
     compile_workers: int = field(default=-1, metadata={"env": "CHERENKOV_COMPILE_WORKERS"})
     fp_contract: bool = field(default=True, metadata={"env": "CHERENKOV_FP_CONTRACT"})
-    row_loops: bool = field(default=False, metadata={"env": "CHERENKOV_ROW_LOOPS"})
+    row_loops: bool = field(default=True, metadata={"env": "CHERENKOV_ROW_LOOPS"})
 
     def __post_init__(self):
         if self.attention not in ("cherenkov", "sdpa"):

@@ -49,6 +49,9 @@ def prev_pow2(n: int) -> int:
     return 1 << max(0, int(n).bit_length() - 1)
 
 
+ROW_LOOP_STAGES = 3          # rows in flight per row-loop program (see row_loop_blocks)
+
+
 def element_bytes(kernel: Kernel) -> int:
     """Size of the narrowest element type among the kernel's full-size buffers (those with a
     value per (x, r)): it sets how many elements make one 16-byte vector."""
@@ -166,8 +169,19 @@ def choose_blocks(kernel: Kernel, interpret: bool,
 
 def row_loop_blocks(kernel: Kernel, interpret: bool,
                     device: hw.DeviceSpec | None) -> BlockConfig:
-    """A row-loop kernel: one whole row per tile (XBLOCK 1), warps as a persistent row's."""
+    """A row-loop kernel: one whole row per tile (XBLOCK 1), warps as a persistent row's, and
+    its loads software-pipelined ROW_LOOP_STAGES deep when that many rows of its row-sized
+    inputs fit in half the SM's shared memory. Without pipelining each program waits for
+    its next rows' loads after every row's reductions; with it the H200 ran the LayerNorm
+    backward at 90% instead of 74% of copy bandwidth (RMSNorm 94% vs 87%; the loop sweep
+    at da64103, 3 stages beat 2)."""
     rblock = next_pow2(kernel.R)
-    warps = 4 if interpret else row_warps(
-        rblock, element_bytes(kernel), device if device is not None else hw.current_device())
-    return BlockConfig(XBLOCK=1, RBLOCK=rblock, persistent=True, num_warps=warps)
+    if interpret:
+        return BlockConfig(XBLOCK=1, RBLOCK=rblock, persistent=True, num_warps=4)
+    spec = device if device is not None else hw.current_device()
+    staged = rblock * sum(b.dtype.itemsize for b in kernel.inputs
+                          if b.numel >= kernel.R)     # rows and row-long vectors
+    stages = next((n for n in (ROW_LOOP_STAGES, 2) if n * staged <= spec.sram_per_sm_bytes / 2),
+                  0)
+    return BlockConfig(XBLOCK=1, RBLOCK=rblock, persistent=True, stages=stages,
+                       num_warps=row_warps(rblock, element_bytes(kernel), spec))

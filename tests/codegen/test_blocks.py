@@ -79,3 +79,23 @@ def test_interpreter_keeps_big_tiles():
     cfg = choose_blocks(_kernel(8, 64), interpret=True)
     assert cfg == interpreter_blocks(_kernel(8, 64))
     assert cfg.XBLOCK == 8 and cfg.RBLOCK == 64 and cfg.persistent
+
+
+def test_row_loop_kernels_pipeline_their_rows_when_they_fit():
+    """A row-loop kernel's loads run ROW_LOOP_STAGES rows ahead when that many rows of its
+    inputs fit in half an SM's shared memory; fewer stages, then none, as rows grow."""
+    from cherenkov.codegen.blocks import ROW_LOOP_STAGES
+    spec = hw.device("h200")
+
+    def stages(R, dtype=torch.bfloat16, n_inputs=2):
+        k = Kernel("k", 32 * 64, R, row_loop=32,
+                   inputs=[Buffer(f"i{j}", dtype, 32 * 64 * R) for j in range(n_inputs)],
+                   outputs=[Buffer("o", dtype, 32 * 64 * R)])
+        cfg = choose_blocks(k, False, device=spec)
+        assert cfg.XBLOCK == 1 and cfg.RBLOCK == R
+        return cfg.stages
+    assert stages(4096) == ROW_LOOP_STAGES                  # 3 x 16 KB
+    assert stages(8192, torch.float32, 2) == 0              # 64 KB a row: 2 x 64 > 114 KB
+    assert stages(8192, torch.bfloat16, 3) == 2             # 48 KB a row: 3 x 48 > 114 KB
+    assert stages(8192, torch.bfloat16, 2) == 3             # 3 x 32 KB
+    assert choose_blocks(Kernel("k", 64, 64, row_loop=32), True).stages == 0   # interpreter

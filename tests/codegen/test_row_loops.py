@@ -1,4 +1,4 @@
-"""Row-loop kernels (opt-in, `row_loops=True`, GPU presets, Triton only): a norm backward's
+"""Row-loop kernels (`row_loops=True`, the default; GPU presets, Triton only): a norm backward's
 row kernel takes in the column partials of the weight gradients, so dy and x are read once.
 Checked in the Triton interpreter on the H200 preset, against eager."""
 import pytest
