@@ -180,7 +180,7 @@ def row_loop_blocks(kernel: Kernel, interpret: bool,
         return BlockConfig(XBLOCK=1, RBLOCK=rblock, persistent=True, num_warps=4)
     spec = device if device is not None else hw.current_device()
     staged = rblock * sum(b.dtype.itemsize for b in kernel.inputs
-                          if b.numel >= kernel.R)     # rows and row-long vectors
+                          if b.numel in (kernel.X * kernel.R, kernel.R))   # per row
     stages = next((n for n in (ROW_LOOP_STAGES, 2) if n * staged <= spec.sram_per_sm_bytes / 2),
                   0)
     return BlockConfig(XBLOCK=1, RBLOCK=rblock, persistent=True, stages=stages,

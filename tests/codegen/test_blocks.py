@@ -88,9 +88,11 @@ def test_row_loop_kernels_pipeline_their_rows_when_they_fit():
     spec = hw.device("h200")
 
     def stages(R, dtype=torch.bfloat16, n_inputs=2):
-        k = Kernel("k", 32 * 64, R, row_loop=32,
-                   inputs=[Buffer(f"i{j}", dtype, 32 * 64 * R) for j in range(n_inputs)],
-                   outputs=[Buffer("o", dtype, 32 * 64 * R)])
+        X = 32 * 1024               # more rows than R: the per-row stats outnumber a row
+        k = Kernel("k", X, R, row_loop=32,
+                   inputs=[Buffer(f"i{j}", dtype, X * R) for j in range(n_inputs)]
+                   + [Buffer("rstd", torch.float32, X), Buffer("mean", torch.float32, X)],
+                   outputs=[Buffer("o", dtype, X * R)])
         cfg = choose_blocks(k, False, device=spec)
         assert cfg.XBLOCK == 1 and cfg.RBLOCK == R
         return cfg.stages

@@ -103,7 +103,7 @@ def test_cuda_graph_training_steps_match_and_backward_reads_saved_activations_in
 
 @pytest.mark.parametrize("norm", ["rms", "layer"])
 def test_row_loop_norm_backward_matches_eager_against_fp64(norm):
-    """Row-loop kernels (opt-in) on the device: a bf16 norm's gradients, dx and the weight
+    """Row-loop kernels on the device: a bf16 norm's gradients, dx and the weight
     gradients the row loop's column partials make, as close to fp64 as eager's."""
     import torch.nn.functional as F
 
@@ -129,4 +129,4 @@ def test_row_loop_norm_backward_matches_eager_against_fp64(norm):
     eager = torch.autograd.grad(fn(*eager_in), eager_in[:3], dy)
     for g, e, r in zip(got, eager, ref):
         assert rel(g, r) <= 2 * rel(e, r) + 1e-3
-    assert any("for xi in range" in k[3] for _, info in COMPILED[start:] for k in info.kernels)
+    assert any("for xi in " in k[3] for _, info in COMPILED[start:] for k in info.kernels)
