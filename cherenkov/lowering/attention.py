@@ -72,13 +72,10 @@ def _route(ctx, q, k, v, dropout_p, attn_mask=None):
         raise Unsupported(f"attention kernels do not take this call: {reason}")
 
 
-# Its debug-mask output is empty unless asked for (without empty_outputs the call would
-# decline). Not yet enough on CUDA: the op's philox seed and offset outputs are "meta"-device
-# tensors in PyTorch's fake implementation, so lower_fx treats the call as off-device and runs
-# PyTorch's flash forward (beside our backward) before this lowering is asked -- the GPU
-# worker test shows it (no forward job).
-# Routing it needs device-aware placeholders and an off-device rule that lets an attention
-# op's host-side scalars through; to be done with a GPU at hand to test it.
+# Its debug-mask output is empty unless asked for: registered to take empty outputs. (Its
+# philox seed and offset, "meta" tensors in PyTorch's meta function, reach lower_fx as fake
+# tensors on the inputs' device, so the call is not taken for an off-device one: the GPU
+# worker test sees the forward's kernel queued, at 4b0afe6.)
 @lowering(aten._scaled_dot_product_flash_attention.default, empty_outputs=True)
 def _flash_cuda(ctx, q, k, v, dropout_p=0.0, is_causal=False, return_debug_mask=False,
                 scale=None):

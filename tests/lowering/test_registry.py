@@ -33,3 +33,27 @@ def test_the_cuda_flash_forward_lowering_takes_its_empty_debug_mask():
     with pytest.raises(Unsupported, match="routing off"):
         lower(type("C", (), {"out": (torch.empty(1, 1, 4, 8), torch.empty(0)),
                              "route_attention": False})(), None, None, None)
+
+
+def test_the_cuda_flash_forward_op_runs_our_kernel():
+    """The CUDA flash forward op (traced with fake tensors: it has no CPU kernel) becomes one
+    attention library call, no extern, with its nine outputs rebuilt (the philox seed and
+    offset, "meta" in PyTorch's meta function, as fake tensors on the inputs' device)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from cherenkov.compiler import compile_fx
+    from cherenkov.config import Config
+
+    def fn(q, k, v):
+        out, lse, _, _, _, _, seed, offset, _ = \
+            torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, True)
+        return out, lse, seed, offset
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 16, 16) for _ in range(3))
+    gm = make_fx(fn, tracing_mode="fake")(q, k, v)
+    compiled, info = compile_fx(gm, [q, k, v], Config(strict=True, cpu_backend="triton"))
+    assert info.library_calls.get("attention") == 1 and not info.externs
+    out, lse, seed, offset = compiled([q, k, v])
+    want = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(out, want, rtol=1e-4, atol=1e-4)
+    assert lse.shape == (1, 2, 16) and seed.shape == (2,) and offset.shape == ()
