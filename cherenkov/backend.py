@@ -152,6 +152,23 @@ def _partition_fn(config: Config):
                              memory_budget=config.memory_budget)
 
 
+def _fuse_linear_cross_entropy(gm: torch.fx.GraphModule, example_inputs, config: Config):
+    """The LM head + cross-entropy rewrite (capture/linear_ce.py) on Dynamo's graph; a failure
+    leaves the graph as it was (the rewrite edits only once a match is complete)."""
+    if config.linear_ce == "off":
+        return
+    from cherenkov.capture.linear_ce import fuse_linear_cross_entropy
+    from cherenkov.hw import device_for_config
+    from cherenkov.lowering.from_fx import graph_device
+    try:
+        spec = device_for_config(config.device, graph_device(list(example_inputs)))
+        fuse_linear_cross_entropy(gm, config.linear_ce, spec)
+    except Exception as e:  # noqa: BLE001
+        if config.strict:
+            raise
+        log.warning("cherenkov: LM head + cross-entropy not fused: %s: %s", type(e).__name__, e)
+
+
 def cherenkov_backend(gm: torch.fx.GraphModule, example_inputs, **options):
     """Entry point registered as torch.compile(backend="cherenkov")."""
     config = current(**options)
@@ -159,6 +176,7 @@ def cherenkov_backend(gm: torch.fx.GraphModule, example_inputs, **options):
             and not config.interpret:
         from cherenkov.runtime import parallel_compile
         parallel_compile.warm(config.compile_workers)   # workers start while AOT traces
+    _fuse_linear_cross_entropy(gm, example_inputs, config)
     try:
         return aot_module_simplified(
             gm, example_inputs,

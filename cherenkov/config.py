@@ -27,6 +27,8 @@ Every option lives in `Config`; every environment variable is read here and nowh
 |                             |                | none; default -1: all CPU cores but one, <= 16)      |
 | CHERENKOV_FP_CONTRACT=0     | fp_contract    | GPU kernels without FMA contraction (a*b+c rounded   |
 |                             |                | twice): the same bits fused or not, more instructions|
+| CHERENKOV_LINEAR_CE=mode    | linear_ce      | LM head + cross-entropy fused (logits never held):   |
+|                             |                | "auto" (cost model decides), "on", "off"             |
 | CHERENKOV_ROW_LOOPS=0       | row_loops      | (GPU, Triton) row kernels take in the column partials|
 |                             |                | of the same elements (norm backward's weight         |
 |                             |                | gradients): one read instead of two; 0 turns it off  |
@@ -60,12 +62,15 @@ class Config:
     compile_workers: int = field(default=-1, metadata={"env": "CHERENKOV_COMPILE_WORKERS"})
     fp_contract: bool = field(default=True, metadata={"env": "CHERENKOV_FP_CONTRACT"})
     row_loops: bool = field(default=True, metadata={"env": "CHERENKOV_ROW_LOOPS"})
+    linear_ce: str = field(default="auto", metadata={"env": "CHERENKOV_LINEAR_CE"})
 
     def __post_init__(self):
         if self.attention not in ("cherenkov", "sdpa"):
             raise ValueError(f"attention={self.attention!r}: expected 'cherenkov' or 'sdpa'")
         if self.cpu_backend not in ("cpp", "triton"):
             raise ValueError(f"cpu_backend={self.cpu_backend!r}: expected 'cpp' or 'triton'")
+        if self.linear_ce not in ("auto", "on", "off"):
+            raise ValueError(f"linear_ce={self.linear_ce!r}: expected 'auto', 'on' or 'off'")
         if self.partitioner not in ("torch", "cherenkov"):
             raise ValueError(f"partitioner={self.partitioner!r}: expected 'torch' or 'cherenkov'")
         if self.memory_budget is not None and not self.memory_budget >= 0:

@@ -23,7 +23,7 @@ from cherenkov.lowering.registry import Unsupported
 
 # importing these fills the registry
 from cherenkov.lowering import (attention, creation, elementwise, movement, prims,  # noqa: F401
-                                reductions, scatter)
+                                reductions, scatter, templates)
 
 log = logging.getLogger("cherenkov")
 

@@ -107,41 +107,58 @@ def _accumulate_grad_weight(gw: torch.Tensor, dlogits: torch.Tensor, xc: torch.T
     return gw.add_(torch.mm(dlogits.t(), xc).float())
 
 
+def fused_forward(x, weight, bias, targets, ignore_index: int, reduction: str,
+                  chunk_size: int | None, need_x: bool, need_w: bool, need_b: bool):
+    """The chunked pass: (loss fp32 (), grad_x (N, H) in x's dtype, grad_W (V, H) fp32,
+    grad_b (V,) fp32, factor fp32 ()) -- the gradients of loss / factor, None where not
+    needed; factor is 1/n_valid for "mean", 1 for "sum"."""
+    hidden, vocab = x.shape[-1], weight.shape[0]
+    x2 = x.reshape(-1, hidden)                              # (N, H)
+    t = targets.reshape(-1)
+    n = x2.shape[0]
+    need_b = bias is not None and need_b
+    if chunk_size is None:
+        chunk_size = choose_chunk_size(n, vocab, hidden, x.dtype, _device_spec(x.device))
+    loss_rows = torch.empty(n, device=x.device, dtype=torch.float32)
+    gx = torch.empty_like(x2) if need_x else None
+    gw = torch.zeros(vocab, hidden, device=x.device, dtype=torch.float32) if need_w else None
+    gb = torch.zeros(vocab, device=x.device, dtype=torch.float32) if need_b else None
+    wt = weight.t()                                         # (H, V), a view
+    LAST_GRAD_WEIGHT_PATH.clear()
+    for start in range(0, n, chunk_size):
+        xc = x2[start:start + chunk_size]                   # (c, H)
+        logits = torch.addmm(bias, xc, wt) if bias is not None else torch.mm(xc, wt)
+        cross_entropy_rows(logits, t[start:start + chunk_size],
+                           loss_rows[start:start + chunk_size], ignore_index,
+                           write_grad=need_x or need_w or need_b)
+        if need_x:
+            torch.mm(logits, weight, out=gx[start:start + chunk_size])
+        if need_w:
+            gw = _accumulate_grad_weight(gw, logits, xc)
+        if need_b:
+            gb += logits.sum(0, dtype=torch.float32)
+    if reduction == "mean":
+        factor = 1.0 / (t != ignore_index).sum().to(torch.float32)
+    else:
+        factor = torch.ones((), device=x.device, dtype=torch.float32)
+    return loss_rows.sum() * factor, gx, gw, gb, factor
+
+
+def scale_grads(grad_loss, factor, gx, gw, gb, x_shape, x_dtype, w_dtype, b_dtype):
+    """The input gradients for upstream gradient `grad_loss`, from fused_forward's."""
+    g = grad_loss.float() * factor                          # () fp32
+    dx = (gx.float() * g).to(x_dtype).reshape(x_shape) if gx is not None else None
+    dw = (gw * g).to(w_dtype) if gw is not None else None
+    db = (gb * g).to(b_dtype) if gb is not None else None
+    return dx, dw, db
+
+
 class LinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, targets, ignore_index, reduction, chunk_size):
-        hidden, vocab = x.shape[-1], weight.shape[0]
-        x2 = x.reshape(-1, hidden)                              # (N, H)
-        t = targets.reshape(-1)
-        n = x2.shape[0]
-        need_x, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-        need_b = bias is not None and ctx.needs_input_grad[2]
-        if chunk_size is None:
-            chunk_size = choose_chunk_size(n, vocab, hidden, x.dtype, _device_spec(x.device))
-        loss_rows = torch.empty(n, device=x.device, dtype=torch.float32)
-        gx = torch.empty_like(x2) if need_x else None
-        gw = torch.zeros(vocab, hidden, device=x.device, dtype=torch.float32) if need_w else None
-        gb = torch.zeros(vocab, device=x.device, dtype=torch.float32) if need_b else None
-        wt = weight.t()                                         # (H, V), a view
-        LAST_GRAD_WEIGHT_PATH.clear()
-        for start in range(0, n, chunk_size):
-            xc = x2[start:start + chunk_size]                   # (c, H)
-            logits = torch.addmm(bias, xc, wt) if bias is not None else torch.mm(xc, wt)
-            cross_entropy_rows(logits, t[start:start + chunk_size],
-                               loss_rows[start:start + chunk_size], ignore_index,
-                               write_grad=need_x or need_w or need_b)
-            if need_x:
-                torch.mm(logits, weight, out=gx[start:start + chunk_size])
-            if need_w:
-                gw = _accumulate_grad_weight(gw, logits, xc)
-            if need_b:
-                gb += logits.sum(0, dtype=torch.float32)
-        loss = loss_rows.sum()
-        if reduction == "mean":
-            factor = 1.0 / (t != ignore_index).sum().to(torch.float32)
-        else:
-            factor = torch.ones((), device=x.device, dtype=torch.float32)
-        loss = loss * factor
+        loss, gx, gw, gb, factor = fused_forward(
+            x, weight, bias, targets, ignore_index, reduction, chunk_size,
+            ctx.needs_input_grad[0], ctx.needs_input_grad[1], ctx.needs_input_grad[2])
         ctx.save_for_backward(gx, gw, gb, factor)
         ctx.shapes = (x.shape, x.dtype, weight.dtype, None if bias is None else bias.dtype)
         return loss.to(x.dtype)
@@ -149,11 +166,7 @@ class LinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output):
         gx, gw, gb, factor = ctx.saved_tensors
-        x_shape, x_dtype, w_dtype, b_dtype = ctx.shapes
-        g = grad_output.float() * factor                        # () fp32
-        dx = (gx.float() * g).to(x_dtype).reshape(x_shape) if gx is not None else None
-        dw = (gw * g).to(w_dtype) if gw is not None else None
-        db = (gb * g).to(b_dtype) if gb is not None else None
+        dx, dw, db = scale_grads(grad_output, factor, gx, gw, gb, *ctx.shapes)
         return dx, dw, db, None, None, None, None
 
 

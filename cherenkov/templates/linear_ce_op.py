@@ -1,0 +1,72 @@
+"""The fused LM head + cross-entropy (`linear_cross_entropy.py`) as one PyTorch custom op,
+so that compiled graphs can carry it: AOTAutograd traces `cherenkov::linear_cross_entropy`
+as a single forward op whose gradient outputs are saved for the backward, which only scales
+them. `capture/linear_ce.py` puts it in place of `cross_entropy(linear(x, W, b), targets)`.
+
+    loss = fused_linear_cross_entropy(x, W, b, targets, ignore_index, reduction, out_dtype)
+"""
+from typing import Optional
+
+import torch
+
+from cherenkov.templates.linear_cross_entropy import fused_forward, scale_grads
+
+
+@torch.library.custom_op("cherenkov::linear_cross_entropy", mutates_args=())
+def linear_cross_entropy_op(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
+                            targets: torch.Tensor, ignore_index: int, reduction: str,
+                            need_x: bool, need_w: bool, need_b: bool
+                            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                                       torch.Tensor]:
+    """(loss fp32, grad_x (N, H), grad_W (V, H) fp32, grad_b (V,) fp32, factor fp32): the
+    gradients of loss / factor; a gradient not needed is an empty tensor."""
+    loss, gx, gw, gb, factor = fused_forward(x, weight, bias, targets, ignore_index, reduction,
+                                             None, need_x, need_w, need_b and bias is not None)
+    empty = x.new_empty(0, dtype=torch.float32)
+    return (loss, empty.to(x.dtype) if gx is None else gx, empty if gw is None else gw,
+            empty if gb is None else gb, factor)
+
+
+@linear_cross_entropy_op.register_fake
+def _(x, weight, bias, targets, ignore_index, reduction, need_x, need_w, need_b):
+    hidden, vocab = x.shape[-1], weight.shape[0]
+    f32 = dict(device=x.device, dtype=torch.float32)
+    gx = x.new_empty((x.numel() // hidden, hidden)) if need_x else x.new_empty(0)
+    gw = torch.empty((vocab, hidden), **f32) if need_w else torch.empty(0, **f32)
+    gb = torch.empty((vocab,), **f32) if need_b and bias is not None else torch.empty(0, **f32)
+    return torch.empty((), **f32), gx, gw, gb, torch.empty((), **f32)
+
+
+def _setup_context(ctx, inputs, output):
+    x, weight, bias = inputs[:3]
+    _, gx, gw, gb, factor = output
+    ctx.save_for_backward(gx, gw, gb, factor)
+    ctx.shapes = (x.shape, x.dtype, weight.dtype, None if bias is None else bias.dtype)
+    ctx.needs = inputs[6:9]
+
+
+def _backward(ctx, grad_loss, *unused):
+    gx, gw, gb, factor = ctx.saved_tensors
+    need_x, need_w, need_b = ctx.needs
+    dx, dw, db = scale_grads(grad_loss, factor, gx if need_x else None, gw if need_w else None,
+                             gb if need_b and ctx.shapes[3] is not None else None, *ctx.shapes)
+    return dx, dw, db, None, None, None, None, None, None
+
+
+linear_cross_entropy_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+def fused_linear_cross_entropy(x, weight, bias, targets, ignore_index: int = -100,
+                               reduction: str = "mean", out_dtype=None):
+    """cross_entropy(linear(x, weight, bias) viewed as (N, V), targets viewed as (N,)), its
+    loss in `out_dtype` (default x's). Under autocast the matmuls take autocast's dtype, as
+    the linear it replaces would."""
+    device = x.device.type
+    if torch.is_autocast_enabled(device):
+        dtype = torch.get_autocast_dtype(device)
+        x, weight = x.to(dtype), weight.to(dtype)
+        bias = None if bias is None else bias.to(dtype)
+    loss, *_ = linear_cross_entropy_op(
+        x, weight, bias, targets.reshape(-1), ignore_index, reduction, x.requires_grad,
+        weight.requires_grad, bias is not None and bias.requires_grad)
+    return loss.to(out_dtype or x.dtype)
