@@ -18,17 +18,41 @@ from cherenkov.ir.graph import Node, contiguous_strides, numel
 from cherenkov.ir.ops import GroupOp, Op
 
 
+def _decide(lo, hi, holds_all, holds_none):
+    return True if holds_all else False if holds_none else None
+
+
+# comparison of an index in [lo, hi] with constant c -> True / False for every lane, or None
+COMPARE = {
+    Op.LT: lambda r, c: _decide(*r, r[1] < c, r[0] >= c),
+    Op.LE: lambda r, c: _decide(*r, r[1] <= c, r[0] > c),
+    Op.GT: lambda r, c: _decide(*r, r[0] > c, r[1] <= c),
+    Op.GE: lambda r, c: _decide(*r, r[0] >= c, r[1] < c),
+    Op.EQ: lambda r, c: _decide(*r, r[0] == r[1] == c, c < r[0] or c > r[1]),
+    Op.NE: lambda r, c: _decide(*r, c < r[0] or c > r[1], r[0] == r[1] == c),
+}
+FLIPPED = {Op.LT: Op.GT, Op.LE: Op.GE, Op.GT: Op.LT, Op.GE: Op.LE, Op.EQ: Op.EQ, Op.NE: Op.NE}
+
+
 class NotFusible(Exception):
     """These nodes cannot share one kernel (e.g. a reduction read at another index)."""
 
 
 class KernelBuilder:
     def __init__(self, name: str, X: int, R: int, buffers: dict[Node, tuple[str, object]],
-                 row_loop: int = 0, reductions: list[Node] = ()):
+                 row_loop: int = 0, reductions: list[Node] = (), halves: int = 0):
         """`buffers`: node -> (buffer name, TensorMeta) for every value materialized outside;
         `row_loop` > 0: each program loops over that many rows (see kernel_ir.Kernel);
-        `reductions`: the reduction members to come (they place pointwise members)."""
+        `reductions`: the reduction members to come (they place pointwise members);
+        `halves` = D > 0 (pointwise only): lane x computes the elements j and j + D/2 of row
+        x // (D/2), j = x % (D/2), of every member (X/2 lanes; see `add_member`)."""
+        if halves:
+            X //= 2
         self.kernel = Kernel(name, X, R, row_loop=row_loop)
+        self.halves = halves
+        self.loads: dict = {}                      # (buffer, index, mask) -> loaded value
+        self.ranges: dict[str, tuple] = {}         # index value -> its (lo, hi) over the kernel
+        self.known: dict[str, object] = {}         # constant -> its Python value
         self.buffers = buffers
         self.x = ix.var("x", X)
         self.r = ix.var("r", R)
@@ -76,9 +100,13 @@ class KernelBuilder:
             extent = meta.storage_offset + sum((s - 1) * st for s, st in zip(meta.shape, meta.strides)) + 1
             self.used_inputs[name] = Buffer(name, meta.dtype, max(extent, numel(meta.shape)))
         index = ix.release(ix.dot(idx, meta.strides, meta.storage_offset))
+        key = (name, index, mask)
+        if key in self.loads:                      # the same address by another index path
+            return self.loads[key]
         level = self._level(index, *( [self.kernel.levels[mask]] if mask else []))
         out = self._new(meta.dtype, level)
-        return self.emit(Load(out, name, index, mask))
+        self.loads[key] = self.emit(Load(out, name, index, mask))
+        return out
 
     # ---- the recursion --------------------------------------------------------------------
     def compute(self, node: Node, idx: tuple, mask: str | None = None) -> str:
@@ -103,22 +131,16 @@ class KernelBuilder:
     def _compute_inline(self, node: Node, idx: tuple, mask) -> str:
         op = node.op
         if op == Op.CONST:
-            out = self._new(node.dtype, "c")
-            return self.emit(Constant(out, node.args[0], node.dtype))
+            return self._const(node.args[0], node.dtype)
         if op == Op.IOTA:
-            index = ix.release(idx[node.args[0]])
-            level = self._level(index)
-            out = self._new(torch.int64, level)
-            return self.emit(IndexValue(out, index))
+            return self._ranged_index(idx[node.args[0]])
         if op == Op.CAST:
             src = self.compute(node.inputs[0], idx, mask)
             out = self._new(node.dtype, self.kernel.levels[src])
             return self.emit(Cast(out, src, node.dtype))
         if op in GroupOp.ELEMENTWISE:
             args = tuple(self.compute(i, idx if i.shape else (), mask) for i in node.inputs)
-            level = self._level(*[self.kernel.levels[a] for a in args])
-            out = self._new(node.dtype, level)
-            return self.emit(Compute(out, op, args))
+            return self._op(op, args, node.dtype)
         if op in GroupOp.MOVEMENT:
             return self._movement(node, idx, mask)
         if op in GroupOp.REDUCTION:
@@ -175,56 +197,116 @@ class KernelBuilder:
 
     def _const(self, value, dtype) -> str:
         out = self._new(dtype, "c")
+        self.known[out] = value
         return self.emit(Constant(out, value, dtype))
 
+    def _ranged_index(self, index: ix.Lin) -> str:
+        """The index as a kernel value, its range over the kernel remembered (see _fold)."""
+        index = ix.release(index)
+        out = self._new(torch.int64, self._level(index))
+        self.ranges[out] = ix.rng(index)
+        return self.emit(IndexValue(out, index))
+
     def _op(self, op: Op, args, dtype) -> str:
+        folded = self._fold(op, args, dtype)
+        if folded is not None:
+            return folded
         level = self._level(*[self.kernel.levels[a] for a in args])
         out = self._new(dtype, level)
         return self.emit(Compute(out, op, tuple(args)))
+
+    def _fold(self, op: Op, args, dtype) -> str | None:
+        """What the index ranges decide: a comparison of an index with a constant that holds
+        (or fails) for every lane, and the and / or / where it feeds. None: not decided."""
+        if op in COMPARE and len(args) == 2:
+            a, b = args
+            if a in self.ranges and isinstance(self.known.get(b), int):
+                decided = COMPARE[op](self.ranges[a], self.known[b])
+            elif b in self.ranges and isinstance(self.known.get(a), int):
+                decided = COMPARE[FLIPPED[op]](self.ranges[b], self.known[a])
+            else:
+                return None
+            return None if decided is None else self._const(decided, torch.bool)
+        truth = [self.known.get(a) if self.kernel.dtypes.get(a) == torch.bool else None
+                 for a in args]
+        if op in (Op.AND, Op.OR) and len(args) == 2:
+            absorbing = op == Op.OR          # True absorbs an or, False an and
+            for i, t in enumerate(truth):
+                if t is absorbing:
+                    return args[i]
+                if t is (not absorbing):
+                    return args[1 - i]
+            return None
+        if op == Op.WHERE and truth[0] is not None:
+            value = args[1] if truth[0] else args[2]
+            if self.kernel.dtypes[value] != dtype:
+                cast = self._new(dtype, self.kernel.levels[value])
+                value = self.emit(Cast(cast, value, dtype))
+            return value
+        return None
 
     def _and_mask(self, mask, cond):
         return cond if mask is None else self._op(Op.AND, (mask, cond), torch.bool)
 
     def _in_range(self, index: ix.Lin, lo: int, hi: int) -> str:
-        index = ix.release(index)
-        value = self._new(torch.int64, self._level(index))
-        self.emit(IndexValue(value, index))
+        value = self._ranged_index(index)
         ge = self._op(Op.GE, (value, self._const(lo, torch.int64)), torch.bool)
         lt = self._op(Op.LT, (value, self._const(hi, torch.int64)), torch.bool)
         return self._op(Op.AND, (ge, lt), torch.bool)
 
     def _cat(self, node: Node, idx, mask) -> str:
+        """The piece idx[dim] selects; pieces its range rules out are never read, and a piece
+        its range proves is read alone, without a select."""
         dim = node.args[0]
-        offset, result = 0, None
-        pieces = []
+        lo, hi = ix.rng(idx[dim])
+        offset, candidates = 0, []
         for src in node.inputs:
             size = src.shape[dim]
+            if hi >= offset and lo < offset + size:
+                candidates.append((src, offset, size))
+            offset += size
+        if len(candidates) == 1:
+            src, offset, size = candidates[0]
+            src_idx = list(idx)
+            src_idx[dim] = ix.add(idx[dim], -offset)
+            return self.compute(src, tuple(src_idx), mask)
+        pieces = []
+        for src, offset, size in candidates:
             cond = self._in_range(idx[dim], offset, offset + size)
             src_idx = list(idx)
             # read only where this piece is selected: there its index lies in [0, size)
             src_idx[dim] = ix.within(ix.add(idx[dim], -offset), 0, size - 1)
             value = self.compute(src, tuple(src_idx), self._and_mask(mask, cond))
             pieces.append((cond, value))
-            offset += size
         result = pieces[-1][1]
         for cond, value in reversed(pieces[:-1]):
             result = self._op(Op.WHERE, (cond, value, result), node.dtype)
         return result
 
     def _pad(self, node: Node, idx, mask) -> str:
+        """The source where idx lies inside it, else the fill; decided without a select where
+        the index ranges prove it."""
         pads, fill = node.args
         src = node.inputs[0]
         cond = None
         src_idx = []
         for d, ((lo, _), i) in enumerate(zip(pads, idx)):
-            if pads[d] != (0, 0):
-                # read only where the source is selected: there its index lies in [0, size)
-                src_idx.append(ix.within(ix.add(i, -lo), 0, src.shape[d] - 1))
-                c = self._in_range(i, lo, lo + src.shape[d])
-                cond = c if cond is None else self._op(Op.AND, (cond, c), torch.bool)
-            else:
+            if pads[d] == (0, 0):
                 src_idx.append(ix.add(i, -lo))
+                continue
+            ilo, ihi = ix.rng(i)
+            if ihi < lo or ilo >= lo + src.shape[d]:           # always in the padding
+                return self._const(fill, node.dtype)
+            if ilo >= lo and ihi < lo + src.shape[d]:          # always inside the source
+                src_idx.append(ix.add(i, -lo))
+                continue
+            # read only where the source is selected: there its index lies in [0, size)
+            src_idx.append(ix.within(ix.add(i, -lo), 0, src.shape[d] - 1))
+            c = self._in_range(i, lo, lo + src.shape[d])
+            cond = c if cond is None else self._op(Op.AND, (cond, c), torch.bool)
         value = self.compute(src, tuple(src_idx), self._and_mask(mask, cond))
+        if cond is None:
+            return value
         return self._op(Op.WHERE, (cond, value, self._const(fill, node.dtype)), node.dtype)
 
     def _index(self, node: Node, idx, mask) -> str:
@@ -271,6 +353,8 @@ class KernelBuilder:
                 value = self.emit(Reduce(out, node.op, value))
             self.reduced[node] = (value, at)
             where = ix.unravel(self.x, node.shape)
+        elif self.halves:
+            return self._add_halves(node, store_as)
         else:
             n = numel(node.shape)
             where = self._placement(node) if n == X * R and R > 1 else None
@@ -284,13 +368,35 @@ class KernelBuilder:
             value = self.compute(node, where)
         self.kernel.fused_ops += 1
         if store_as is not None:
-            name, meta = store_as
-            if node.dtype != self.kernel.dtypes[value]:
-                cast = self._new(node.dtype, self.kernel.levels[value])
-                value = self.emit(Cast(cast, value, node.dtype))
-            self.kernel.body.append(Store(name, ix.dot(where, contiguous_strides(node.shape)),
-                                          value))
-            self.kernel.outputs.append(Buffer(name, node.dtype, numel(node.shape)))
+            self._store(node, where, value, store_as[0])
+            self.kernel.outputs.append(Buffer(store_as[0], node.dtype, numel(node.shape)))
+
+    def _store(self, node: Node, where, value: str, name: str) -> None:
+        if node.dtype != self.kernel.dtypes[value]:
+            cast = self._new(node.dtype, self.kernel.levels[value])
+            value = self.emit(Cast(cast, value, node.dtype))
+        self.kernel.body.append(Store(name, ix.dot(where, contiguous_strides(node.shape)),
+                                      value))
+
+    def _add_halves(self, node: Node, store_as) -> None:
+        """A pointwise member of a halves kernel: lane x computes (and stores) the element j
+        and the element j + D/2 of its row, j = x % (D/2). A concatenation of two halves
+        along the row then reads each half without a select or mask, and a value read by
+        both (rotate-half's x1 and x2) is loaded once."""
+        D = self.halves
+        if self.kernel.R != 1 or numel(node.shape) != 2 * self.kernel.X or \
+                node.shape[-1] != D:
+            raise NotFusible("not a member of this halves kernel")
+        half = D // 2
+        for h in (0, 1):
+            lane = ix.add(ix.mul(ix.floordiv(self.x, half), D), h * half, ix.mod(self.x, half))
+            where = ix.unravel(lane, node.shape)
+            value = self.compute(node, where)
+            if store_as is not None:
+                self._store(node, where, value, store_as[0])
+        self.kernel.fused_ops += 1
+        if store_as is not None:
+            self.kernel.outputs.append(Buffer(store_as[0], node.dtype, numel(node.shape)))
 
     def _placement(self, node: Node) -> tuple | None:
         """The element of a full-size pointwise member that lane (x, r) computes: the one a

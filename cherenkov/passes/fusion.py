@@ -532,10 +532,39 @@ def _library_read(users) -> set[Node]:
     return {n for n, us in users.items() if any(is_library(u) for u in us)}
 
 
+def halves_of(group: Group) -> int:
+    """D when `group` is pointwise over rows of D (even) elements and computes a
+    concatenation of two D/2 halves along the row, or a padding by D/2 on one side of it
+    (rotate-half in RoPE, forward and backward): its kernel then gives each lane the two
+    elements j and j + D/2 of a row (builder: `halves`), 0 otherwise."""
+    if group.R != 1 or not group.members:
+        return 0
+    D = group.members[0].shape[-1] if group.members[0].shape else 0
+    if D < 2 or D % 2 or any(not m.shape or m.shape[-1] != D for m in group.members):
+        return 0
+    half, seen, stack = D // 2, set(), list(group.members)
+    members = set(group.members)
+    while stack:
+        n = stack.pop()
+        if n in seen or (n in group.reads and n not in members):
+            continue
+        seen.add(n)
+        last = len(n.shape) - 1
+        if n.op == Op.CAT and n.args[0] in (last, -1) and n.shape[-1] == D and \
+                [i.shape[-1] for i in n.inputs] == [half, half]:
+            return D
+        if n.op == Op.PAD and n.shape and n.shape[-1] == D and \
+                tuple(n.args[0][-1]) in ((0, half), (half, 0)):
+            return D
+        stack.extend(n.inputs)
+    return 0
+
+
 def build_kernel(group: Group, needed: set[Node], name: str) -> Kernel:
     buffers = {r: (buffer_name(r), r.meta) for r in group.reads}
     builder = KernelBuilder(name, group.X, group.R, buffers, group.row_loop,
-                            [m for m in group.members if m.op in GroupOp.REDUCTION])
+                            [m for m in group.members if m.op in GroupOp.REDUCTION],
+                            halves_of(group))
     for m in group.members:
         builder.add_member(m, (buffer_name(m), m.meta) if m in needed else None)
     return builder.finish()
