@@ -1,6 +1,8 @@
-"""Loop forms swept on the GPU, on memory-suite cases compiled by Cherenkov with the blocks
+"""Kernel forms swept on the GPU, on memory-suite cases compiled by Cherenkov with the blocks
 it chooses overridden, checked against an fp32 reference and timed by CUDA-graph replay
-with the suite's harness, in one process:
+with the suite's harness, in one process. Now (SWEEP): the bias-gradient column kernel at
+GPT-2's MLP shape (loop pipelining, tiles, warps) and RoPE with and without the halves
+lanes. Answered before (EARLIER, results at f3b4a20 and da64103):
 
 - row-loop kernels (`row_loops=True`) of the norm backwards (add + LayerNorm, add + RMSNorm,
   32768 x 4096 bf16, forward + backward): rows per loop step (XBLOCK), warps, rows per
@@ -25,21 +27,40 @@ import triton
 
 import cherenkov
 from cherenkov.bench.harness import Implementation, Settings, run_variant
-from cherenkov.bench.suites.memory import cases
+from cherenkov.bench.case import Case
+from cherenkov.bench.suites.memory import _randn, bias_gelu, cases
 from cherenkov.passes import split_reductions
 
 # case -> variants: (row loops on, chunk rows per program, overrides of the chosen blocks of
-# row-loop kernels (or, with "looped", of looped-reduction kernels))
+# row-loop kernels (or, with "looped", of looped-reduction kernels); "halves": 0 turns the
+# rotate-half lane split off)
 ROW = [(False, 32, {}), (True, 32, {}), (True, 32, {"stages": 2}), (True, 32, {"stages": 3}),
        (True, 32, {"XBLOCK": 2, "stages": 2}), (True, 64, {"XBLOCK": 4, "stages": 2}),
        (True, 32, {"num_warps": 4, "stages": 2}), (True, 32, {"num_warps": 4, "stages": 3}),
        (True, 64, {"XBLOCK": 4})]
 LOOPED = [(False, 32, {}), (False, 32, {"looped": 1, "stages": 2}),
           (False, 32, {"looped": 1, "stages": 3}), (False, 32, {"looped": 1, "stages": 4})]
-SWEEP = {"add + LayerNorm": (ROW, ("fwd+bwd",)), "add + RMSNorm": (ROW, ("fwd+bwd",)),
-         "bias + GeLU(tanh)": (ROW[:2], ("fwd+bwd",)),
-         "cross-entropy V=50304": (LOOPED, ("fwd", "fwd+bwd")),
-         "cross-entropy V=128256": (LOOPED, ("fwd",))}
+# the bias-gradient column kernel of GPT-2's MLP backward ran at 2.6 TB/s in the train step
+# (profile at 9c97838): its loop pipelined, other tiles, more warps
+COLUMN = [(True, 32, {}), (True, 32, {"looped": 1, "stages": 2}),
+          (True, 32, {"looped": 1, "stages": 3}), (True, 32, {"looped": 1, "RBLOCK": 64}),
+          (True, 32, {"looped": 1, "XBLOCK": 64, "RBLOCK": 64}),
+          (True, 32, {"looped": 1, "XBLOCK": 256, "RBLOCK": 16}),
+          (True, 32, {"looped": 1, "num_warps": 8})]
+HALVES = [(True, 32, {}), (True, 32, {"halves": 0})]
+SWEEP = {"bias + GeLU(tanh) 16384x3072": (COLUMN, ("fwd+bwd",)),
+         "RoPE": (HALVES, ("fwd", "fwd+bwd"))}
+EARLIER = {"add + LayerNorm": (ROW, ("fwd+bwd",)), "add + RMSNorm": (ROW, ("fwd+bwd",)),
+           "cross-entropy V=50304": (LOOPED, ("fwd", "fwd+bwd"))}   # answered at da64103
+
+
+def gpt2_bias_gelu() -> Case:
+    """bias + GeLU(tanh) at GPT-2's MLP shape (B=16 x T=1024 tokens, 4 x 768 features)."""
+    M, N, s = 16384, 3072, 2
+    make = lambda d: (_randn((M, N), torch.bfloat16, d, 20), _randn((N,), torch.bfloat16, d, 21))
+    return Case("bias + GeLU(tanh) 16384x3072", bias_gelu, make, shape=f"{M}x{N} bfloat16",
+                grad_inputs=(0, 1), bytes={"fwd": 2 * M * N * s + N * s,
+                                           "fwd+bwd": 5 * M * N * s + 3 * N * s})
 
 
 def label(v) -> str:
@@ -59,9 +80,13 @@ def patched(v):
     """Set the sweep's block overrides and chunk; returns an undo."""
     from cherenkov import compiler
     chosen, chunk = compiler.choose_blocks, split_reductions.ROW_LOOP_CHUNK
+    from cherenkov.passes import fusion
+    halves_of = fusion.halves_of
     _, rows, over = v
     over = dict(over)
     looped = over.pop("looped", 0)
+    if over.pop("halves", None) == 0:
+        fusion.halves_of = lambda group: 0
 
     def choose(kernel, interpret, device=None):
         cfg = chosen(kernel, interpret, device=device)
@@ -73,6 +98,7 @@ def patched(v):
 
     def undo():
         compiler.choose_blocks, split_reductions.ROW_LOOP_CHUNK = chosen, chunk
+        fusion.halves_of = halves_of
     return undo
 
 
@@ -83,7 +109,7 @@ def main() -> None:
     dev = torch.device("cuda")
     settings = Settings(device=dev, l2_bytes=torch.cuda.get_device_properties(dev).L2_cache_size)
     rows = []
-    for case, mode in [(c, m) for c in cases("full") if c.name in SWEEP
+    for case, mode in [(c, m) for c in cases("full") + [gpt2_bias_gelu()] if c.name in SWEEP
                        for m in SWEEP[c.name][1]]:
         for v in SWEEP[case.name][0]:
             undo = patched(v)
