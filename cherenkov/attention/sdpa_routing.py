@@ -1,9 +1,12 @@
 """SDPA calls found in captured graphs, run by Cherenkov's attention kernels.
 
-PyTorch's flash-attention aten ops (forward and backward, CUDA and CPU) are replaced one for
+PyTorch's flash-attention aten ops (forward and backward, CUDA and CPU) and its
+memory-efficient ones (CUDA: what SDPA calls with an attention mask) are replaced one for
 one: same arguments, same outputs (the output, the natural-log row logsumexp, and empty
 placeholders for the RNG state that dropout-free attention never uses), so a forward run by
-us and a backward run by PyTorch (or the reverse) still agree. Causal or unmasked, no dropout.
+us and a backward run by PyTorch (or the reverse) still agree. Causal, unmasked, or with an
+explicit mask -- boolean (a mask_mod reading it) or additive (a score_mod adding it, and a
+mask_mod where it is -inf, so tiles it masks whole are skipped); no dropout.
 """
 from __future__ import annotations
 
@@ -29,10 +32,15 @@ def supported(q_shape, k_shape, v_shape, dropout_p: float, attn_mask=None, dtype
         return "fp32 on the GPU (the tensor-core kernels are tuned for bf16/fp16)"
     if dropout_p:
         return "dropout"
-    if attn_mask is not None:
-        return "explicit attention mask"
     if len(q_shape) != 4 or k_shape != v_shape or q_shape[-1] != k_shape[-1]:
         return "shapes"
+    if attn_mask is not None:
+        shape = tuple(attn_mask.shape)
+        full = (q_shape[0], q_shape[1], q_shape[2], k_shape[2])
+        if len(shape) > 4 or any(s not in (1, f) for s, f in zip(shape[::-1], full[::-1])):
+            return f"attention mask of shape {shape} for scores {full}"
+        if not (attn_mask.dtype == torch.bool or attn_mask.dtype.is_floating_point):
+            return f"attention mask of dtype {attn_mask.dtype}"
     if q_shape[1] != k_shape[1]:
         return "heads (GQA arrives expanded)"
     if q_shape[-1] > 256:
@@ -61,24 +69,69 @@ def _plan(q, k, is_causal: bool, scale: float | None, device=None) -> launch.Pla
     return plan
 
 
+def mask_mods(attn_mask: torch.Tensor, B: int, H: int, Q_LEN: int, KV_LEN: int):
+    """(score_mod, mask_mod, (B', H')) reading an SDPA attention mask: a boolean one keeps
+    the pairs it is True at; an additive one is added to the scaled scores, and pairs at
+    -inf are masked (whole tiles of them skipped). Dims the mask broadcasts over are read at
+    0, so a (Q, KV) mask is never expanded to (B, H, Q, KV); (B', H') are the batch and heads
+    it varies over (1 where it broadcasts), all its block mask needs."""
+    m = attn_mask.detach().expand(B, H, Q_LEN, KV_LEN)
+    kept = tuple(m.shape[d] == 1 or m.stride(d) != 0 for d in range(4))
+    m = m[tuple(slice(None) if k else slice(0, 1) for k in kept)].contiguous()
+
+    def at(b, h, q_idx, kv_idx):
+        return m[tuple(i if k else 0 for i, k in zip((b, h, q_idx, kv_idx), kept))]
+
+    varies = (B if kept[0] else 1, H if kept[1] else 1)
+    if m.dtype == torch.bool:
+        return None, at, varies
+
+    def add_mask(score, b, h, q_idx, kv_idx):
+        return score + at(b, h, q_idx, kv_idx)
+
+    def finite(b, h, q_idx, kv_idx):
+        return at(b, h, q_idx, kv_idx) != float("-inf")
+    return add_mask, finite, varies
+
+
+def _masked_plan(q, k, attn_mask, scale) -> tuple[launch.Plan, list]:
+    """A plan for one masked call (the mask is data: its block mask is built every call; the
+    kernels are cached by source) and the captured tensors its kernels read."""
+    B, H, Q_LEN, D = q.shape
+    mode, reason = kernel_mode(q.device)
+    if mode is None:
+        raise RuntimeError(f"attention kernels unavailable: {reason}")
+    scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
+    score_mod, mask_mod, (Bm, Hm) = mask_mods(attn_mask, B, H, Q_LEN, k.shape[2])
+    traced, kernels = compile_mods(score_mod, mask_mod, interpret=mode == "interpret")
+    mask = build_block_mask(mask_mod, Bm, Hm, Q_LEN, k.shape[2], (128, 64), q.device)
+    return launch.Plan(kernels, traced, mask, scale, mode == "interpret"), traced.captured
+
+
 def _unit(x):
     return x if x.stride(-1) == 1 else x.contiguous()
 
 
-def forward(q, k, v, is_causal: bool, scale=None, plan=None):
+def forward(q, k, v, is_causal: bool, scale=None, plan=None, attn_mask=None):
     """(out, natural-log lse of shape (B, H, Q))."""
     q, k, v = _unit(q), _unit(k), _unit(v)
+    captured = []
+    if attn_mask is not None:
+        plan, captured = _masked_plan(q, k, attn_mask, scale)
     plan = plan or _plan(q, k, is_causal, scale)
-    out, lse2 = launch.forward(plan, q, k, v, [])
+    out, lse2 = launch.forward(plan, q, k, v, captured)
     return out, launch.natural_lse(lse2)
 
 
-def backward(do, q, k, v, out, lse, is_causal: bool, scale=None, plan=None):
+def backward(do, q, k, v, out, lse, is_causal: bool, scale=None, plan=None, attn_mask=None):
     q, k, v = _unit(q), _unit(k), _unit(v)
     lse2 = torch.where(torch.isinf(lse), float("inf"), lse / LN2)   # back to the kernels' log2
+    captured = []
+    if attn_mask is not None:
+        plan, captured = _masked_plan(q, k, attn_mask, scale)
     plan = plan or _plan(q, k, is_causal, scale)
     dq, dk, dv, _ = launch.backward(plan, q, k, v, out.contiguous(), lse2.contiguous(), do,
-                                    [], [])
+                                    captured, [False] * len(captured))
     return dq, dk, dv
 
 

@@ -1,6 +1,7 @@
 """Lowerings of PyTorch's flash-attention ops: ATTENTION library nodes that run Cherenkov's
 attention kernels (`cherenkov/attention/sdpa_routing.py`) when the call is one they support
-(no dropout, no explicit mask); otherwise PyTorch's own op runs, with the reason recorded.
+(no dropout; a boolean or additive mask is read by the kernels); otherwise PyTorch's own op
+runs, with the reason recorded.
 """
 from __future__ import annotations
 
@@ -63,9 +64,11 @@ def _rebuild(placeholders, device):
                  for kind, shape, dtype in placeholders)
 
 
-def _route(ctx, q, k, v, dropout_p, attn_mask=None):
+def _route(ctx, q, k, v, dropout_p, attn_mask=None, is_causal=False):
     if not ctx.route_attention:
         raise Unsupported("attention routing off (config attention='sdpa')")
+    if attn_mask is not None and is_causal:
+        raise Unsupported("an attention mask and is_causal together")
     from cherenkov.attention.sdpa_routing import supported
     reason = supported(q.shape, k.shape, v.shape, dropout_p, attn_mask, q.dtype, q.meta.device)
     if reason:
@@ -109,21 +112,71 @@ def _flash_cuda_backward(ctx, do, q, k, v, out, lse, cum_q, cum_k, max_q, max_k,
 
 @lowering(aten._scaled_dot_product_flash_attention_for_cpu.default)
 def _flash_cpu(ctx, q, k, v, dropout_p=0.0, is_causal=False, attn_mask=None, scale=None):
-    _route(ctx, q, k, v, dropout_p, attn_mask)
+    _route(ctx, q, k, v, dropout_p, attn_mask, is_causal)
 
-    def cherenkov_flash_attention(q, k, v):
+    def cherenkov_flash_attention(q, k, v, attn_mask=None):
         from cherenkov.attention.sdpa_routing import forward
-        return forward(q, k, v, is_causal, scale)
-    return library_node(cherenkov_flash_attention, (q, k, v), {}, ctx.out, op=Op.ATTENTION)
+        return forward(q, k, v, is_causal, scale, attn_mask=attn_mask)
+    return library_node(cherenkov_flash_attention, _with_mask((q, k, v), attn_mask), {},
+                        ctx.out, op=Op.ATTENTION)
 
 
 @lowering(aten._scaled_dot_product_flash_attention_for_cpu_backward.default)
 def _flash_cpu_backward(ctx, do, q, k, v, out, lse, dropout_p, is_causal, attn_mask=None,
                         scale=None):
-    _route(ctx, q, k, v, dropout_p, attn_mask)
+    _route(ctx, q, k, v, dropout_p, attn_mask, is_causal)
 
-    def cherenkov_flash_attention_backward(do, q, k, v, out, lse):
+    def cherenkov_flash_attention_backward(do, q, k, v, out, lse, attn_mask=None):
         from cherenkov.attention.sdpa_routing import backward
-        return backward(do, q, k, v, out, lse, is_causal, scale)
-    return library_node(cherenkov_flash_attention_backward, (do, q, k, v, out, lse), {},
+        return backward(do, q, k, v, out, lse, is_causal, scale, attn_mask=attn_mask)
+    return library_node(cherenkov_flash_attention_backward,
+                        _with_mask((do, q, k, v, out, lse), attn_mask), {}, ctx.out,
+                        op=Op.ATTENTION)
+
+
+def _with_mask(args: tuple, attn_mask) -> tuple:
+    return args if attn_mask is None else args + (attn_mask,)
+
+
+def _lse_width(lse_out) -> int:
+    return int(lse_out.shape[-1])
+
+
+# The memory-efficient ops: what SDPA runs on CUDA with an attention mask (turned additive,
+# attn_bias). Its lse is (B, H, Q rounded up to 32) when asked for, else (B, H, 0); its output
+# is laid out (B, Q, H, D) (the runtime relays ours to that).
+@lowering(aten._scaled_dot_product_efficient_attention.default, empty_outputs=True)
+def _efficient(ctx, q, k, v, attn_bias, compute_log_sumexp, dropout_p=0.0, is_causal=False,
+               scale=None):
+    _route(ctx, q, k, v, dropout_p, attn_bias, is_causal)
+    width = _lse_width(ctx.out[1])
+    rest = _placeholders(ctx.out, 2)
+
+    def cherenkov_efficient_attention(q, k, v, attn_bias=None):
+        from cherenkov.attention.sdpa_routing import forward
+        out, lse = forward(q, k, v, is_causal, scale, attn_mask=attn_bias)
+        lse = torch.nn.functional.pad(lse, (0, width - lse.shape[-1])) if width else \
+            lse.new_empty(lse.shape[:-1] + (0,))
+        return (out, lse) + _rebuild(rest, q.device)
+    return library_node(cherenkov_efficient_attention, _with_mask((q, k, v), attn_bias), {},
                         ctx.out, op=Op.ATTENTION)
+
+
+@lowering(aten._scaled_dot_product_efficient_attention_backward.default, empty_outputs=True)
+def _efficient_backward(ctx, do, q, k, v, attn_bias, out, lse, philox_seed, philox_offset,
+                        dropout_p, grad_input_mask, is_causal=False, scale=None):
+    _route(ctx, q, k, v, dropout_p, attn_bias, is_causal)
+    if attn_bias is not None and grad_input_mask[3]:
+        raise Unsupported("attention mask gradient requested")
+    if lse.shape[-1] < q.shape[2]:
+        raise Unsupported("no logsumexp saved")
+    Q_LEN = q.shape[2]
+
+    def cherenkov_efficient_attention_backward(do, q, k, v, out, lse, attn_bias=None):
+        from cherenkov.attention.sdpa_routing import backward
+        dq, dk, dv = backward(do, q, k, v, out, lse[..., :Q_LEN], is_causal, scale,
+                              attn_mask=attn_bias)
+        return dq, dk, dv, None
+    return library_node(cherenkov_efficient_attention_backward,
+                        _with_mask((do, q, k, v, out, lse), attn_bias), {}, ctx.out,
+                        op=Op.ATTENTION)
