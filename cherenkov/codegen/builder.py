@@ -11,27 +11,12 @@ from __future__ import annotations
 
 import torch
 
+from cherenkov.codegen import folding
 from cherenkov.codegen import indexing as ix
 from cherenkov.codegen.kernel_ir import (Buffer, Cast, Compute, Constant, IndexValue, Kernel,
                                          Load, Reduce, Store)
 from cherenkov.ir.graph import Node, contiguous_strides, numel
 from cherenkov.ir.ops import GroupOp, Op
-
-
-def _decide(lo, hi, holds_all, holds_none):
-    return True if holds_all else False if holds_none else None
-
-
-# comparison of an index in [lo, hi] with constant c -> True / False for every lane, or None
-COMPARE = {
-    Op.LT: lambda r, c: _decide(*r, r[1] < c, r[0] >= c),
-    Op.LE: lambda r, c: _decide(*r, r[1] <= c, r[0] > c),
-    Op.GT: lambda r, c: _decide(*r, r[0] > c, r[1] <= c),
-    Op.GE: lambda r, c: _decide(*r, r[0] >= c, r[1] < c),
-    Op.EQ: lambda r, c: _decide(*r, r[0] == r[1] == c, c < r[0] or c > r[1]),
-    Op.NE: lambda r, c: _decide(*r, c < r[0] or c > r[1], r[0] == r[1] == c),
-}
-FLIPPED = {Op.LT: Op.GT, Op.LE: Op.GE, Op.GT: Op.LT, Op.GE: Op.LE, Op.EQ: Op.EQ, Op.NE: Op.NE}
 
 
 class NotFusible(Exception):
@@ -218,14 +203,8 @@ class KernelBuilder:
     def _fold(self, op: Op, args, dtype) -> str | None:
         """What the index ranges decide: a comparison of an index with a constant that holds
         (or fails) for every lane, and the and / or / where it feeds. None: not decided."""
-        if op in COMPARE and len(args) == 2:
-            a, b = args
-            if a in self.ranges and isinstance(self.known.get(b), int):
-                decided = COMPARE[op](self.ranges[a], self.known[b])
-            elif b in self.ranges and isinstance(self.known.get(a), int):
-                decided = COMPARE[FLIPPED[op]](self.ranges[b], self.known[a])
-            else:
-                return None
+        if folding.is_comparison(op) and len(args) == 2:
+            decided = folding.comparison(op, *args, self.ranges, self.known)
             return None if decided is None else self._const(decided, torch.bool)
         truth = [self.known.get(a) if self.kernel.dtypes.get(a) == torch.bool else None
                  for a in args]
