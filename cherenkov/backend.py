@@ -160,8 +160,11 @@ def _fuse_linear_cross_entropy(gm: torch.fx.GraphModule, example_inputs, config:
     from cherenkov.capture.linear_ce import fuse_linear_cross_entropy
     from cherenkov.hw import device_for_config
     from cherenkov.lowering.from_fx import graph_device
+    device = graph_device(list(example_inputs))
+    if config.linear_ce == "auto" and device.type != "cuda":
+        return              # off the GPU its cross-entropy kernel would run interpreted
     try:
-        spec = device_for_config(config.device, graph_device(list(example_inputs)))
+        spec = device_for_config(config.device, device)
         fuse_linear_cross_entropy(gm, config.linear_ce, spec)
     except Exception as e:  # noqa: BLE001
         if config.strict:

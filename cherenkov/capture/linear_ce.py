@@ -2,8 +2,9 @@
 targets)` whose logits nobody else reads becomes the fused LM head + cross-entropy
 (`templates/linear_ce_op.py`), which never holds the (tokens, vocab) logits.
 
-Config `linear_ce`: "auto" asks the cost model (`should_fuse_linear_ce`: fused predicted
-faster, or eager's logits over 1/64 of device memory), "on" fuses every match, "off" none.
+Config `linear_ce`: "auto" asks the cost model on CUDA graphs (`should_fuse_linear_ce`:
+fused predicted faster, or eager's logits over 1/64 of device memory; off the GPU the fused
+op's Triton kernel would run in the interpreter), "on" fuses every match, "off" none.
 Only the plain forms are matched: no class weights, no label smoothing, reduction "mean" or
 "sum", logits flattened to (tokens, vocab) and targets to (tokens,). A model that also
 returns its logits keeps them (and the unfused graph).

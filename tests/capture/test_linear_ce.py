@@ -67,15 +67,31 @@ def test_auto_leaves_tiny_heads_alone_and_off_is_off():
 
 
 def test_auto_follows_the_cost_model(monkeypatch):
-    """'auto' asks should_fuse_linear_ce with the graph's (tokens, vocab, hidden)."""
-    seen = []
+    """'auto' (on CUDA graphs; the backend skips it elsewhere) asks should_fuse_linear_ce
+    with the graph's (tokens, vocab, hidden) and the linear's dtype: the pass on Dynamo's
+    graph, run here directly."""
+    from cherenkov import hw
+    from cherenkov.capture.linear_ce import fuse_linear_cross_entropy
+    graphs = []
+
+    def keep(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+    torch._dynamo.reset()
+    x, t = torch.randn(2, 24, 16), torch.randint(0, 40, (2, 24))
+    torch.compile(Head(), backend=keep, dynamic=False)(x, t)
+    seen, answer = [], [False]
 
     def decide(tokens, vocab, hidden, dtype, spec):
         seen.append((tokens, vocab, hidden, dtype))
-        return True
+        return answer[0]
     monkeypatch.setattr(lce, "should_fuse_linear_ce", decide)
-    assert _run(Head(), "auto")
-    assert seen == [(48, 40, 16, torch.float32)]
+    spec = hw.device("h200")
+    assert fuse_linear_cross_entropy(graphs[0], "auto", spec) == 0
+    answer[0] = True
+    assert fuse_linear_cross_entropy(graphs[0], "auto", spec) == 1
+    assert seen == [(48, 40, 16, torch.float32)] * 2
+    assert "fused_linear_cross_entropy" in graphs[0].code
 
 
 def test_bad_mode_is_refused():
