@@ -157,10 +157,11 @@ class KernelBuilder:
             return self._pad(node, idx, mask)
         if op == Op.GATHER:
             dim = node.args[0]
-            where = self._index_value(node.inputs[1], idx, mask, src.shape[dim])
+            where, ok = self._index_value(node.inputs[1], idx, mask, src.shape[dim])
             src_idx = list(idx)
             src_idx[dim] = where
-            return self.compute(src, tuple(src_idx), mask)
+            return self._poisoned(self.compute(src, tuple(src_idx), self._and_mask(mask, ok)),
+                                  ok, node.dtype)
         if op == Op.INDEX:
             return self._index(node, idx, mask)
         if op == Op.AS_STRIDED:
@@ -171,14 +172,26 @@ class KernelBuilder:
             return self.load(node, idx, mask)
         raise NotFusible(f"movement {op.name}")
 
-    def _index_value(self, index_node: Node, idx, mask, size: int) -> ix.Lin:
-        """A run-time index as an expression atom, wrapped into [0, size) like PyTorch."""
+    def _index_value(self, index_node: Node, idx, mask, size: int) -> tuple[ix.Lin, str]:
+        """A run-time index as an expression atom, wrapped into [0, size) like PyTorch, and
+        the bool value saying it was in [-size, size): where it was not, the caller reads
+        and writes nothing (PyTorch raises; a kernel cannot)."""
         value = self.compute(index_node, idx, mask)
         zero = self._const(0, torch.int64)
         neg = self._op(Op.LT, (value, zero), torch.bool)
         wrapped = self._op(Op.WHERE, (neg, self._op(Op.ADD, (value, self._const(size, torch.int64)),
                                                      torch.int64), value), torch.int64)
-        return ix.dyn(wrapped, 0, size - 1)
+        ok = self._op(Op.AND, (self._op(Op.GE, (wrapped, zero), torch.bool),
+                               self._op(Op.LT, (wrapped, self._const(size, torch.int64)),
+                                        torch.bool)), torch.bool)
+        return ix.dyn(wrapped, 0, size - 1), ok
+
+    def _poisoned(self, value: str, ok: str, dtype: torch.dtype) -> str:
+        """A value read through a run-time index: NaN where the index was out of range (for
+        a floating value: a wrong index shows as NaN, never as a number from elsewhere)."""
+        if not dtype.is_floating_point:
+            return value
+        return self._op(Op.WHERE, (ok, value, self._const(float("nan"), dtype)), dtype)
 
     def _const(self, value, dtype) -> str:
         out = self._new(dtype, "c")
@@ -297,15 +310,18 @@ class KernelBuilder:
         start = dims[0] if adjacent else 0
         bidx = tuple(idx[start:start + nb])
         rest = list(idx[:start]) + list(idx[start + nb:])
-        src_idx, k = [], 0
+        src_idx, k, ok = [], 0, None
         for d in range(len(src.shape)):
             if d in dims:
                 inode = index_nodes[dims.index(d)]
-                src_idx.append(self._index_value(inode, bidx, mask, src.shape[d]))
+                where, in_range = self._index_value(inode, bidx, mask, src.shape[d])
+                src_idx.append(where)
+                ok = self._and_mask(ok, in_range)
             else:
                 src_idx.append(rest[k])
                 k += 1
-        return self.compute(src, tuple(src_idx), mask)
+        return self._poisoned(self.compute(src, tuple(src_idx), self._and_mask(mask, ok)), ok,
+                              node.dtype)
 
     # ---- members --------------------------------------------------------------------------
     def add_member(self, node: Node, store_as: tuple[str, object] | None):
@@ -443,21 +459,25 @@ class KernelBuilder:
         vidx = ix.unravel(self.x, values.shape)
         value = self.compute(values, vidx)
         mode, where = node.args
+        ok = None
         if mode == "index":
             d0, nb = where[0], len(indices[0].shape)
             bidx = vidx[d0:d0 + nb]
             dest = list(vidx[:d0])
-            dest += [self._index_value(i, bidx, None, base.shape[d]) for i, d in zip(indices, where)]
+            for i, d in zip(indices, where):
+                at, in_range = self._index_value(i, bidx, None, base.shape[d])
+                dest.append(at)
+                ok = self._and_mask(ok, in_range)
             dest += list(vidx[d0 + nb:])
         else:
             dest = list(vidx)
-            dest[where] = self._index_value(indices[0], vidx, None, base.shape[where])
+            dest[where], ok = self._index_value(indices[0], vidx, None, base.shape[where])
         name, meta = store_as
         if self.kernel.dtypes[value] != node.dtype:
             cast = self._new(node.dtype, self.kernel.levels[value])
             value = self.emit(Cast(cast, value, node.dtype))
         self.kernel.body.append(Store(name, ix.dot(dest, contiguous_strides(node.shape)), value,
-                                      atomic_add=True))
+                                      atomic_add=True, mask=ok))
         self.kernel.outputs.append(Buffer(name, node.dtype, numel(node.shape)))
         self.kernel.fused_ops += 1
 

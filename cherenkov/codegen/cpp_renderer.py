@@ -319,21 +319,27 @@ class _Renderer(ColumnLoops):
             self.declare(ind, out, render_op(s.op, list(s.args), k.dtypes[out], arg_dtypes))
         elif isinstance(s, Cast):
             self.declare(ind, out, cast_expr(s.src, k.dtypes[s.src], s.dtype))
-        elif isinstance(s, Store) and s.atomic_add:
-            dtype = self.buffer_dtype[s.buffer]
-            target = f"{self.names[s.buffer]}[{self.index(s.index)}]"
-            if dtype in ATOMIC_TYPES and not self.owned_columns:       # rows may collide on one element: add atomically
-                self.lines.append(f"{ind}#pragma omp atomic")
-                self.lines.append(f"{ind}{target} += {s.src};")
-            else:                           # the row loop runs serially (see `serial`)
-                value = f"{load_expr(target, dtype)} + {s.src}"
-                self.lines.append(f"{ind}{target} = {store_expr(value, dtype)};")
         elif isinstance(s, Store):
-            dtype = self.buffer_dtype[s.buffer]
-            self.lines.append(f"{ind}{self.names[s.buffer]}[{self.index(s.index)}] = "
-                              f"{self.stored(s.src, dtype)};")
+            if s.mask:                      # a run-time index out of range writes nothing
+                self.lines.append(f"{ind}if ({s.mask}) {{")
+                self.store(s, ind + "  ")
+                self.lines.append(f"{ind}}}")
+            else:
+                self.store(s, ind)
         else:
             raise TypeError(f"unexpected statement {s!r}")
+
+    def store(self, s: Store, ind: str) -> None:
+        dtype = self.buffer_dtype[s.buffer]
+        target = f"{self.names[s.buffer]}[{self.index(s.index)}]"
+        if not s.atomic_add:
+            self.lines.append(f"{ind}{target} = {self.stored(s.src, dtype)};")
+        elif dtype in ATOMIC_TYPES and not self.owned_columns:  # rows may collide on one element: add atomically
+            self.lines.append(f"{ind}#pragma omp atomic")
+            self.lines.append(f"{ind}{target} += {s.src};")
+        else:                               # the row loop runs serially (see `serial`)
+            value = f"{load_expr(target, dtype)} + {s.src}"
+            self.lines.append(f"{ind}{target} = {store_expr(value, dtype)};")
 
     # ---- reductions -----------------------------------------------------------------------
     def acc_type(self, s: Reduce) -> str:

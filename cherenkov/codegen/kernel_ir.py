@@ -79,6 +79,8 @@ class Store:
     index: Lin
     src: str
     atomic_add: bool = False    # add into the buffer (scatter-add) instead of overwriting
+    mask: str | None = None     # a bool value: store only where it holds (a run-time index
+                                # out of range writes nothing)
 
 
 Statement = Load | IndexValue | Constant | Compute | Cast | Reduce | Store
@@ -152,7 +154,7 @@ def inputs_of(s: Statement) -> list[str]:
     if isinstance(s, (Cast, Reduce)):
         return [s.src]
     if isinstance(s, Store):
-        return [s.src] + sorted(variables(s.index) - {"x", "r"})
+        return [s.src] + ([s.mask] if s.mask else []) + sorted(variables(s.index) - {"x", "r"})
     return []
 
 

@@ -147,6 +147,8 @@ class _Renderer:
             index = self.index(s.index)
             if self._index_level(s.index) != level:
                 index = f"({index}) + tl.zeros({self.full_shape(level)}, tl.int32)"
+            if s.mask:
+                mask = f"{mask} & {s.mask}"
             fn = "tl.atomic_add" if s.atomic_add else "tl.store"
             self.lines.append(f"{indent}{fn}({self.names[s.buffer]} + ({index}), {value}, {mask})")
 

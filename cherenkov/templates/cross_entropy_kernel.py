@@ -9,6 +9,10 @@ Pass 2 (WRITE_GRAD) overwrites the logits in place with the unscaled gradient
 
     dlogits = softmax(x) - onehot(target)       (a row of zeros if target == ignore_index)
 
+A target outside [0, V) (and not ignore_index) reads no logit: its loss and gradient row are
+NaN, where eager raises (CPU) or stops the device (CUDA), never a number computed from
+memory past the row.
+
 so the chunk's logits buffer becomes its gradient without another allocation; the caller
 scales by 1/n_valid and grad_output later (the gradient is linear in that factor).
 """
@@ -30,7 +34,8 @@ def cross_entropy_rows(logits_ptr, stride_row, targets_ptr, loss_ptr, V, ignore_
     base = logits_ptr + row * stride_row
     target = tl.load(targets_ptr + row)
     valid = target != ignore_index
-    safe_target = tl.where(valid, target, 0)
+    known = (target >= 0) & (target < V)          # a target out of range reads nothing: NaN
+    safe_target = tl.where(valid & known, target, 0)
     m = -float("inf")
     s = 0.0
     for start in range(0, V, BLOCK_V):
@@ -41,9 +46,10 @@ def cross_entropy_rows(logits_ptr, stride_row, targets_ptr, loss_ptr, V, ignore_
         m = m_new
     lse = m + tl.log(s)
     target_logit = tl.load(base + safe_target).to(tl.float32)
-    tl.store(loss_ptr + row, tl.where(valid, lse - target_logit, 0.0))
+    loss = tl.where(known, lse - target_logit, float("nan"))
+    tl.store(loss_ptr + row, tl.where(valid, loss, 0.0))
     if WRITE_GRAD:
-        keep = tl.where(valid, 1.0, 0.0)
+        keep = tl.where(valid, tl.where(known, 1.0, float("nan")), 0.0)
         for start in range(0, V, BLOCK_V):
             cols = start + tl.arange(0, BLOCK_V)
             x = tl.load(base + cols, mask=cols < V, other=0.0).to(tl.float32)

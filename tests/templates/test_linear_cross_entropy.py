@@ -87,6 +87,19 @@ def test_bad_arguments_raise():
         linear_cross_entropy(x, w, t[:-1], b)
 
 
+def test_a_target_out_of_range_gives_nan_not_a_number_from_past_the_row():
+    x, w, b, t = _inputs()
+    x.requires_grad_(True)
+    t = t.clone()
+    t[3] = w.shape[0] + 5                     # past the vocabulary
+    loss = linear_cross_entropy(x, w, t, b)
+    assert torch.isnan(loss)
+    (gx,) = torch.autograd.grad(loss, [x])
+    assert torch.isnan(gx).any()
+    t[3] = -100                                # ignored: fine again
+    assert torch.isfinite(linear_cross_entropy(x, w, t, b))
+
+
 def test_fuse_decision_large_vs_tiny():
     h200 = hw.device("h200")
     assert should_fuse_linear_ce(16384, 50304, 768, torch.bfloat16, h200)
