@@ -113,7 +113,7 @@ def test_pointwise_joins_its_column_reduction_in_the_reduction_s_element_order()
     q, k, v, w = torch.randn(512, 8), torch.randn(512, 8), torch.randn(512, 8), torch.randn(24, 4)
     fn = lambda q, k, v, w: (torch.cat([q, k, v], 1) @ w, torch.cat([q, k, v], 1).sum(0))  # noqa
     graph, _ = lower_fx(make_fx(fn)(q, k, v, w), [q, k, v, w])
-    fusion = fuse(eliminate_common_subexpressions(graph), device=hw.device("cpu"))
+    fusion = fuse(eliminate_common_subexpressions(graph), device=hw.device("h200"))
     joined = [g for g in fusion.groups if any(m.op == Op.CAT for m in g.members)]
     assert len(joined) == 1 and joined[0].R > 1 and is_column_reduction(joined[0].kernel)
     kernel = joined[0].kernel
@@ -122,7 +122,7 @@ def test_pointwise_joins_its_column_reduction_in_the_reduction_s_element_order()
     assert len(full) == 1                       # the cat, stored where its lane reads it
     # two equal cats (no CSE): the one the matmul reads is not what the column sum reads, so
     # it could only sit at x*R + r -- a walk along rows beside columns: kept apart
-    for g in fuse(graph, device=hw.device("cpu")).groups:
+    for g in fuse(graph, device=hw.device("h200")).groups:
         assert g.kernel is None or not mixed_access(g.kernel)
     for backend in ("triton", "cpp"):
         out = cherenkov.compile(fn, strict=True, cpu_backend=backend)(q, k, v, w)
@@ -149,6 +149,24 @@ def test_bias_gradient_is_summed_where_the_gradient_is_computed():
     moved = sum(k[2] for k in backward[0].kernels)
     # reads dy and x, writes dx (3 full tensors) plus small vectors: dx is not read again
     assert moved < 3.2 * x.numel() * 4, moved
+
+
+def test_on_a_cpu_the_bias_gradient_stays_apart_from_the_gradient():
+    """The C++ backend never joins a full-size pointwise kernel to a column reduction: its
+    kernel would walk each column down the rows (a cache line per element)."""
+    x = torch.randn(512, 64, requires_grad=True)
+    b = torch.randn(64, requires_grad=True)
+    fn = lambda x, b: F.gelu(x + b, approximate="tanh")  # noqa: E731
+    start = len(COMPILED)
+    out = cherenkov.compile(fn, strict=True, cpu_backend="cpp")(x, b)
+    dy = torch.randn_like(out)
+    gx, gb = torch.autograd.grad(out, (x, b), dy)
+    ex, eb = torch.autograd.grad(fn(x, b), (x, b), dy)
+    torch.testing.assert_close(gx, ex, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(gb, eb, rtol=1e-4, atol=1e-4)
+    backward = [info for _, info in COMPILED[start:] if info.name.startswith("backward")][0]
+    assert len(backward.kernels) == 2
+    assert min(k[1] for k in backward.kernels) == 1          # the column sum on its own
 
 
 def test_broadcast_transcendental_tables_are_computed_once():
