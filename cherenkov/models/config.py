@@ -30,6 +30,8 @@ class ModelConfig:
     norm_eps: float = 1e-5
     rope_theta: float = 10000.0
     name: str = "custom"
+    return_logits: bool = True   # with targets: (logits, loss) as nanoGPT; False: (None, loss),
+                                 # so a compiler may fuse the LM head into the cross-entropy
 
     def __post_init__(self):
         if self.arch not in ("gpt", "llama"):

@@ -3,7 +3,7 @@
 Written like nanoGPT so that eager PyTorch, torch.compile and Cherenkov all run the same
 module: causal attention through `F.scaled_dot_product_attention(is_causal=True)`, dropout on
 attention and residual paths, and `forward(idx, targets=None)` returning logits, or
-`(logits, loss)` when targets are given.
+`(logits, loss)` when targets are given (`(None, loss)` with `return_logits=False`).
 """
 from __future__ import annotations
 
@@ -96,4 +96,4 @@ class GPT(nn.Module):
         if targets is None:
             return logits
         loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
-        return logits, loss
+        return (logits if self.config.return_logits else None), loss

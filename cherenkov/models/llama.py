@@ -2,7 +2,8 @@
 
 No biases, untied embeddings by default, rotary position embeddings applied to q and k, and
 K/V heads repeated to the query heads before `F.scaled_dot_product_attention(is_causal=True)`.
-`forward(idx, targets=None)` returns logits, or `(logits, loss)` when targets are given.
+`forward(idx, targets=None)` returns logits, or `(logits, loss)` when targets are given
+(`(None, loss)` with `return_logits=False`).
 """
 from __future__ import annotations
 
@@ -113,4 +114,4 @@ class Llama(nn.Module):
         if targets is None:
             return logits
         loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.view(-1))
-        return logits, loss
+        return (logits if self.config.return_logits else None), loss

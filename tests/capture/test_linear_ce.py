@@ -120,3 +120,46 @@ def test_under_bf16_autocast_the_head_runs_in_bf16():
     for g, w in zip(got, want):
         assert g.dtype == w.dtype
         torch.testing.assert_close(g.float(), w.float(), rtol=5e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("arch", ["tiny", "tiny-llama"])
+def test_a_model_returning_only_its_loss_gets_the_fused_head(arch):
+    """GPT / Llama with return_logits=False (the train suite's gpt2-loss-only case): the LM
+    head and its cross-entropy run fused; loss and every gradient as eager's."""
+    from cherenkov.models import GPT, Llama, preset
+    cfg = preset(arch).replace(return_logits=False, layers=1, seq=16)
+    cls = GPT if cfg.arch == "gpt" else Llama
+    torch.manual_seed(0)
+    eager, ours = cls(cfg), cls(cfg)
+    ours.load_state_dict(eager.state_dict())
+    idx, tgt = torch.randint(0, cfg.vocab, (2, 16)), torch.randint(0, cfg.vocab, (2, 16))
+    logits, want = eager(idx, tgt)
+    assert logits is None
+    want_grads = torch.autograd.grad(want, list(eager.parameters()))
+    torch._dynamo.reset()
+    lce.LAST_GRAD_WEIGHT_PATH.clear()
+    _, loss = cherenkov.compile(ours, strict=True, linear_ce="on", dynamic=False)(idx, tgt)
+    grads = torch.autograd.grad(loss, list(ours.parameters()))
+    assert lce.LAST_GRAD_WEIGHT_PATH                      # the fused op ran
+    torch.testing.assert_close(loss, want, rtol=1e-5, atol=1e-5)
+    for g, w in zip(grads, want_grads):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+
+
+def test_the_train_suite_runs_its_loss_only_case_when_named_in_full(tmp_path):
+    from types import SimpleNamespace
+
+    from cherenkov.bench.suites.train import extra_cases, run
+    assert not extra_cases("smoke")[0].model.return_logits
+
+    def listed(patterns, capsys=None):
+        import contextlib
+        import io
+        out = io.StringIO()
+        args = SimpleNamespace(smoke=True, cpu=True, dtype=None, cases=patterns, list=True)
+        with contextlib.redirect_stdout(out):
+            assert run(args) == 0
+        return [line.split()[0] for line in out.getvalue().splitlines() if line.strip()]
+    assert listed(["gpt2"]) == ["gpt2-style"]
+    assert listed(["gpt2-loss-only"]) == ["gpt2-loss-only"]
+    assert listed(None) == ["gpt2-style", "llama-style"]

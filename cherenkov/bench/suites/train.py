@@ -31,6 +31,7 @@ and over the datasheet's dense bf16 peak.
 """
 from __future__ import annotations
 
+import dataclasses
 import gc
 import statistics
 import time
@@ -77,6 +78,15 @@ def cases(scale: str = "full", dtype: torch.dtype = torch.bfloat16) -> list[Trai
     llama = ModelConfig("llama", layers=2, hidden=32, heads=2, kv_heads=1, ffn=64, vocab=64,
                         seq=16, name="llama-tiny")
     return [TrainCase("gpt2-style", gpt, 2, 16, 1.15), TrainCase("llama-style", llama, 2, 16, 1.10)]
+
+
+def extra_cases(scale: str = "full") -> list[TrainCase]:
+    """Run only when named in full with --cases: GPT-2 whose forward returns the loss alone
+    (not the logits too), so Cherenkov may fuse the LM head into the cross-entropy
+    (`linear_ce`)."""
+    gpt = cases(scale)[0]
+    return [dataclasses.replace(gpt, name="gpt2-loss-only",
+                                model=gpt.model.replace(return_logits=False))]
 
 
 def step_flops(cfg: ModelConfig, batch: int, seq: int) -> float:
@@ -457,7 +467,9 @@ def run(args) -> int:
 
     scale = "smoke" if (args.smoke or args.cpu) else "full"
     dtype = getattr(torch, args.dtype or ("float32" if args.cpu else "bfloat16"))
-    chosen = select(cases(scale, dtype), args.cases)
+    named = {p.lower() for p in args.cases or ()}
+    chosen = select(cases(scale, dtype), args.cases) + [
+        c for c in extra_cases(scale) if c.name in named]
     if args.list:
         for c in chosen:
             print(f"{c.name:14s} {c.shape:14s} {param_count(c.model) / 1e6:8.1f}M params  "
