@@ -2,7 +2,7 @@
 it chooses overridden, checked against an fp32 reference and timed by CUDA-graph replay
 with the suite's harness, in one process. Now (SWEEP): the bias-gradient column kernel at
 GPT-2's MLP shape (loop pipelining, tiles, warps) and RoPE with and without the halves
-lanes. Answered before (EARLIER, results at f3b4a20 and da64103):
+lanes. Answered before by this script at f3b4a20 and da64103 (its variants are there):
 
 - row-loop kernels (`row_loops=True`) of the norm backwards (add + LayerNorm, add + RMSNorm,
   32768 x 4096 bf16, forward + backward): rows per loop step (XBLOCK), warps, rows per
@@ -33,14 +33,8 @@ from cherenkov.passes import split_reductions
 
 # case -> variants: (row loops on, chunk rows per program, overrides of the chosen blocks of
 # row-loop kernels (or, with "looped", of looped-reduction kernels); "halves": 0 turns the
-# rotate-half lane split off)
-ROW = [(False, 32, {}), (True, 32, {}), (True, 32, {"stages": 2}), (True, 32, {"stages": 3}),
-       (True, 32, {"XBLOCK": 2, "stages": 2}), (True, 64, {"XBLOCK": 4, "stages": 2}),
-       (True, 32, {"num_warps": 4, "stages": 2}), (True, 32, {"num_warps": 4, "stages": 3}),
-       (True, 64, {"XBLOCK": 4})]
-LOOPED = [(False, 32, {}), (False, 32, {"looped": 1, "stages": 2}),
-          (False, 32, {"looped": 1, "stages": 3}), (False, 32, {"looped": 1, "stages": 4})]
-# the bias-gradient column kernel of GPT-2's MLP backward ran at 2.6 TB/s in the train step
+# rotate-half lane split off).
+# The bias-gradient column kernel of GPT-2's MLP backward ran at 2.6 TB/s in the train step
 # (profile at 9c97838): its loop pipelined, other tiles, more warps
 COLUMN = [(True, 32, {}), (True, 32, {"looped": 1, "stages": 2}),
           (True, 32, {"looped": 1, "stages": 3}), (True, 32, {"looped": 1, "RBLOCK": 64}),
@@ -50,8 +44,6 @@ COLUMN = [(True, 32, {}), (True, 32, {"looped": 1, "stages": 2}),
 HALVES = [(True, 32, {}), (True, 32, {"halves": 0})]
 SWEEP = {"bias + GeLU(tanh) 16384x3072": (COLUMN, ("fwd+bwd",)),
          "RoPE": (HALVES, ("fwd", "fwd+bwd"))}
-EARLIER = {"add + LayerNorm": (ROW, ("fwd+bwd",)), "add + RMSNorm": (ROW, ("fwd+bwd",)),
-           "cross-entropy V=50304": (LOOPED, ("fwd", "fwd+bwd"))}   # answered at da64103
 
 
 def gpt2_bias_gelu() -> Case:

@@ -69,43 +69,69 @@ def _plan(q, k, is_causal: bool, scale: float | None, device=None) -> launch.Pla
     return plan
 
 
-def mask_mods(attn_mask: torch.Tensor, B: int, H: int, Q_LEN: int, KV_LEN: int):
-    """(score_mod, mask_mod, (B', H')) reading an SDPA attention mask: a boolean one keeps
-    the pairs it is True at; an additive one is added to the scaled scores, and pairs at
-    -inf are masked (whole tiles of them skipped). Dims the mask broadcasts over are read at
-    0, so a (Q, KV) mask is never expanded to (B, H, Q, KV); (B', H') are the batch and heads
-    it varies over (1 where it broadcasts), all its block mask needs."""
+def _narrowed(attn_mask: torch.Tensor, B: int, H: int, Q_LEN: int, KV_LEN: int):
+    """(mask as a contiguous (B|1, H|1, Q|1, KV|1) tensor, which dims it varies over): dims
+    it broadcasts over are kept at size 1, so a (Q, KV) mask is never expanded."""
     m = attn_mask.detach().expand(B, H, Q_LEN, KV_LEN)
     kept = tuple(m.shape[d] == 1 or m.stride(d) != 0 for d in range(4))
-    m = m[tuple(slice(None) if k else slice(0, 1) for k in kept)].contiguous()
+    return m[tuple(slice(None) if k else slice(0, 1) for k in kept)].contiguous(), kept
 
+
+def _mods(m: torch.Tensor, kept: tuple):
+    """(score_mod, mask_mod) reading narrowed mask `m` (dims not `kept` read at 0)."""
     def at(b, h, q_idx, kv_idx):
         return m[tuple(i if k else 0 for i, k in zip((b, h, q_idx, kv_idx), kept))]
 
-    varies = (B if kept[0] else 1, H if kept[1] else 1)
     if m.dtype == torch.bool:
-        return None, at, varies
+        return None, at
 
     def add_mask(score, b, h, q_idx, kv_idx):
         return score + at(b, h, q_idx, kv_idx)
 
     def finite(b, h, q_idx, kv_idx):
         return at(b, h, q_idx, kv_idx) != float("-inf")
-    return add_mask, finite, varies
+    return add_mask, finite
+
+
+def mask_mods(attn_mask: torch.Tensor, B: int, H: int, Q_LEN: int, KV_LEN: int):
+    """(score_mod, mask_mod, (B', H')) reading an SDPA attention mask: a boolean one keeps
+    the pairs it is True at; an additive one is added to the scaled scores, and pairs at
+    -inf are masked (whole tiles of them skipped). Dims the mask broadcasts over are read at
+    0, so a (Q, KV) mask is never expanded to (B, H, Q, KV); (B', H') are the batch and heads
+    it varies over (1 where it broadcasts), all its block mask needs."""
+    m, kept = _narrowed(attn_mask, B, H, Q_LEN, KV_LEN)
+    return (*_mods(m, kept), (B if kept[0] else 1, H if kept[1] else 1))
+
+
+# (mask dtype, dims it varies over, kernel mode) -> (traced mods, kernels): the kernels read
+# the mask through run-time strides, so one compile serves every mask of that form
+_MASK_KERNELS: dict[tuple, tuple] = {}
 
 
 def _masked_plan(q, k, attn_mask, scale) -> tuple[launch.Plan, list]:
-    """A plan for one masked call (the mask is data: its block mask is built every call; the
-    kernels are cached by source) and the captured tensors its kernels read."""
+    """A plan for one masked call and the captured tensors its kernels read: the mask is
+    data, so its block mask is built every call, but the kernels are traced and rendered once
+    per form of mask."""
     B, H, Q_LEN, D = q.shape
     mode, reason = kernel_mode(q.device)
     if mode is None:
         raise RuntimeError(f"attention kernels unavailable: {reason}")
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
-    score_mod, mask_mod, (Bm, Hm) = mask_mods(attn_mask, B, H, Q_LEN, k.shape[2])
-    traced, kernels = compile_mods(score_mod, mask_mod, interpret=mode == "interpret")
-    mask = build_block_mask(mask_mod, Bm, Hm, Q_LEN, k.shape[2], (128, 64), q.device)
-    return launch.Plan(kernels, traced, mask, scale, mode == "interpret"), traced.captured
+    m, kept = _narrowed(attn_mask, B, H, Q_LEN, k.shape[2])
+    key = (m.dtype, kept, mode)
+    if key not in _MASK_KERNELS:
+        stand_in = torch.zeros((1, 1, 1, 1), dtype=m.dtype)      # strides come at run time
+        _MASK_KERNELS[key] = compile_mods(*_mods(stand_in, kept), interpret=mode == "interpret")
+    traced, kernels = _MASK_KERNELS[key]
+    mask = build_block_mask(_mods(m, kept)[1], B if kept[0] else 1, H if kept[1] else 1,
+                            Q_LEN, k.shape[2], (128, 64), q.device)
+    return launch.Plan(kernels, traced, mask, scale, mode == "interpret"), [m]
+
+
+def _plan_and_captured(q, k, is_causal, scale, plan, attn_mask) -> tuple[launch.Plan, list]:
+    if attn_mask is not None:
+        return _masked_plan(q, k, attn_mask, scale)
+    return plan or _plan(q, k, is_causal, scale), []
 
 
 def _unit(x):
@@ -115,10 +141,7 @@ def _unit(x):
 def forward(q, k, v, is_causal: bool, scale=None, plan=None, attn_mask=None):
     """(out, natural-log lse of shape (B, H, Q))."""
     q, k, v = _unit(q), _unit(k), _unit(v)
-    captured = []
-    if attn_mask is not None:
-        plan, captured = _masked_plan(q, k, attn_mask, scale)
-    plan = plan or _plan(q, k, is_causal, scale)
+    plan, captured = _plan_and_captured(q, k, is_causal, scale, plan, attn_mask)
     out, lse2 = launch.forward(plan, q, k, v, captured)
     return out, launch.natural_lse(lse2)
 
@@ -126,10 +149,7 @@ def forward(q, k, v, is_causal: bool, scale=None, plan=None, attn_mask=None):
 def backward(do, q, k, v, out, lse, is_causal: bool, scale=None, plan=None, attn_mask=None):
     q, k, v = _unit(q), _unit(k), _unit(v)
     lse2 = torch.where(torch.isinf(lse), float("inf"), lse / LN2)   # back to the kernels' log2
-    captured = []
-    if attn_mask is not None:
-        plan, captured = _masked_plan(q, k, attn_mask, scale)
-    plan = plan or _plan(q, k, is_causal, scale)
+    plan, captured = _plan_and_captured(q, k, is_causal, scale, plan, attn_mask)
     dq, dk, dv, _ = launch.backward(plan, q, k, v, out.contiguous(), lse2.contiguous(), do,
                                     captured, [False] * len(captured))
     return dq, dk, dv

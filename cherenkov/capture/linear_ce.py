@@ -30,22 +30,19 @@ def _value(node: torch.fx.Node):
     return node.meta.get("example_value", node.meta.get("val"))
 
 
-def _through_views(node: torch.fx.Node) -> torch.fx.Node | None:
-    """The linear node under `node`'s chain of views / float casts, each read only by the
-    next; None when the chain holds anything else."""
-    while True:
-        if len(node.users) != 1:
-            return None
+def _chain_to_linear(node: torch.fx.Node) -> list[torch.fx.Node] | None:
+    """`node` and the views / float casts under it down to a linear (the last), each read
+    only by the one before; None when the chain holds anything else."""
+    chain = []
+    while isinstance(node, torch.fx.Node) and len(node.users) == 1:
+        chain.append(node)
         if node.op == "call_function" and node.target in LINEAR:
-            return node
-        if node.op == "call_method" and node.target in VIEW_METHODS:
-            node = node.args[0]
-        elif node.op == "call_function" and node.target in VIEW_FUNCTIONS:
-            node = node.args[0]
-        else:
+            return chain
+        if not ((node.op == "call_method" and node.target in VIEW_METHODS)
+                or (node.op == "call_function" and node.target in VIEW_FUNCTIONS)):
             return None
-        if not isinstance(node, torch.fx.Node):
-            return None
+        node = node.args[0]
+    return None
 
 
 def _ce_arguments(ce: torch.fx.Node) -> dict | None:
@@ -73,9 +70,10 @@ def fuse_linear_cross_entropy(gm: torch.fx.GraphModule, mode: str, device_spec=N
         bound = _ce_arguments(ce)
         if bound is None or not isinstance(bound.get("input"), torch.fx.Node):
             continue
-        linear = _through_views(bound["input"])
-        if linear is None:
+        chain = _chain_to_linear(bound["input"])
+        if chain is None:
             continue
+        linear = chain[-1]
         x, w = linear.args[0], linear.args[1]
         b = linear.args[2] if len(linear.args) > 2 else linear.kwargs.get("bias")
         logits, out, xv, tv = (_value(bound["input"]), _value(ce), _value(x),
@@ -84,8 +82,7 @@ def fuse_linear_cross_entropy(gm: torch.fx.GraphModule, mode: str, device_spec=N
             continue
         hidden, vocab = int(xv.shape[-1]), int(logits.shape[-1])
         tokens = numel(tuple(xv.shape)) // hidden
-        if logits.dim() != 2 or tuple(logits.shape) != (tokens, vocab) or tv.dim() != 1 \
-                or numel(tuple(tv.shape)) != tokens:
+        if tuple(logits.shape) != (tokens, vocab) or tuple(tv.shape) != (tokens,):
             continue
         if mode == "auto":
             dtype = _value(linear).dtype
@@ -99,13 +96,7 @@ def fuse_linear_cross_entropy(gm: torch.fx.GraphModule, mode: str, device_spec=N
                  bound.get("reduction", "mean"), out.dtype))
         fused.meta["example_value"] = out
         ce.replace_all_uses_with(fused)
-        chain = [ce]
-        node = bound["input"]
-        while node is not linear:
-            chain.append(node)
-            node = node.args[0]
-        chain.append(linear)
-        for n in chain:
+        for n in [ce] + chain:                 # users before what they read
             gm.graph.erase_node(n)
         done += 1
         log.info("cherenkov: LM head + cross-entropy fused (%d tokens x %d vocab, hidden %d)",

@@ -39,6 +39,7 @@ POINTWISE_WARPS = 4
 LOOPED_WARPS = 4
 LOOPED_ELEMENTS_PER_THREAD = 32
 PROGRAMS_PER_SM = 2        # keep at least this many programs per SM when packing rows
+ROW_LOOP_STAGES = 3        # rows in flight per row-loop program (see row_loop_blocks)
 
 
 def next_pow2(n: int) -> int:
@@ -47,9 +48,6 @@ def next_pow2(n: int) -> int:
 
 def prev_pow2(n: int) -> int:
     return 1 << max(0, int(n).bit_length() - 1)
-
-
-ROW_LOOP_STAGES = 3          # rows in flight per row-loop program (see row_loop_blocks)
 
 
 def element_bytes(kernel: Kernel) -> int:

@@ -193,6 +193,13 @@ class KernelBuilder:
             return value
         return self._op(Op.WHERE, (ok, value, self._const(float("nan"), dtype)), dtype)
 
+    def _cast(self, value: str, dtype: torch.dtype) -> str:
+        """`value` as `dtype` (itself when it has that dtype already)."""
+        if self.kernel.dtypes[value] == dtype:
+            return value
+        out = self._new(dtype, self.kernel.levels[value])
+        return self.emit(Cast(out, value, dtype))
+
     def _const(self, value, dtype) -> str:
         out = self._new(dtype, "c")
         self.known[out] = value
@@ -230,11 +237,7 @@ class KernelBuilder:
                     return args[1 - i]
             return None
         if op == Op.WHERE and truth[0] is not None:
-            value = args[1] if truth[0] else args[2]
-            if self.kernel.dtypes[value] != dtype:
-                cast = self._new(dtype, self.kernel.levels[value])
-                value = self.emit(Cast(cast, value, dtype))
-            return value
+            return self._cast(args[1] if truth[0] else args[2], dtype)
         return None
 
     def _and_mask(self, mask, cond):
@@ -347,51 +350,39 @@ class KernelBuilder:
                 out = self._new(node.dtype, "x")
                 value = self.emit(Reduce(out, node.op, value))
             self.reduced[node] = (value, at)
-            where = ix.unravel(self.x, node.shape)
-        elif self.halves:
-            return self._add_halves(node, store_as)
+            computed = [(ix.unravel(self.x, node.shape), value)]
         else:
-            n = numel(node.shape)
-            where = self._placement(node) if n == X * R and R > 1 else None
-            if where is None and n == X * R:
-                where = ix.unravel(ix.add(ix.mul(self.x, R), self.r), node.shape)
-                self.kernel.unplaced += R > 1
-            elif where is None and n == X:
-                where = ix.unravel(self.x, node.shape)
-            elif where is None:
-                raise NotFusible("pointwise size differs from the kernel's domain")
-            value = self.compute(node, where)
+            computed = [(where, self.compute(node, where)) for where in self._elements(node)]
         self.kernel.fused_ops += 1
         if store_as is not None:
-            self._store(node, where, value, store_as[0])
-            self.kernel.outputs.append(Buffer(store_as[0], node.dtype, numel(node.shape)))
+            name = store_as[0]
+            for where, value in computed:
+                self.kernel.body.append(Store(name, ix.dot(where, contiguous_strides(node.shape)),
+                                              self._cast(value, node.dtype)))
+            self.kernel.outputs.append(Buffer(name, node.dtype, numel(node.shape)))
 
-    def _store(self, node: Node, where, value: str, name: str) -> None:
-        if node.dtype != self.kernel.dtypes[value]:
-            cast = self._new(node.dtype, self.kernel.levels[value])
-            value = self.emit(Cast(cast, value, node.dtype))
-        self.kernel.body.append(Store(name, ix.dot(where, contiguous_strides(node.shape)),
-                                      value))
-
-    def _add_halves(self, node: Node, store_as) -> None:
-        """A pointwise member of a halves kernel: lane x computes (and stores) the element j
-        and the element j + D/2 of its row, j = x % (D/2). A concatenation of two halves
-        along the row then reads each half without a select or mask, and a value read by
-        both (rotate-half's x1 and x2) is loaded once."""
-        D = self.halves
-        if self.kernel.R != 1 or numel(node.shape) != 2 * self.kernel.X or \
-                node.shape[-1] != D:
-            raise NotFusible("not a member of this halves kernel")
-        half = D // 2
-        for h in (0, 1):
-            lane = ix.add(ix.mul(ix.floordiv(self.x, half), D), h * half, ix.mod(self.x, half))
-            where = ix.unravel(lane, node.shape)
-            value = self.compute(node, where)
-            if store_as is not None:
-                self._store(node, where, value, store_as[0])
-        self.kernel.fused_ops += 1
-        if store_as is not None:
-            self.kernel.outputs.append(Buffer(store_as[0], node.dtype, numel(node.shape)))
+    def _elements(self, node: Node) -> list[tuple]:
+        """The element(s) of pointwise member `node` that lane (x, r) computes. A halves
+        kernel's lane x computes the element j and the element j + D/2 of its row, j =
+        x % (D/2): a concatenation of two halves along the row then reads each half without a
+        select or mask, and a value read by both (rotate-half's x1 and x2) is loaded once."""
+        X, R = self.kernel.X, self.kernel.R
+        n = numel(node.shape)
+        if self.halves:
+            D, half = self.halves, self.halves // 2
+            if R != 1 or n != 2 * X or node.shape[-1] != D:
+                raise NotFusible("not a member of this halves kernel")
+            return [ix.unravel(ix.add(ix.mul(ix.floordiv(self.x, half), D), h * half,
+                                      ix.mod(self.x, half)), node.shape) for h in (0, 1)]
+        where = self._placement(node) if n == X * R and R > 1 else None
+        if where is None and n == X * R:
+            where = ix.unravel(ix.add(ix.mul(self.x, R), self.r), node.shape)
+            self.kernel.unplaced += R > 1
+        elif where is None and n == X:
+            where = ix.unravel(self.x, node.shape)
+        elif where is None:
+            raise NotFusible("pointwise size differs from the kernel's domain")
+        return [where]
 
     def _placement(self, node: Node) -> tuple | None:
         """The element of a full-size pointwise member that lane (x, r) computes: the one a
@@ -437,10 +428,8 @@ class KernelBuilder:
         linear = ix.add(ix.mul(ix.floordiv(self.x, CH), R), self.r)
         value = self.compute(node.inputs[0], ix.unravel(linear, kept) +
                              ix.unravel(ix.mod(self.x, CH), red))
+        value = self._cast(value, node.dtype)
         out = self._new(node.dtype, "xr")
-        if self.kernel.dtypes[value] != node.dtype:
-            cast = self._new(node.dtype, "xr")
-            value = self.emit(Cast(cast, value, node.dtype))
         self.emit(Reduce(out, node.op, value, over_rows=True))
         self.reduced[node] = (out, None)              # never read inside this kernel
         self.kernel.fused_ops += 1
@@ -473,11 +462,8 @@ class KernelBuilder:
             dest = list(vidx)
             dest[where], ok = self._index_value(indices[0], vidx, None, base.shape[where])
         name, meta = store_as
-        if self.kernel.dtypes[value] != node.dtype:
-            cast = self._new(node.dtype, self.kernel.levels[value])
-            value = self.emit(Cast(cast, value, node.dtype))
-        self.kernel.body.append(Store(name, ix.dot(dest, contiguous_strides(node.shape)), value,
-                                      atomic_add=True, mask=ok))
+        self.kernel.body.append(Store(name, ix.dot(dest, contiguous_strides(node.shape)),
+                                      self._cast(value, node.dtype), atomic_add=True, mask=ok))
         self.kernel.outputs.append(Buffer(name, node.dtype, numel(node.shape)))
         self.kernel.fused_ops += 1
 
@@ -487,10 +473,7 @@ class KernelBuilder:
         if node.op in (Op.ANY, Op.ALL):
             return self._op(Op.NE, (value, self._const(0, self.kernel.dtypes[value])), torch.bool) \
                 if self.kernel.dtypes[value] != torch.bool else value
-        if self.kernel.dtypes[value] != node.dtype:
-            out = self._new(node.dtype, self.kernel.levels[value])
-            return self.emit(Cast(out, value, node.dtype))
-        return value
+        return self._cast(value, node.dtype)
 
     def finish(self) -> Kernel:
         self.kernel.inputs = list(self.used_inputs.values())

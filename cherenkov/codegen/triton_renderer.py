@@ -55,6 +55,10 @@ def arg_extreme_fill(op: Op, dtype: torch.dtype) -> str:
 
 IDENTITY = {Op.SUM: "0", Op.PROD: "1", Op.MAX: "float('-inf')", Op.MIN: "float('inf')",
             Op.ANY: "0", Op.ALL: "1"}
+# a running value `a` and the next values `v` of a reduction, combined elementwise
+COMBINE = {Op.SUM: "{a} + {v}", Op.PROD: "{a} * {v}", Op.MAX: "tl.maximum({a}, {v})",
+           Op.MIN: "tl.minimum({a}, {v})", Op.ANY: "tl.maximum({a}, {v})",
+           Op.ALL: "tl.minimum({a}, {v})"}
 
 
 def _const_literal(value, dtype: torch.dtype) -> str:
@@ -248,16 +252,13 @@ class _Renderer:
         self.lines += [f"    for xi in {self.loop_range(f'0, {rows}, XBLOCK')}:",
                        f"{ind}xindex = {start} + xi + tl.arange(0, XBLOCK)[:, None]",
                        f"{ind}xmask = xindex < {k.X}"]
-        combine = {Op.SUM: "{a} + {v}", Op.MAX: "tl.maximum({a}, {v})",
-                   Op.MIN: "tl.minimum({a}, {v})"}
-        across = {Op.SUM: "tl.sum", Op.MAX: "tl.max", Op.MIN: "tl.min"}
         for s in k.body:
             if getattr(s, "out", None) in over:
                 a = f"{s.out}_acc"
                 v = f"tl.where(xmask & rmask, {s.src}, {IDENTITY[s.op]})"
                 if step > 1:                  # the step's rows first, then the running value
-                    v = f"{across[s.op]}({v}, 0)[None, :]"
-                self.lines.append(f"{ind}{a} = " + combine[s.op].format(a=a, v=v))
+                    v = f"{REDUCE_FN[s.op]}({v}, 0)[None, :]"
+                self.lines.append(f"{ind}{a} = " + COMBINE[s.op].format(a=a, v=v))
             elif isinstance(s, Reduce):
                 self.persistent_reduce(s, ind)
             elif not (isinstance(s, Store) and s in after):
@@ -414,10 +415,7 @@ class _Renderer:
         if s.op in (Op.ANY, Op.ALL):
             v = f"({v} != 0).to(tl.int32)"
         masked = f"tl.where({m}, {v}, {IDENTITY[s.op]})"
-        combine = {Op.SUM: f"{a} + {masked}", Op.PROD: f"{a} * {masked}",
-                   Op.MAX: f"tl.maximum({a}, {masked})", Op.MIN: f"tl.minimum({a}, {masked})",
-                   Op.ANY: f"tl.maximum({a}, {masked})", Op.ALL: f"tl.minimum({a}, {masked})"}
-        self.lines.append(f"{ind}{a} = {combine[s.op]}")
+        self.lines.append(f"{ind}{a} = " + COMBINE[s.op].format(a=a, v=masked))
 
     def finish_acc(self, s: Reduce) -> None:
         a = f"{s.out}_acc"

@@ -77,8 +77,9 @@ def _route(ctx, q, k, v, dropout_p, attn_mask=None, is_causal=False):
 
 # Its debug-mask output is empty unless asked for: registered to take empty outputs. (Its
 # philox seed and offset, "meta" tensors in PyTorch's meta function, reach lower_fx as fake
-# tensors on the inputs' device, so the call is not taken for an off-device one: the GPU
-# worker test sees the forward's kernel queued, at 4b0afe6.)
+# tensors on the inputs' device, so the call is not taken for an off-device one;
+# tests/lowering/test_registry.py lowers the op traced with fake tensors, and the GPU test
+# tests/gpu/test_parallel_compile_gpu.py checks that the forward's kernel is queued.)
 @lowering(aten._scaled_dot_product_flash_attention.default, empty_outputs=True)
 def _flash_cuda(ctx, q, k, v, dropout_p=0.0, is_causal=False, return_debug_mask=False,
                 scale=None):
@@ -138,10 +139,6 @@ def _with_mask(args: tuple, attn_mask) -> tuple:
     return args if attn_mask is None else args + (attn_mask,)
 
 
-def _lse_width(lse_out) -> int:
-    return int(lse_out.shape[-1])
-
-
 # The memory-efficient ops: what SDPA runs on CUDA with an attention mask (turned additive,
 # attn_bias). Its lse is (B, H, Q rounded up to 32) when asked for, else (B, H, 0); its output
 # is laid out (B, Q, H, D) (the runtime relays ours to that).
@@ -149,14 +146,13 @@ def _lse_width(lse_out) -> int:
 def _efficient(ctx, q, k, v, attn_bias, compute_log_sumexp, dropout_p=0.0, is_causal=False,
                scale=None):
     _route(ctx, q, k, v, dropout_p, attn_bias, is_causal)
-    width = _lse_width(ctx.out[1])
+    width = int(ctx.out[1].shape[-1])
     rest = _placeholders(ctx.out, 2)
 
     def cherenkov_efficient_attention(q, k, v, attn_bias=None):
         from cherenkov.attention.sdpa_routing import forward
         out, lse = forward(q, k, v, is_causal, scale, attn_mask=attn_bias)
-        lse = torch.nn.functional.pad(lse, (0, width - lse.shape[-1])) if width else \
-            lse.new_empty(lse.shape[:-1] + (0,))
+        lse = torch.nn.functional.pad(lse, (0, width - lse.shape[-1]))   # to width, or to 0
         return (out, lse) + _rebuild(rest, q.device)
     return library_node(cherenkov_efficient_attention, _with_mask((q, k, v), attn_bias), {},
                         ctx.out, op=Op.ATTENTION)

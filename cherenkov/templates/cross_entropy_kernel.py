@@ -9,12 +9,12 @@ Pass 2 (WRITE_GRAD) overwrites the logits in place with the unscaled gradient
 
     dlogits = softmax(x) - onehot(target)       (a row of zeros if target == ignore_index)
 
+so the chunk's logits buffer becomes its gradient without another allocation; the caller
+scales by 1/n_valid and grad_output later (the gradient is linear in that factor).
+
 A target outside [0, V) (and not ignore_index) reads no logit: its loss and gradient row are
 NaN, where eager raises (CPU) or stops the device (CUDA), never a number computed from
 memory past the row.
-
-so the chunk's logits buffer becomes its gradient without another allocation; the caller
-scales by 1/n_valid and grad_output later (the gradient is linear in that factor).
 """
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ def linear_cross_entropy_op(x: torch.Tensor, weight: torch.Tensor, bias: Optiona
     """(loss fp32, grad_x (N, H), grad_W (V, H) fp32, grad_b (V,) fp32, factor fp32): the
     gradients of loss / factor; a gradient not needed is an empty tensor."""
     loss, gx, gw, gb, factor = fused_forward(x, weight, bias, targets, ignore_index, reduction,
-                                             None, need_x, need_w, need_b and bias is not None)
+                                             None, need_x, need_w, need_b)
     empty = x.new_empty(0, dtype=torch.float32)
     return (loss, empty.to(x.dtype) if gx is None else gx, empty if gw is None else gw,
             empty if gb is None else gb, factor)
@@ -42,14 +42,13 @@ def _setup_context(ctx, inputs, output):
     _, gx, gw, gb, factor = output
     ctx.save_for_backward(gx, gw, gb, factor)
     ctx.shapes = (x.shape, x.dtype, weight.dtype, None if bias is None else bias.dtype)
-    ctx.needs = inputs[6:9]
+    need_x, need_w, need_b = inputs[6:9]
+    ctx.needs = (need_x, need_w, need_b and bias is not None)
 
 
 def _backward(ctx, grad_loss, *unused):
-    gx, gw, gb, factor = ctx.saved_tensors
-    need_x, need_w, need_b = ctx.needs
-    dx, dw, db = scale_grads(grad_loss, factor, gx if need_x else None, gw if need_w else None,
-                             gb if need_b and ctx.shapes[3] is not None else None, *ctx.shapes)
+    grads = [g if need else None for g, need in zip(ctx.saved_tensors, ctx.needs)]
+    dx, dw, db = scale_grads(grad_loss, ctx.saved_tensors[3], *grads, *ctx.shapes)
     return dx, dw, db, None, None, None, None, None, None
 
 
