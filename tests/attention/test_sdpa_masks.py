@@ -104,3 +104,20 @@ def test_the_cuda_memory_efficient_ops_run_our_kernels():
     want = torch.autograd.grad(ref, (qr, kr, vr), do.double())
     for a, e in zip(got, want):
         torch.testing.assert_close(a.double(), e, rtol=1e-4, atol=1e-4)
+
+
+def test_masks_of_one_form_share_their_kernels():
+    """A new mask every step (the same form: dtype and broadcast dims) is data for the same
+    kernels, traced and rendered once; each call still reads its own mask."""
+    from cherenkov.attention import sdpa_routing
+    torch.manual_seed(0)
+    q, k, v = torch.randn(B, H, Q, D), torch.randn(B, H, KV, D), torch.randn(B, H, KV, D)
+    plans = []
+    for seed in (1, 2):
+        keep = torch.rand(Q, KV, generator=torch.Generator().manual_seed(seed)) > 0.5
+        keep[:, 0] = True
+        out, _ = sdpa_routing.forward(q, k, v, False, attn_mask=keep)
+        torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=keep),
+                                   rtol=1e-4, atol=1e-5)
+        plans.append(sdpa_routing._masked_plan(q, k, keep, None)[0])
+    assert plans[0].kernels is plans[1].kernels and plans[0].traced is plans[1].traced
