@@ -142,3 +142,27 @@ def test_an_input_read_after_its_update_is_computed_is_not_overwritten_early():
     torch.testing.assert_close(x, x_ref)
     plans = [cg for cg in _plans(start) if cg.graph.mutations]
     assert plans and not any(cg.in_place for cg in plans)
+
+
+def test_a_clone_of_an_input_comes_back_as_a_new_tensor():
+    """clone/contiguous of an input lower to nothing (kernels read through them), but the
+    output must not be the input itself: writing into one would change the other, and an
+    in-place update of the input (SGD's momentum buffer starts as a clone of the gradient
+    that the same step then updates) would change the returned value."""
+    x = torch.randn(4, 3)
+    a, b, v = cherenkov.compile(lambda x: (x.clone(), x.detach().clone().view(12), x.view(12)),
+                                strict=True)(x)
+    assert a.data_ptr() != x.data_ptr() and b.data_ptr() != x.data_ptr()
+    assert torch.equal(a, x) and torch.equal(b, x.view(12))
+    assert v.data_ptr() == x.data_ptr()              # a view stays a view, as in eager
+
+    def f(g):
+        buf = g.clone()
+        g.add_(buf, alpha=0.5)
+        return buf
+    g, g_ref = torch.randn(5), None
+    g_ref = g.clone()
+    got = cherenkov.compile(f, strict=True)(g)
+    want = f(g_ref)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(g, g_ref)

@@ -11,6 +11,8 @@ import functools
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 
+from cherenkov.capture.foreach import foreach_decompositions
+
 aten = torch.ops.aten
 
 EXTRA = [
@@ -67,6 +69,7 @@ def decomposition_table() -> dict:
     table.update(get_decompositions([op for op in EXTRA if op is not None]))
     for op in KEEP:
         table.pop(op, None)
+    table.update(foreach_decompositions())
     for op, fn in ((aten.gelu.default, gelu), (aten.gelu_backward.default, gelu_backward)):
         table[op] = functools.partial(fn, _fallback=table[op])
     return table

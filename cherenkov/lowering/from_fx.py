@@ -190,8 +190,13 @@ def lower_fx(gm: torch.fx.GraphModule, inputs: list, strict: bool = False,
             returned = ir_of(fx_node.args[0])
             if not isinstance(returned, (list, tuple)):
                 returned = [returned]
+            fx_returned = fx_node.args[0] if isinstance(fx_node.args[0], (list, tuple)) \
+                else [fx_node.args[0]]
             for i, value in enumerate(returned):
                 if isinstance(value, Node):
+                    if _copy_of_input(value) and not _views_an_input(fx_returned[i]):
+                        value = Node(Op.CAST, (value,), (value.dtype,),
+                                     value.meta.replace(stride=None))
                     outputs.append(value)
                 else:
                     outputs.append(None)
@@ -201,6 +206,33 @@ def lower_fx(gm: torch.fx.GraphModule, inputs: list, strict: bool = False,
         updates.append((index, len(outputs)))
         outputs.append(value)
     return Graph(graph_inputs, outputs, name, scalar_outputs, updates), report
+
+
+IR_VIEWS = (Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SLICE)
+
+
+def _copy_of_input(value: Node) -> bool:
+    """Whether `value` is a graph input or a view of one in the IR: what a clone, contiguous
+    or copy of an input lowers to (they copy nothing, kernels read through them)."""
+    while value.op in IR_VIEWS:
+        value = value.inputs[0]
+    return value.op == Op.INPUT
+
+
+def _views_an_input(arg) -> bool:
+    """Whether an FX graph output is a placeholder or a view chain of one (an output AOTAutograd
+    knows aliases an input). Anything else -- a clone of an input -- must come back as a new
+    tensor, never the input itself: the caller may write into it, and the graph may update the
+    input in place (an optimizer's new momentum buffer is a clone of the gradient it then
+    updates)."""
+    while isinstance(arg, torch.fx.Node) and arg.op == "call_function":
+        target = arg.target
+        schema = getattr(target, "_schema", None)
+        if schema is None or not schema.returns or schema.returns[0].alias_info is None \
+                or schema.returns[0].alias_info.is_write or not arg.args:
+            return False
+        arg = arg.args[0]
+    return isinstance(arg, torch.fx.Node) and arg.op == "placeholder"
 
 
 def _traced_value(fx_node: torch.fx.Node):

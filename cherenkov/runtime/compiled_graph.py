@@ -115,7 +115,8 @@ class CompiledGraph:
                 continue
             at = producer[out]
             step = self.steps[at]
-            if not step.reads_in_place(index, out):
+            reads_in_place = getattr(step, "reads_in_place", None)   # kernel steps only
+            if reads_in_place is None or not reads_in_place(index, out):
                 continue
             family = aliases.get(index, {index})
             later = any(s in family for st in self.steps[at + 1:] for s in st.reads)
