@@ -92,6 +92,30 @@ def test_three_backends_agree_with_a_hand_written_loop():
     assert "first step by phase: lower" in " ".join(summary([r]))
 
 
+def test_compiled_optimizer_backend_trains_like_eager_and_is_compared_with_the_best_baseline():
+    """cherenkov+opt builds AdamW multi-tensor and compiles its step too (the step's kernels
+    are generated, no foreach library calls); its loss curve matches eager's; the summary
+    compares it with the faster of torch.compile's variants present."""
+    case = _by_name("smoke")["gpt2-style"]
+    settings = Settings(device=CPU, dtype=torch.float32, steps=3, warmup=1)
+    tc_opt = Backend("torch.compile+opt", TORCH_COMPILE_CPU.build,
+                     lambda opt: torch.compile(opt.step, backend="aot_eager"))
+    results = run_all([case], [BACKENDS["eager"], TORCH_COMPILE_CPU, tc_opt,
+                               BACKENDS["cherenkov+opt"]], settings)[case.name]
+    eager, tc, tco, ours = results
+    assert ours.error is None and tco.error is None
+    assert ours.kernels > 0 and sum(ours.library_calls.get(k, 0) for k in ours.library_calls
+                                    if "foreach" in k) == 0
+    r = row(case, results, settings, hw.current_device(CPU))
+    d = r["backends"]["cherenkov+opt"]
+    assert d["loss_check"] == "pass" and d["max_rel_loss_diff_vs_eager"] <= 1e-4
+    best = min((tc, tco), key=lambda b: b.step_s)
+    assert d["best_torch.compile"] == best.name
+    assert d["speedup_vs_best_torch.compile"] == pytest.approx(best.step_s / ours.step_s)
+    assert any(line.startswith("gpt2-style cherenkov+opt") and best.name in line
+               for line in summary([r]))
+
+
 def test_a_wrong_backend_fails_the_loss_check():
     def loss_off_by_ten_percent(model):
         def fn(idx, tgt):

@@ -100,6 +100,9 @@ def step_flops(cfg: ModelConfig, batch: int, seq: int) -> float:
 class Backend:
     name: str
     build: Callable[[torch.nn.Module], Callable]    # model -> callable(idx, targets)
+    # optimizer -> its compiled step; None: the optimizer runs eagerly as torch's fused AdamW.
+    # With it, AdamW is built multi-tensor (foreach, torch's CUDA default) and its step compiled
+    compile_step: Callable[[torch.optim.Optimizer], Callable] | None = None
 
 
 def _cherenkov(**options):
@@ -109,11 +112,20 @@ def _cherenkov(**options):
     return build
 
 
+def _cherenkov_step(opt):
+    import cherenkov
+    return cherenkov.compile(opt.step, strict=True, dynamic=False)
+
+
 BACKENDS = {b.name: b for b in (
     Backend("eager", lambda m: m),
     Backend("torch.compile", lambda m: torch.compile(m, dynamic=False)),
     Backend("cherenkov", _cherenkov()),
     Backend("cherenkov+cudagraphs", _cherenkov(cuda_graphs=True)),
+    # the optimizer step compiled too (run when named with --impls), each by its own compiler
+    Backend("torch.compile+opt", lambda m: torch.compile(m, dynamic=False),
+            lambda opt: torch.compile(opt.step, dynamic=False)),
+    Backend("cherenkov+opt", _cherenkov(), _cherenkov_step),
 )}
 
 
@@ -172,12 +184,12 @@ def _sync(device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _train_step(fn, opt, idx, tgt, settings: Settings) -> torch.Tensor:
+def _train_step(fn, opt, idx, tgt, settings: Settings, step=None) -> torch.Tensor:
     with torch.autocast(settings.device.type, dtype=settings.dtype,
                         enabled=settings.dtype != torch.float32):
         _, loss = fn(idx, tgt)
     loss.backward()
-    opt.step()
+    (step or opt.step)()
     opt.zero_grad(set_to_none=True)
     return loss.detach().clone()
 
@@ -200,20 +212,23 @@ def train_backend(case: TrainCase, backend: Backend, batches: list, settings: Se
     from cherenkov.backend import COMPILED
     r = BackendResult(backend.name)
     dev, start = settings.device, len(COMPILED)
-    model = opt = fn = None
+    model = opt = fn = step = None
     try:
         torch.manual_seed(settings.seed)
         model = build_model(case.model, dev).train()
         r.weights_checksum = sum(p.detach().double().sum().item() for p in model.parameters())
         if dev.type == "cuda":     # the peak from here on: weights, optimizer, activations
             torch.cuda.reset_peak_memory_stats(dev)
+        compiled_opt = backend.compile_step is not None
         opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, betas=(0.9, 0.95),
-                                weight_decay=0.1, fused=dev.type == "cuda")
+                                weight_decay=0.1, fused=dev.type == "cuda" and not compiled_opt,
+                                foreach=True if compiled_opt else None)
         fn = backend.build(model)
+        step = backend.compile_step(opt) if compiled_opt else opt.step
         status("first step (compiling)")
         _sync(dev)
         t0 = time.perf_counter()
-        losses = [_train_step(fn, opt, *batches[0], settings)]
+        losses = [_train_step(fn, opt, *batches[0], settings, step)]
         _sync(dev)
         r.first_step_s = time.perf_counter() - t0
         status("training")
@@ -221,16 +236,16 @@ def train_backend(case: TrainCase, backend: Backend, batches: list, settings: Se
         for i in range(1, settings.steps):
             idx, tgt = batches[i % len(batches)]
             if i <= settings.warmup:
-                losses.append(_train_step(fn, opt, idx, tgt, settings))
+                losses.append(_train_step(fn, opt, idx, tgt, settings, step))
             elif dev.type == "cuda":
                 begin, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
                 begin.record()
-                losses.append(_train_step(fn, opt, idx, tgt, settings))
+                losses.append(_train_step(fn, opt, idx, tgt, settings, step))
                 end.record()
                 timed.append((begin, end))
             else:
                 t = time.perf_counter()
-                losses.append(_train_step(fn, opt, idx, tgt, settings))
+                losses.append(_train_step(fn, opt, idx, tgt, settings, step))
                 timed.append(time.perf_counter() - t)
         _sync(dev)
         r.step_times_s = [b.elapsed_time(e) / 1e3 for b, e in timed] if dev.type == "cuda" \
@@ -244,7 +259,7 @@ def train_backend(case: TrainCase, backend: Backend, batches: list, settings: Se
         r.error = text.splitlines()[0][:300]
     finally:
         _release_cherenkov(start, r)
-        del model, opt, fn
+        del model, opt, fn, step
         torch._dynamo.reset()
         gc.collect()
         if dev.type == "cuda":
@@ -328,6 +343,12 @@ def row(case: TrainCase, results: list[BackendResult], settings: Settings, spec)
         for base in ("eager", "torch.compile"):
             b = by_name.get(base)
             d[f"speedup_vs_{base}"] = b.step_s / t if t and b and b.step_s else None
+        # against torch.compile's best: its model alone, or model and optimizer step compiled
+        tcs = [b for b in results if b.name.startswith("torch.compile") and b.step_s]
+        if t and tcs:
+            best = min(tcs, key=lambda b: b.step_s)
+            d["best_torch.compile"] = best.name
+            d["speedup_vs_best_torch.compile"] = best.step_s / t
         out["backends"][r.name] = d
     return out
 
@@ -344,11 +365,11 @@ def summary(rows: list[dict]) -> list[str]:
                 lines.append(f"{r['case']} {name}: no timing ({d.get('error') or d.get('skipped')})")
                 continue
             parts = [f"loss curve {d.get('loss_check', '-')}"]
-            s = d.get("speedup_vs_torch.compile")
+            s = d.get("speedup_vs_best_torch.compile") or d.get("speedup_vs_torch.compile")
             if s:
                 mark = "met" if s >= r["target_speedup_vs_torch.compile"] else "missed"
-                parts.append(f"{s:.2f}x torch.compile tok/s (target "
-                             f"{r['target_speedup_vs_torch.compile']:.2f}x: {mark})")
+                parts.append(f"{s:.2f}x {d.get('best_torch.compile', 'torch.compile')} tok/s "
+                             f"(target {r['target_speedup_vs_torch.compile']:.2f}x: {mark})")
             if tc.get("peak_memory_bytes") and d.get("peak_memory_bytes"):
                 ok = d["peak_memory_bytes"] <= tc["peak_memory_bytes"]
                 parts.append(f"peak memory {d['peak_memory_bytes'] / tc['peak_memory_bytes']:.2f}x"
@@ -386,7 +407,8 @@ def markdown(meta: dict, settings: dict, rows: list[dict]) -> str:
              f"{meta['date']} · torch {meta['torch']} · triton {meta['triton']} · "
              f"commit {meta['commit']} · scale {meta['scale']} · "
              f"run took {meta.get('wall_s', 0):.0f} s", "",
-             f"AdamW (lr {settings['lr']}, betas 0.9/0.95, weight decay 0.1, fused on CUDA), "
+             f"AdamW (lr {settings['lr']}, betas 0.9/0.95, weight decay 0.1, fused on CUDA; "
+             "for `+opt` backends multi-tensor with its step compiled by the same compiler), "
              f"{amp}, causal attention, {settings['steps']} steps from seed {settings['seed']} "
              f"on {settings['batches']} fixed Zipf-token batches, identical for every backend. "
              f"First step timed alone (includes compiling); steps 1..{settings['warmup']} "
