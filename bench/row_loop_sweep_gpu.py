@@ -1,8 +1,8 @@
 """Kernel forms swept on the GPU, on memory-suite cases compiled by Cherenkov with the blocks
 it chooses overridden, checked against an fp32 reference and timed by CUDA-graph replay
-with the suite's harness, in one process. Now (SWEEP): the bias-gradient column kernel at
-GPT-2's MLP shape (loop pipelining, tiles, warps) and RoPE with and without the halves
-lanes. Answered before by this script at f3b4a20 and da64103 (its variants are there):
+with the suite's harness, in one process. Now (SWEEP): the bias-gradient column kernel's
+tiles at GPT-2's MLP shape and the suite's, and RoPE forward's pointwise tiles with and without
+the halves lanes. Answered before by this script at f3b4a20 and da64103 (its variants are there):
 
 - row-loop kernels (`row_loops=True`) of the norm backwards (add + LayerNorm, add + RMSNorm,
   32768 x 4096 bf16, forward + backward): rows per loop step (XBLOCK), warps, rows per
@@ -36,14 +36,22 @@ from cherenkov.passes import split_reductions
 # rotate-half lane split off).
 # The bias-gradient column kernel of GPT-2's MLP backward ran at 2.6 TB/s in the train step
 # (profile at 9c97838): its loop pipelined, other tiles, more warps
-COLUMN = [(True, 32, {}), (True, 32, {"looped": 1, "stages": 2}),
-          (True, 32, {"looped": 1, "stages": 3}), (True, 32, {"looped": 1, "RBLOCK": 64}),
-          (True, 32, {"looped": 1, "XBLOCK": 64, "RBLOCK": 64}),
-          (True, 32, {"looped": 1, "XBLOCK": 256, "RBLOCK": 16}),
-          (True, 32, {"looped": 1, "num_warps": 8})]
-HALVES = [(True, 32, {}), (True, 32, {"halves": 0})]
+COLUMN = [(True, 32, {}), (True, 32, {"looped": 1, "XBLOCK": 64, "RBLOCK": 64}),
+          (True, 32, {"looped": 1, "XBLOCK": 64, "RBLOCK": 32}),
+          (True, 32, {"looped": 1, "XBLOCK": 32, "RBLOCK": 128})]
+# RoPE forward ran at 80% (halves) / 83% (flat) in the suite at faa57a8 while a hand-written
+# (rows, 64) halves tile ran at 92% (variants sweep at 023fc48, 8-16 row pairs per thread):
+# fewer lanes per program, other warps
+HALVES = [(True, 32, {}), (True, 32, {"halves": 0}),
+          (True, 32, {"pointwise": 1, "XBLOCK": 1024}),
+          (True, 32, {"pointwise": 1, "XBLOCK": 512}),
+          (True, 32, {"pointwise": 1, "XBLOCK": 1024, "num_warps": 2}),
+          (True, 32, {"pointwise": 1, "XBLOCK": 4096, "num_warps": 8}),
+          (True, 32, {"halves": 0, "pointwise": 1, "XBLOCK": 1024}),
+          (True, 32, {"halves": 0, "pointwise": 1, "XBLOCK": 4096, "num_warps": 8})]
 SWEEP = {"bias + GeLU(tanh) 16384x3072": (COLUMN, ("fwd+bwd",)),
-         "RoPE": (HALVES, ("fwd", "fwd+bwd"))}
+         "bias + GeLU(tanh)": (COLUMN, ("fwd+bwd",)),
+         "RoPE": (HALVES, ("fwd",))}
 
 
 def gpt2_bias_gelu() -> Case:
@@ -77,12 +85,14 @@ def patched(v):
     _, rows, over = v
     over = dict(over)
     looped = over.pop("looped", 0)
+    pointwise = over.pop("pointwise", 0)
     if over.pop("halves", None) == 0:
         fusion.halves_of = lambda group: 0
 
     def choose(kernel, interpret, device=None):
         cfg = chosen(kernel, interpret, device=device)
-        if kernel.row_loop or (looped and not cfg.persistent):
+        if (kernel.row_loop or (looped and not cfg.persistent)
+                or (pointwise and kernel.R == 1)):
             cfg = dataclasses.replace(cfg, **over)
         return cfg
     compiler.choose_blocks = choose

@@ -16,6 +16,8 @@ import tempfile
 import threading
 from types import ModuleType
 
+import torch
+
 from .kernels_src import KERNELS
 from .render import capture_params, grad_params, render_mods
 from .trace import TracedMods, trace_mods
@@ -121,7 +123,7 @@ def _dump(name: str, text: str) -> None:
 
 def load_kernels(traced: TracedMods, interpret: bool) -> ModuleType:
     """The imported kernel module for `traced` (cached by source hash and mode)."""
-    target = "interpret" if interpret else "cuda"
+    target = "interpret" if interpret else "hip" if torch.version.hip else "cuda"
     text = kernel_source(traced, target)
     digest = hashlib.sha256(text.encode()).hexdigest()[:20]
     key = (digest, target)
