@@ -33,7 +33,7 @@ class KernelBuilder:
         x // (D/2), j = x % (D/2), of every member (X/2 lanes; see `add_member`)."""
         if halves:
             X //= 2
-        self.kernel = Kernel(name, X, R, row_loop=row_loop)
+        self.kernel = Kernel(name, X, R, row_loop=row_loop, halves=halves)
         self.halves = halves
         self.loads: dict = {}                      # (buffer, index, mask) -> loaded value
         self.ranges: dict[str, tuple] = {}         # index value -> its (lo, hi) over the kernel

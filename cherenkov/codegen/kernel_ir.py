@@ -103,6 +103,9 @@ class Kernel:
     # > 0: a row-loop kernel -- each program loops over this many consecutive rows (x) with
     # the whole row (r) in one tile, and reduces its column partials over them
     row_loop: int = 0
+    # > 0 (pointwise): a halves kernel -- lane x computes the elements j and j + halves/2 of a
+    # row of `halves` elements (X counts lanes, half the elements)
+    halves: int = 0
 
     @property
     def is_reduction(self) -> bool:

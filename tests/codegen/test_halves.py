@@ -56,3 +56,16 @@ def test_groups_without_halves_keep_one_element_per_lane():
     torch.testing.assert_close(out, x * 2)
     (_, info), = COMPILED[start:]
     assert "xindex < 64" in info.kernels[0][3]
+
+
+def test_halves_kernels_take_a_quarter_of_a_pointwise_tile_on_a_gpu():
+    """Each lane of a halves kernel loads and stores two elements: on a GPU preset its tile
+    has a quarter of a plain pointwise kernel's lanes."""
+    from cherenkov import hw
+    from cherenkov.codegen.blocks import choose_blocks
+    from cherenkov.codegen.kernel_ir import Kernel
+    spec = hw.device("h200")
+    plain = choose_blocks(Kernel("k", 1 << 26, 1), False, device=spec)
+    halves = choose_blocks(Kernel("k", 1 << 26, 1, halves=128), False, device=spec)
+    assert halves.XBLOCK * 4 == plain.XBLOCK and halves.num_warps >= 1
+    assert halves.XBLOCK >= spec.warp_size
