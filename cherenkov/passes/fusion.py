@@ -492,6 +492,35 @@ def _merge(groups, realized, views, users, outputs, order, device, row_loops=Fal
         for m in merged.members:
             group_of[m] = merged
         push_pairs(merged)
+
+    def absorb(a: Group, b: Group) -> Group | None:
+        """a and b as one group, or None when that would wait for itself or not build."""
+        if cycle(a, b):
+            return None
+        merged = Group(sorted(a.members + b.members, key=order.__getitem__), 1, 1)
+        merged.reads = _reads(merged.members, realized, views)
+        try:
+            merged.kernel = probe(merged, stored(merged.members, [a, b]))
+        except NotFusible:
+            return None
+        alive.difference_update((a, b))
+        alive.add(merged)
+        for g in (a, b):
+            for r in g.reads:
+                readers[r].discard(g)
+        for r in merged.reads:
+            readers.setdefault(r, set()).add(merged)
+        for m in merged.members:
+            group_of[m] = merged
+        return merged
+
+    # Scalar kernels that share nothing (an optimizer's step counters, one per parameter) are
+    # never paired above -- merging saves no bytes -- yet each is a launch: run them as one.
+    scalars = sorted((g for g in alive if g.X == 1 and g.R == 1 and not is_scatter(g)),
+                     key=lambda g: min(order[m] for m in g.members))
+    batch = None
+    for g in scalars:
+        batch = g if batch is None else (absorb(batch, g) or batch)
     return sorted(alive, key=lambda g: min(order[m] for m in g.members))
 
 
