@@ -460,49 +460,22 @@ def _merge(groups, realized, views, users, outputs, order, device, row_loops=Fal
             if value > 0:
                 heapq.heappush(heap, (-value, next(tiebreak), g, h))
 
-    for g in groups:
-        push_pairs(g)
-    while heap:
-        _, _, a, b = heapq.heappop(heap)
-        key = frozenset((a, b))
-        if a not in alive or b not in alive or key in forbidden:
-            continue
-        forbidden.add(key)                      # each pair is decided once
+    def candidate(a: Group, b: Group, X: int, R: int, loop: int) -> Group | None:
+        """a and b as one group over (X, R) with its probe kernel, or None when the group would
+        wait for itself or its kernel does not build."""
         if cycle(a, b):
-            continue
-        X, R, loop = joined_domain(a, b, row_loops, device)
+            return None
         merged = Group(sorted(a.members + b.members, key=order.__getitem__), X, R,
                        row_loop=loop)
         merged.reads = _reads(merged.members, realized, views)
         try:
             merged.kernel = probe(merged, stored(merged.members, [a, b]))
-            apart = time_of(a) + time_of(b)
         except NotFusible:
-            continue
-        if mixed_access(merged.kernel) or misaligned(a, b, merged.kernel) or \
-                predicted_time(merged.kernel, device) >= apart:
-            continue
-        alive -= {a, b}
-        alive.add(merged)
-        for g in (a, b):
-            for r in g.reads:
-                readers[r].discard(g)
-        for r in merged.reads:
-            readers.setdefault(r, set()).add(merged)
-        for m in merged.members:
-            group_of[m] = merged
-        push_pairs(merged)
+            return None
+        return merged
 
-    def absorb(a: Group, b: Group) -> Group | None:
-        """a and b as one group, or None when that would wait for itself or not build."""
-        if cycle(a, b):
-            return None
-        merged = Group(sorted(a.members + b.members, key=order.__getitem__), 1, 1)
-        merged.reads = _reads(merged.members, realized, views)
-        try:
-            merged.kernel = probe(merged, stored(merged.members, [a, b]))
-        except NotFusible:
-            return None
+    def adopt(a: Group, b: Group, merged: Group) -> None:
+        """merged replaces a and b."""
         alive.difference_update((a, b))
         alive.add(merged)
         for g in (a, b):
@@ -512,7 +485,27 @@ def _merge(groups, realized, views, users, outputs, order, device, row_loops=Fal
             readers.setdefault(r, set()).add(merged)
         for m in merged.members:
             group_of[m] = merged
-        return merged
+
+    for g in groups:
+        push_pairs(g)
+    while heap:
+        _, _, a, b = heapq.heappop(heap)
+        key = frozenset((a, b))
+        if a not in alive or b not in alive or key in forbidden:
+            continue
+        forbidden.add(key)                      # each pair is decided once
+        merged = candidate(a, b, *joined_domain(a, b, row_loops, device))
+        if merged is None:
+            continue
+        try:
+            apart = time_of(a) + time_of(b)
+        except NotFusible:
+            continue
+        if mixed_access(merged.kernel) or misaligned(a, b, merged.kernel) or \
+                predicted_time(merged.kernel, device) >= apart:
+            continue
+        adopt(a, b, merged)
+        push_pairs(merged)
 
     # Scalar kernels that share nothing (an optimizer's step counters, one per parameter) are
     # never paired above -- merging saves no bytes -- yet each is a launch: run them as one.
@@ -520,7 +513,10 @@ def _merge(groups, realized, views, users, outputs, order, device, row_loops=Fal
                      key=lambda g: min(order[m] for m in g.members))
     batch = None
     for g in scalars:
-        batch = g if batch is None else (absorb(batch, g) or batch)
+        merged = None if batch is None else candidate(batch, g, 1, 1, 0)
+        if merged is not None:
+            adopt(batch, g, merged)
+        batch = merged or batch or g
     return sorted(alive, key=lambda g: min(order[m] for m in g.members))
 
 

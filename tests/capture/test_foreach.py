@@ -16,6 +16,19 @@ def _plans(start):
     return [cg for sp, _ in COMPILED[start:] if sp is not None for cg in sp.cache.values()]
 
 
+def _train(step, opt_ref, ours, ref, steps=3):
+    """`steps` steps of the compiled `step` and of the eager reference, on equal gradients;
+    the parameters must agree after each."""
+    for _ in range(steps):
+        for a, b in zip(ours, ref):
+            g = torch.randn_like(a)
+            a.grad, b.grad = g.clone(), g.clone()
+        step()
+        opt_ref.step()
+        for a, b in zip(ours, ref):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
 def _params(seed=0):
     torch.manual_seed(seed)
     ours = [torch.nn.Parameter(torch.randn(6, 5)), torch.nn.Parameter(torch.randn(7)),
@@ -31,15 +44,7 @@ def test_foreach_optimizer_step_is_generated_per_tensor_and_matches_eager(make):
     ours, ref = _params()
     opt, opt_ref = make(ours), make(ref)
     start = len(COMPILED)
-    step = cherenkov.compile(opt.step, strict=True)
-    for i in range(3):
-        for a, b in zip(ours, ref):
-            g = torch.randn_like(a)
-            a.grad, b.grad = g.clone(), g.clone()
-        step()
-        opt_ref.step()
-        for a, b in zip(ours, ref):
-            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    _train(cherenkov.compile(opt.step, strict=True), opt_ref, ours, ref)
     plans = _plans(start)
     assert plans
     for cg in plans:
@@ -93,15 +98,8 @@ def test_step_counters_run_as_one_kernel():
     opt = torch.optim.AdamW(ours, lr=0.05, foreach=True, capturable=True)
     opt_ref = torch.optim.AdamW(ref, lr=0.05, foreach=True)
     start = len(COMPILED)
-    step = cherenkov.compile(opt.step, strict=True)
-    for _ in range(2):
-        for a, b in zip(ours, ref):
-            g = torch.randn_like(a)
-            a.grad, b.grad = g.clone(), g.clone()
-        step()
-        opt_ref.step()
+    _train(cherenkov.compile(opt.step, strict=True), opt_ref, ours, ref, steps=2)
     for a, b in zip(ours, ref):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
         assert float(opt.state[a]["step"]) == float(opt_ref.state[b]["step"]) == 2.0
     for cg in _plans(start):
         kernels = [s.kernel for s in cg.steps if s.kind == "kernel"]
