@@ -166,3 +166,37 @@ def test_a_clone_of_an_input_comes_back_as_a_new_tensor():
     want = f(g_ref)
     torch.testing.assert_close(got, want)
     torch.testing.assert_close(g, g_ref)
+
+
+def test_outputs_that_are_copies_never_share_memory():
+    """y and y.clone() are two tensors in eager; so are two clones of y; a view of y stays a
+    view of the first. A value written into an input in place and also returned (as a clone,
+    or as the value copied into the input) is not the input itself."""
+    x = torch.randn(4)
+
+    def f(x):
+        y = x * 2
+        return y, y.clone(), y.view(2, 2), y.clone()
+    a, b, c, d = cherenkov.compile(f, strict=True)(x)
+    assert len({a.data_ptr(), b.data_ptr(), d.data_ptr()}) == 3
+    assert c.data_ptr() == a.data_ptr()
+    for got, want in zip((a, b, c, d), f(x)):
+        torch.testing.assert_close(got, want)
+
+    def g(x):
+        x.add_(1)
+        return x.clone()
+
+    def h(x):
+        y = x * 2
+        x.copy_(y)
+        return y
+    for fn in (g, h):
+        ours, ref = torch.randn(5), None
+        ref = ours.clone()
+        got, want = cherenkov.compile(fn, strict=True)(ours), fn(ref)
+        assert got.data_ptr() != ours.data_ptr()
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(ours, ref)
+        got.zero_()                                   # the caller's copy is its own
+        torch.testing.assert_close(ours, ref)

@@ -29,8 +29,8 @@ def _per_tensor(op, base, *args, **kwargs):
     schema = op._schema.arguments
     listed = {a.name for a in schema if isinstance(a.type, torch.ListType)}
     names = [a.name for a in schema]
-    n = next(len(a) for name, a in zip(names, args) if name in listed and
-             isinstance(a, (list, tuple)) and a and isinstance(a[0], torch.Tensor))
+    n = next((len(a) for name, a in zip(names, args) if name in listed and
+              isinstance(a, (list, tuple)) and a and isinstance(a[0], torch.Tensor)), 0)
 
     def pick(name, value, i):
         return value[i] if name in listed and isinstance(value, (list, tuple)) else value

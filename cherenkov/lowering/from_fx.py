@@ -192,11 +192,20 @@ def lower_fx(gm: torch.fx.GraphModule, inputs: list, strict: bool = False,
                 returned = [returned]
             fx_returned = fx_node.args[0] if isinstance(fx_node.args[0], (list, tuple)) \
                 else [fx_node.args[0]]
+            roots: dict[Node, object] = {}     # IR storage root -> FX root returning it
             for i, value in enumerate(returned):
                 if isinstance(value, Node):
-                    if _copy_of_input(value) and not _views_an_input(fx_returned[i]):
-                        value = Node(Op.CAST, (value,), (value.dtype,),
+                    fx_root = _fx_view_root(fx_returned[i])
+                    root = _ir_view_root(value)
+                    # a copy the IR elided (clone, contiguous, copy) must come back as a new
+                    # tensor: of an input, or of a value another output already returns
+                    if (root.op == Op.INPUT and getattr(fx_root, "op", None) != "placeholder") \
+                            or roots.get(root, fx_root) is not fx_root:
+                        # ("copy", i): a copy per output, never merged with another's (CSE)
+                        value = Node(Op.CAST, (value,), (value.dtype, "copy", i),
                                      value.meta.replace(stride=None))
+                        root = value
+                    roots[root] = fx_root
                     outputs.append(value)
                 else:
                     outputs.append(None)
@@ -211,28 +220,27 @@ def lower_fx(gm: torch.fx.GraphModule, inputs: list, strict: bool = False,
 IR_VIEWS = (Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SLICE)
 
 
-def _copy_of_input(value: Node) -> bool:
-    """Whether `value` is a graph input or a view of one in the IR: what a clone, contiguous
-    or copy of an input lowers to (they copy nothing, kernels read through them)."""
+def _ir_view_root(value: Node) -> Node:
+    """The node whose storage `value` reads in the IR: through views, and through what a
+    clone, contiguous or copy lowers to (nothing: kernels read through them)."""
     while value.op in IR_VIEWS:
         value = value.inputs[0]
-    return value.op == Op.INPUT
+    return value
 
 
-def _views_an_input(arg) -> bool:
-    """Whether an FX graph output is a placeholder or a view chain of one (an output AOTAutograd
-    knows aliases an input). Anything else -- a clone of an input -- must come back as a new
-    tensor, never the input itself: the caller may write into it, and the graph may update the
-    input in place (an optimizer's new momentum buffer is a clone of the gradient it then
-    updates)."""
+def _fx_view_root(arg):
+    """The FX node an output aliases: through view ops (a returned alias AOTAutograd knows
+    of) to a placeholder or to the value computed. A clone stops the walk: it is the root of
+    a new tensor -- the caller may write into it, and the graph may update the input it was
+    copied from in place (an optimizer's new momentum buffer is a clone of the gradient it
+    then updates)."""
     while isinstance(arg, torch.fx.Node) and arg.op == "call_function":
-        target = arg.target
-        schema = getattr(target, "_schema", None)
+        schema = getattr(arg.target, "_schema", None)
         if schema is None or not schema.returns or schema.returns[0].alias_info is None \
                 or schema.returns[0].alias_info.is_write or not arg.args:
-            return False
+            return arg
         arg = arg.args[0]
-    return isinstance(arg, torch.fx.Node) and arg.op == "placeholder"
+    return arg
 
 
 def _traced_value(fx_node: torch.fx.Node):
