@@ -124,11 +124,26 @@ class Compiled:
 COMPILED: "list[Compiled]" = []
 
 
+def caller_outputs(gm: torch.fx.GraphModule) -> None:
+    """Record in gm.meta how many of a forward graph's outputs reach the caller -- updated
+    inputs, the user's outputs and their bases -- before the activations saved for the
+    backward (AOTAutograd's metadata, in the tracing context only while it compiles). Two
+    caller outputs must never share memory unless they alias in eager; saved activations
+    may."""
+    ctx = torch._guards.TracingContext.try_get()
+    meta = getattr(ctx, "fw_metadata", None)
+    count = getattr(meta, "num_forward_returns", None)
+    if isinstance(count, int):
+        gm.meta["cherenkov_caller_outputs"] = count + len(getattr(meta, "tokens", None) or ())
+
+
 def _make_compiler(config: Config, kind: str):
     counter = [0]
 
     def compiler(gm: torch.fx.GraphModule, example_inputs):
         counter[0] += 1
+        if kind == "forward":
+            caller_outputs(gm)
         fn = ShapeSpecialized(gm, config, f"{kind}{counter[0]}")
 
         def run(args: list):

@@ -200,3 +200,17 @@ def test_outputs_that_are_copies_never_share_memory():
         torch.testing.assert_close(ours, ref)
         got.zero_()                                   # the caller's copy is its own
         torch.testing.assert_close(ours, ref)
+
+
+def test_training_graph_outputs_that_are_copies_never_share_memory():
+    """The same in a forward graph with a backward: its user outputs are told apart from the
+    activations it saves (which may share), and gradients flow through both copies."""
+    x = torch.randn(6, requires_grad=True)
+
+    def f(x):
+        y = torch.sin(x)
+        return y, y.clone()
+    a, b = cherenkov.compile(f, strict=True)(x)
+    assert a.data_ptr() != b.data_ptr()
+    (a * 2 + b).sum().backward()
+    torch.testing.assert_close(x.grad, 3 * torch.cos(x.detach()))

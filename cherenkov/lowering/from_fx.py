@@ -193,14 +193,18 @@ def lower_fx(gm: torch.fx.GraphModule, inputs: list, strict: bool = False,
             fx_returned = fx_node.args[0] if isinstance(fx_node.args[0], (list, tuple)) \
                 else [fx_node.args[0]]
             roots: dict[Node, object] = {}     # IR storage root -> FX root returning it
+            # outputs the caller gets (backend.caller_outputs): all but a forward's saved
+            # activations
+            visible = gm.meta.get("cherenkov_caller_outputs", len(returned))
             for i, value in enumerate(returned):
                 if isinstance(value, Node):
                     fx_root = _fx_view_root(fx_returned[i])
                     root = _ir_view_root(value)
                     # a copy the IR elided (clone, contiguous, copy) must come back as a new
-                    # tensor: of an input, or of a value another output already returns
+                    # tensor: of an input, or of a value another output the caller gets
+                    # already returns (activations saved for the backward may share)
                     if (root.op == Op.INPUT and getattr(fx_root, "op", None) != "placeholder") \
-                            or roots.get(root, fx_root) is not fx_root:
+                            or (i < visible and roots.get(root, fx_root) is not fx_root):
                         # ("copy", i): a copy per output, never merged with another's (CSE)
                         value = Node(Op.CAST, (value,), (value.dtype, "copy", i),
                                      value.meta.replace(stride=None))
@@ -235,6 +239,9 @@ def _fx_view_root(arg):
     copied from in place (an optimizer's new momentum buffer is a clone of the gradient it
     then updates)."""
     while isinstance(arg, torch.fx.Node) and arg.op == "call_function":
+        if arg.target is operator.getitem:          # a piece of split / unbind / chunk
+            arg = arg.args[0]
+            continue
         schema = getattr(arg.target, "_schema", None)
         if schema is None or not schema.returns or schema.returns[0].alias_info is None \
                 or schema.returns[0].alias_info.is_write or not arg.args:
