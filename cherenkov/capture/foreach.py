@@ -17,7 +17,6 @@ import torch
 aten = torch.ops.aten
 
 SKIP = {"max", "mm", "powsum"}
-SPECIAL = {"norm": "linalg_vector_norm", "zero": "zeros_like"}
 
 
 def _foreach_names() -> list[str]:
@@ -52,6 +51,9 @@ def _zero(op, base, tensors):
     return [torch.zeros_like(t) for t in tensors]
 
 
+SPECIAL = {"norm": _norm, "zero": _zero}     # per-tensor forms other than the base op
+
+
 @functools.lru_cache(maxsize=1)
 def foreach_decompositions() -> dict:
     table = {}
@@ -60,8 +62,8 @@ def foreach_decompositions() -> dict:
         if base_name in SKIP:
             continue
         packet = getattr(aten, name)
-        base = getattr(aten, SPECIAL.get(base_name, base_name), None)
-        if base is None:
+        base = getattr(aten, base_name, None)
+        if base is None and base_name not in SPECIAL:
             continue
         for overload in packet.overloads():
             if "out" in overload:
@@ -69,6 +71,6 @@ def foreach_decompositions() -> dict:
             op = getattr(packet, overload)
             if base_name in ("addcmul", "addcdiv") and overload == "Tensor":
                 continue
-            impl = {"norm": _norm, "zero": _zero}.get(base_name, _per_tensor)
+            impl = SPECIAL.get(base_name, _per_tensor)
             table[op] = functools.partial(impl, op, base)
     return table

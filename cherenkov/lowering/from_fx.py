@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import operator
+from collections import Counter
 from dataclasses import dataclass, field
 
 import torch
@@ -192,24 +193,21 @@ def lower_fx(gm: torch.fx.GraphModule, inputs: list, strict: bool = False,
                 returned = [returned]
             fx_returned = fx_node.args[0] if isinstance(fx_node.args[0], (list, tuple)) \
                 else [fx_node.args[0]]
-            roots: dict[Node, object] = {}     # IR storage root -> FX root returning it
             # outputs the caller gets (backend.caller_outputs): all but a forward's saved
-            # activations
+            # activations, which may share memory
             visible = gm.meta.get("cherenkov_caller_outputs", len(returned))
+            shared = Counter(_ir_view_root(v) for v in returned[:visible] if isinstance(v, Node))
             for i, value in enumerate(returned):
                 if isinstance(value, Node):
-                    fx_root = _fx_view_root(fx_returned[i])
                     root = _ir_view_root(value)
-                    # a copy the IR elided (clone, contiguous, copy) must come back as a new
-                    # tensor: of an input, or of a value another output the caller gets
-                    # already returns (activations saved for the backward may share)
-                    if (root.op == Op.INPUT and getattr(fx_root, "op", None) != "placeholder") \
-                            or (i < visible and roots.get(root, fx_root) is not fx_root):
+                    # a copy the IR elided (clone, contiguous, copy: kernels read through
+                    # them) must come back as a new tensor when it would otherwise be an
+                    # input, or share memory with another output the caller gets
+                    if _elided_copy(_fx_view_root(fx_returned[i]), env) and (
+                            root.op == Op.INPUT or (i < visible and shared[root] > 1)):
                         # ("copy", i): a copy per output, never merged with another's (CSE)
                         value = Node(Op.CAST, (value,), (value.dtype, "copy", i),
                                      value.meta.replace(stride=None))
-                        root = value
-                    roots[root] = fx_root
                     outputs.append(value)
                 else:
                     outputs.append(None)
@@ -230,6 +228,17 @@ def _ir_view_root(value: Node) -> Node:
     while value.op in IR_VIEWS:
         value = value.inputs[0]
     return value
+
+
+def _elided_copy(fx_root, env: dict) -> bool:
+    """Whether FX node `fx_root` makes a new tensor in eager (it is no view) that the IR
+    made none of: its value reads the storage its first argument's does."""
+    if not isinstance(fx_root, torch.fx.Node) or fx_root.op != "call_function" \
+            or not fx_root.args or not isinstance(fx_root.args[0], torch.fx.Node):
+        return False
+    value, source = env.get(fx_root), env.get(fx_root.args[0])
+    return isinstance(value, Node) and isinstance(source, Node) and \
+        _ir_view_root(value) is _ir_view_root(source)
 
 
 def _fx_view_root(arg):
