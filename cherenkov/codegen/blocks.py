@@ -176,7 +176,8 @@ def halves_blocks(X: int, elem_bytes: int, spec: hw.DeviceSpec) -> BlockConfig:
     H200 (sweep at 2b5c06b): 512 lanes 3878 GB/s, 1024 3582, 2048 3423."""
     cfg = gpu_blocks(X, 1, elem_bytes, spec)
     xblock = max(spec.warp_size, cfg.XBLOCK // 4)
-    return BlockConfig(XBLOCK=xblock, num_warps=max(1, min(cfg.num_warps, xblock // spec.warp_size)))
+    warps = max(1, min(cfg.num_warps, xblock // spec.warp_size))
+    return BlockConfig(XBLOCK=xblock, num_warps=warps)
 
 
 def row_loop_blocks(kernel: Kernel, interpret: bool,
