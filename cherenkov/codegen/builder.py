@@ -82,8 +82,12 @@ class KernelBuilder:
     def load(self, node: Node, idx, mask) -> str:
         name, meta = self.buffers[node]
         if name not in self.used_inputs:
-            extent = meta.storage_offset + sum((s - 1) * st for s, st in zip(meta.shape, meta.strides)) + 1
-            self.used_inputs[name] = Buffer(name, meta.dtype, max(extent, numel(meta.shape)))
+            # the elements addressed from the storage's start: fewer than the tensor has when
+            # it broadcasts (an expanded input's stride 0), none when it is empty
+            extent = meta.storage_offset + 1 + sum((s - 1) * st for s, st in
+                                                   zip(meta.shape, meta.strides))
+            self.used_inputs[name] = Buffer(name, meta.dtype,
+                                            extent if numel(meta.shape) else 0)
         index = ix.release(ix.dot(idx, meta.strides, meta.storage_offset))
         key = (name, index, mask)
         if key in self.loads:                      # the same address by another index path
