@@ -85,7 +85,17 @@ class ShapeSpecialized:
             return compiled(inputs)
         from cherenkov.runtime.triton_launch import TritonLaunch
         t0, launches = time.perf_counter(), TritonLaunch.first_launch_s
-        out = compiled(inputs)                    # the first run loads every kernel
+        held = list(inputs)                       # the plan may release the caller's list
+        try:
+            out = compiled(inputs)                # the first run loads every kernel
+        except Exception as e:  # noqa: BLE001 -- a variant that cannot run: eager, unless
+            # it may have written into an input already (then eager would apply it twice)
+            if self.config.strict or compiled.graph.mutations:
+                raise
+            del self.cache[key]
+            self.last = None
+            self._fallback(f"first run failed: {type(e).__name__}: {e}")
+            return self.gm(*held)
         loads = TritonLaunch.first_launch_s - launches
         new.seconds["first run"] = time.perf_counter() - t0 - loads
         if loads:

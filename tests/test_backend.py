@@ -43,6 +43,29 @@ def test_failure_runs_in_eager_with_a_warning(monkeypatch):
         cherenkov.compile(fn, strict=True)(x)
 
 
+def test_a_first_run_that_fails_runs_in_eager_unless_it_updates_inputs(monkeypatch):
+    """A compiled variant that raises on its first run (a kernel launch failing, say) hands
+    the call to eager with a warning -- unless the graph writes into its inputs, which a
+    failed run may have done in part: that raises rather than apply an update twice."""
+    from cherenkov.runtime import compiled_graph
+
+    def boom(self, inputs):
+        raise RuntimeError("planted run failure")
+    monkeypatch.setattr(compiled_graph.CompiledGraph, "__call__", boom)
+    fn = lambda x: x.tanh() + 1  # noqa: E731
+    x = torch.randn(5)
+    with pytest.warns(UserWarning, match="planted run failure"):
+        out = cherenkov.compile(fn)(x)
+    torch.testing.assert_close(out, fn(x))
+    torch._dynamo.reset()
+
+    def update(x):
+        x.mul_(2)
+        return x + 1
+    with pytest.raises(RuntimeError, match="planted run failure"):
+        cherenkov.compile(update)(torch.randn(5))
+
+
 def test_new_shapes_recompile_and_stay_correct():
     fn = lambda x: torch.softmax(x * 3, -1)  # noqa: E731
     compiled = cherenkov.compile(fn, strict=True, dynamic=False)
