@@ -1,6 +1,7 @@
 """Inputs in every layout a caller may pass -- transposed, an offset view, broadcast by
-expand (stride 0), the same tensor twice, empty, 0-d -- give eager's values on both CPU
-backends (kernels address each input through its own strides and storage offset)."""
+expand (stride 0), the same tensor twice, empty, 0-d, channels_last -- give eager's values
+and eager's output layout on both CPU backends (kernels address each input through its own
+strides and storage offset, and store an output laid out as eager lays it out)."""
 import pytest
 import torch
 
@@ -16,6 +17,8 @@ CASES = {
     "same tensor twice": (lambda a, b: a * b + a, (_X, _X)),
     "empty": (lambda x: (x.exp() + 1, x.sum(0)), (torch.randn(0, 5),)),
     "0-d": (lambda x: x * 3, (torch.tensor(2.0),)),
+    "channels_last": (lambda x: (x.relu() * 2, x.sum(1)),
+                      (torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last),)),
 }
 
 
@@ -29,3 +32,4 @@ def test_input_layouts_match_eager(name, backend):
     want = want if isinstance(want, tuple) else (want,)
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w)
+        assert g.stride() == w.stride() or g.numel() <= 1

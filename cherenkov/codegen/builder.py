@@ -361,7 +361,9 @@ class KernelBuilder:
         if store_as is not None:
             name = store_as[0]
             for where, value in computed:
-                self.kernel.body.append(Store(name, ix.dot(where, contiguous_strides(node.shape)),
+                # in the node's layout: contiguous, or the caller's (an output laid out as
+                # eager lays it out, lowering/from_fx.py)
+                self.kernel.body.append(Store(name, ix.dot(where, node.meta.strides),
                                               self._cast(value, node.dtype)))
             self.kernel.outputs.append(Buffer(name, node.dtype, numel(node.shape)))
 

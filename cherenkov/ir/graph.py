@@ -26,6 +26,18 @@ def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
+def is_dense(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """Whether a layout covers its elements exactly once with no gaps: a permutation of a
+    contiguous layout (sizes-1 dims may have any stride)."""
+    acc = 1
+    for size, stride in sorted((d for d in zip(shape, strides) if d[0] != 1),
+                               key=lambda d: d[1]):
+        if stride != acc:
+            return False
+        acc *= size
+    return True
+
+
 def numel(shape: Iterable[int]) -> int:
     total = 1
     for s in shape:

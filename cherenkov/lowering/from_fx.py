@@ -15,7 +15,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.utils._pytree import tree_leaves, tree_map
 
-from cherenkov.ir.graph import Graph, Node, TensorMeta
+from cherenkov.ir.graph import Graph, Node, TensorMeta, is_dense
 from cherenkov.ir.ops import GroupOp, Op
 from cherenkov.lowering import registry
 from cherenkov.lowering.context import LoweringContext
@@ -208,6 +208,8 @@ def lower_fx(gm: torch.fx.GraphModule, inputs: list, strict: bool = False,
                         # ("copy", i): a copy per output, never merged with another's (CSE)
                         value = Node(Op.CAST, (value,), (value.dtype, "copy", i),
                                      value.meta.replace(stride=None))
+                    elif i < visible:
+                        value = _in_eager_layout(value, fake_env.get(fx_returned[i]), i)
                     outputs.append(value)
                 else:
                     outputs.append(None)
@@ -228,6 +230,21 @@ def _ir_view_root(value: Node) -> Node:
     while value.op in IR_VIEWS:
         value = value.inputs[0]
     return value
+
+
+def _in_eager_layout(value: Node, fake, i: int) -> Node:
+    """A computed output whose eager result is laid out otherwise than contiguous (a
+    pointwise op on a transposed or channels_last input keeps its layout) stored in eager's
+    layout by the kernel that computes it: a layout node the fusion inlines its producer
+    into. Views, inputs and library results keep theirs."""
+    if not isinstance(fake, torch.Tensor) or value.op in IR_VIEWS or value.op == Op.INPUT \
+            or value.op in GroupOp.LIBRARY or not isinstance(value.meta, TensorMeta) \
+            or tuple(fake.shape) != tuple(value.shape) or fake.is_contiguous() \
+            or not is_dense(tuple(fake.shape), tuple(fake.stride())) \
+            or value.meta.stride is not None:
+        return value
+    return Node(Op.CAST, (value,), (value.dtype, "layout", i),
+                value.meta.replace(stride=tuple(fake.stride())))
 
 
 def _elided_copy(fx_root, env: dict) -> bool:

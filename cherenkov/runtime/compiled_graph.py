@@ -184,7 +184,7 @@ class CompiledGraph:
                     src = None if fill is not None else self._slot_of(m.inputs[0])
                     prefills.append((self.slot[m], tuple(m.shape), m.dtype, fill, src))
                 else:
-                    outs.append((self.slot[m], tuple(m.shape), contiguous_strides(m.shape),
+                    outs.append((self.slot[m], tuple(m.shape), tuple(m.meta.strides),
                                  m.dtype))
         arg_slots = [by_name[n] for n in rendered.arg_names]
         # index expressions include an input's storage offset: hand Triton the storage start

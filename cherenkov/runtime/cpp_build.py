@@ -31,6 +31,7 @@ import torch
 from cherenkov.codegen.cpp_ops import PRELUDE, storage_type
 from cherenkov.codegen.cpp_renderer import render_cpp
 from cherenkov.codegen.kernel_ir import Buffer, Kernel
+from cherenkov.ir.graph import is_dense
 
 BASE_FLAGS = ("-std=c++17", "-shared", "-fPIC", "-O3", "-ffp-contract=off", "-fwrapv",
               "-fno-trapping-math",
@@ -273,8 +274,9 @@ class CppKernel:
                                      f"{b.numel} elements the kernel addresses")
                 ptrs.append(t.data_ptr() - t.storage_offset() * size)
             else:
-                if not t.is_contiguous() or t.numel() != b.numel:
-                    raise ValueError(f"{self.name} output {i - n_in}: expected a contiguous "
+                if t.numel() != b.numel or t.storage_offset() or not (
+                        t.is_contiguous() or is_dense(t.shape, t.stride())):
+                    raise ValueError(f"{self.name} output {i - n_in}: expected a dense "
                                      f"tensor of {b.numel} elements")
                 ptrs.append(t.data_ptr())
         self.sync_threads()
