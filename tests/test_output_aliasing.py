@@ -76,3 +76,32 @@ def test_values_and_aliasing_match_eager(fn):
     for a, b in zip(ours, ref):                  # mutations applied to the caller's tensors
         torch.testing.assert_close(a, b)
     assert _sharing(got, ours) == _sharing(want, ref)
+
+
+def view_of_a_copy(x):
+    c = x.contiguous().clone()
+    return c.t(), c
+
+
+def views_of_a_reshape_copy(x):
+    r = (x * 2).reshape(-1)
+    return r[1:] * 1.5, r[1:], r.detach()
+
+
+def layout_and_its_transpose(x):
+    r = x.relu().relu()
+    return r, r.transpose(0, 1)
+
+
+@pytest.mark.parametrize("fn", [view_of_a_copy, views_of_a_reshape_copy,
+                                layout_and_its_transpose], ids=lambda f: f.__name__)
+def test_views_of_one_value_share_one_buffer_from_a_transposed_input(fn):
+    """Outputs that view one value share its buffer as in eager, also when that value is a
+    copy the IR elided or lives in a non-contiguous layout (found by a random search over
+    small programs)."""
+    torch.manual_seed(0)
+    x = torch.randn(5, 5).t()
+    got, want = cherenkov.compile(fn, strict=True)(x), fn(x)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w)
+    assert _sharing(got, [x]) == _sharing(want, [x])

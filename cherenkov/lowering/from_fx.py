@@ -196,20 +196,9 @@ def lower_fx(gm: torch.fx.GraphModule, inputs: list, strict: bool = False,
             # outputs the caller gets (backend.caller_outputs): all but a forward's saved
             # activations, which may share memory
             visible = gm.meta.get("cherenkov_caller_outputs", len(returned))
-            shared = Counter(_ir_view_root(v) for v in returned[:visible] if isinstance(v, Node))
-            for i, value in enumerate(returned):
+            for i, value in enumerate(_as_eager_returns(returned, fx_returned, env, fake_env,
+                                                        visible)):
                 if isinstance(value, Node):
-                    root = _ir_view_root(value)
-                    # a copy the IR elided (clone, contiguous, copy: kernels read through
-                    # them) must come back as a new tensor when it would otherwise be an
-                    # input, or share memory with another output the caller gets
-                    if _elided_copy(_fx_view_root(fx_returned[i]), env) and (
-                            root.op == Op.INPUT or (i < visible and shared[root] > 1)):
-                        # ("copy", i): a copy per output, never merged with another's (CSE)
-                        value = Node(Op.CAST, (value,), (value.dtype, "copy", i),
-                                     value.meta.replace(stride=None))
-                    elif i < visible:
-                        value = _in_eager_layout(value, fake_env.get(fx_returned[i]), i)
                     outputs.append(value)
                 else:
                     outputs.append(None)
@@ -230,6 +219,53 @@ def _ir_view_root(value: Node) -> Node:
     while value.op in IR_VIEWS:
         value = value.inputs[0]
     return value
+
+
+def _as_eager_returns(returned: list, fx_returned: list, env: dict, fake_env: dict,
+                      visible: int) -> list:
+    """The graph's returned values with eager's aliasing and, where it is safe, layout.
+
+    A copy the IR elided (clone, contiguous: kernels read through them) is made -- once per
+    FX node copied, with the outputs that view it rebased onto the copy -- when it would
+    otherwise be an input or share memory with an output that eager keeps apart (another FX
+    root over the same IR value among the first `visible` outputs, those the caller gets).
+    Outputs that view one FX root stay views of one buffer. A computed caller output that is
+    the only output over its IR value is stored in eager's layout (`_in_eager_layout`)."""
+    roots = [(_ir_view_root(v), _fx_view_root(fx)) if isinstance(v, Node) else (None, None)
+             for v, fx in zip(returned, fx_returned)]
+    fx_roots_of: dict[Node, set] = {}
+    for ir_root, fx_root in roots[:visible]:
+        if ir_root is not None:
+            fx_roots_of.setdefault(ir_root, set()).add(fx_root)
+    uses = Counter(ir_root for ir_root, _ in roots if ir_root is not None)
+    copies: dict = {}                                   # FX root -> its copy
+    out = []
+    for i, (value, (ir_root, fx_root)) in enumerate(zip(returned, roots)):
+        if not isinstance(value, Node):
+            out.append(value)
+            continue
+        if _elided_copy(fx_root, env) and (
+                ir_root.op == Op.INPUT or (i < visible and len(fx_roots_of[ir_root]) > 1)):
+            source = env[fx_root]
+            if fx_root not in copies:       # ("copy", i): never merged with another (CSE)
+                copies[fx_root] = Node(Op.CAST, (source,), (source.dtype, "copy", i),
+                                       source.meta.replace(stride=None))
+            value = _rebased(value, source, copies[fx_root]) or Node(
+                Op.CAST, (value,), (value.dtype, "copy", i), value.meta.replace(stride=None))
+        elif i < visible and uses[ir_root] == 1:
+            value = _in_eager_layout(value, fake_env.get(fx_returned[i]), i)
+        out.append(value)
+    return out
+
+
+def _rebased(value: Node, old: Node, new: Node) -> Node | None:
+    """`value`, a chain of IR views over `old`, over `new` instead; None if it is not one."""
+    if value is old:
+        return new
+    if value.op not in IR_VIEWS:
+        return None
+    below = _rebased(value.inputs[0], old, new)
+    return None if below is None else value.replace(inputs=(below,) + tuple(value.inputs[1:]))
 
 
 def _in_eager_layout(value: Node, fake, i: int) -> Node:
