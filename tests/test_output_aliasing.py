@@ -3,6 +3,8 @@ share memory with which inputs and with each other (a view stays a view, a copy 
 tensor), with input mutations applied. Small in-place and view patterns, each vs eager."""
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import cherenkov
 
@@ -101,6 +103,34 @@ def test_views_of_one_value_share_one_buffer_from_a_transposed_input(fn):
     small programs)."""
     torch.manual_seed(0)
     x = torch.randn(5, 5).t()
+    got, want = cherenkov.compile(fn, strict=True)(x), fn(x)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w)
+    assert _sharing(got, [x]) == _sharing(want, [x])
+
+
+_STEPS = [lambda a: a.exp(), lambda a: a * 2, lambda a: a.t(), lambda a: a.clone(),
+          lambda a: a.relu(), lambda a: a.contiguous(), lambda a: a[1:],
+          lambda a: a.sum(-1, keepdim=True) + a, lambda a: a.reshape(-1) if a.dim() == 2 else a,
+          lambda a: a.detach()]
+
+
+@settings(max_examples=15, deadline=None)
+@given(steps=st.lists(st.integers(0, len(_STEPS) - 1), min_size=1, max_size=4),
+       picks=st.lists(st.integers(0, 5), min_size=1, max_size=3),
+       transposed=st.booleans(), seed=st.integers(0, 2 ** 16))
+def test_random_view_and_copy_programs_match_eager(steps, picks, transposed, seed):
+    """Chains of views, copies and pointwise ops on a (possibly transposed) input, returning
+    some of the intermediate values: values and aliasing as eager's."""
+    def fn(x):
+        vals = [x]
+        for s in steps:
+            vals.append(_STEPS[s](vals[-1]))
+        return tuple(vals[-1 - (p % len(vals))] for p in picks)
+    torch.manual_seed(seed)
+    x = torch.randn(5, 5)
+    x = x.t() if transposed else x
+    torch._dynamo.reset()
     got, want = cherenkov.compile(fn, strict=True)(x), fn(x)
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w)
