@@ -6,6 +6,7 @@ import torch
 
 import cherenkov
 from cherenkov.backend import COMPILED
+from tests.optim_steps import plans_since
 
 
 def test_inplace_update_of_an_input_is_applied():
@@ -93,10 +94,6 @@ def test_fma_rounds_once_on_both_cpu_backends():
         assert torch.equal(got, exact), backend
 
 
-def _plans(start):
-    return [cg for sp, _ in COMPILED[start:] if sp is not None for cg in sp.cache.values()]
-
-
 @pytest.mark.parametrize("backend", ["cpp", "triton"])
 def test_compiled_adamw_step_writes_parameters_in_place(backend):
     """AdamW's parameter, moment and step-counter updates are written by the kernels straight
@@ -119,7 +116,7 @@ def test_compiled_adamw_step_writes_parameters_in_place(backend):
         assert ours[0]._version > before
         for a, b in zip(ours, ref):
             torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
-    plans = [cg for cg in _plans(start) if cg.graph.mutations]
+    plans = [cg for cg in plans_since(start) if cg.graph.mutations]
     assert plans and all(len(cg.in_place) == len(cg.graph.mutations) for cg in plans)
     if backend == "cpp":     # the per-parameter C++ kernels run as one call into their library
         assert all(any(s.kind == "kernel_batch" for s in cg.fast_steps) for cg in plans)
@@ -140,7 +137,7 @@ def test_an_input_read_after_its_update_is_computed_is_not_overwritten_early():
     got = cherenkov.compile(f, strict=True)(x, w)
     torch.testing.assert_close(got, f(x_ref, w))
     torch.testing.assert_close(x, x_ref)
-    plans = [cg for cg in _plans(start) if cg.graph.mutations]
+    plans = [cg for cg in plans_since(start) if cg.graph.mutations]
     assert plans and not any(cg.in_place for cg in plans)
 
 

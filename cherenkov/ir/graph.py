@@ -14,7 +14,7 @@ from typing import Iterable
 
 import torch
 
-from cherenkov.ir.ops import Op
+from cherenkov.ir.ops import GroupOp, Op
 from cherenkov.ir.placement import Mesh, Placement, SINGLE_DEVICE
 
 
@@ -150,3 +150,10 @@ def toposort(roots: Iterable[Node], first: Iterable[Node] = ()) -> list[Node]:
                 if inp not in seen:
                     stack.append((inp, False))
     return order
+
+
+def view_root(node: "Node") -> "Node":
+    """The node whose elements `node` reads in place: through views (GroupOp.VIEW)."""
+    while node.op in GroupOp.VIEW:
+        node = node.inputs[0]
+    return node

@@ -79,6 +79,8 @@ class GroupOp:
     REDUCTION = frozenset({Op.SUM, Op.PROD, Op.MAX, Op.MIN, Op.ARGMAX, Op.ARGMIN, Op.ANY, Op.ALL})
     MOVEMENT = frozenset({Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SLICE, Op.CAT, Op.PAD, Op.FLIP,
                           Op.GATHER, Op.INDEX, Op.AS_STRIDED})
+    # movement that reads its input's elements in place (kernels fold it into addresses)
+    VIEW = frozenset({Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SLICE})
     MATMUL = frozenset({Op.MATMUL})
     ATTENTION = frozenset({Op.ATTENTION})
     RANDOM = frozenset({Op.RANDOM})

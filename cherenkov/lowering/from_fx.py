@@ -8,19 +8,19 @@ from __future__ import annotations
 
 import logging
 import operator
-from collections import Counter
 from dataclasses import dataclass, field
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.utils._pytree import tree_leaves, tree_map
 
-from cherenkov.ir.graph import Graph, Node, TensorMeta, is_dense
+from cherenkov.ir.graph import Graph, Node, TensorMeta
 from cherenkov.ir.ops import GroupOp, Op
 from cherenkov.lowering import registry
 from cherenkov.lowering.context import LoweringContext
 from cherenkov.lowering.library import library_node
 from cherenkov.lowering.registry import Unsupported
+from cherenkov.lowering.returns import as_eager_returns
 
 # importing these fills the registry
 from cherenkov.lowering import (attention, creation, elementwise, movement, prims,  # noqa: F401
@@ -196,8 +196,8 @@ def lower_fx(gm: torch.fx.GraphModule, inputs: list, strict: bool = False,
             # outputs the caller gets (backend.caller_outputs): all but a forward's saved
             # activations, which may share memory
             visible = gm.meta.get("cherenkov_caller_outputs", len(returned))
-            for i, value in enumerate(_as_eager_returns(returned, fx_returned, env, fake_env,
-                                                        visible)):
+            for i, value in enumerate(as_eager_returns(returned, fx_returned, env, fake_env,
+                                                       visible)):
                 if isinstance(value, Node):
                     outputs.append(value)
                 else:
@@ -208,108 +208,6 @@ def lower_fx(gm: torch.fx.GraphModule, inputs: list, strict: bool = False,
         updates.append((index, len(outputs)))
         outputs.append(value)
     return Graph(graph_inputs, outputs, name, scalar_outputs, updates), report
-
-
-IR_VIEWS = (Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SLICE)
-
-
-def _ir_view_root(value: Node) -> Node:
-    """The node whose storage `value` reads in the IR: through views, and through what a
-    clone, contiguous or copy lowers to (nothing: kernels read through them)."""
-    while value.op in IR_VIEWS:
-        value = value.inputs[0]
-    return value
-
-
-def _as_eager_returns(returned: list, fx_returned: list, env: dict, fake_env: dict,
-                      visible: int) -> list:
-    """The graph's returned values with eager's aliasing and, where it is safe, layout.
-
-    A copy the IR elided (clone, contiguous: kernels read through them) is made -- once per
-    FX node copied, with the outputs that view it rebased onto the copy -- when it would
-    otherwise be an input or share memory with an output that eager keeps apart (another FX
-    root over the same IR value among the first `visible` outputs, those the caller gets).
-    Outputs that view one FX root stay views of one buffer. A computed caller output that is
-    the only output over its IR value is stored in eager's layout (`_in_eager_layout`)."""
-    roots = [(_ir_view_root(v), _fx_view_root(fx)) if isinstance(v, Node) else (None, None)
-             for v, fx in zip(returned, fx_returned)]
-    fx_roots_of: dict[Node, set] = {}
-    for ir_root, fx_root in roots[:visible]:
-        if ir_root is not None:
-            fx_roots_of.setdefault(ir_root, set()).add(fx_root)
-    uses = Counter(ir_root for ir_root, _ in roots if ir_root is not None)
-    copies: dict = {}                                   # FX root -> its copy
-    out = []
-    for i, (value, (ir_root, fx_root)) in enumerate(zip(returned, roots)):
-        if not isinstance(value, Node):
-            out.append(value)
-            continue
-        if _elided_copy(fx_root, env) and (
-                ir_root.op == Op.INPUT or (i < visible and len(fx_roots_of[ir_root]) > 1)):
-            source = env[fx_root]
-            if fx_root not in copies:       # ("copy", i): never merged with another (CSE)
-                copies[fx_root] = Node(Op.CAST, (source,), (source.dtype, "copy", i),
-                                       source.meta.replace(stride=None))
-            value = _rebased(value, source, copies[fx_root]) or Node(
-                Op.CAST, (value,), (value.dtype, "copy", i), value.meta.replace(stride=None))
-        elif i < visible and uses[ir_root] == 1:
-            value = _in_eager_layout(value, fake_env.get(fx_returned[i]), i)
-        out.append(value)
-    return out
-
-
-def _rebased(value: Node, old: Node, new: Node) -> Node | None:
-    """`value`, a chain of IR views over `old`, over `new` instead; None if it is not one."""
-    if value is old:
-        return new
-    if value.op not in IR_VIEWS:
-        return None
-    below = _rebased(value.inputs[0], old, new)
-    return None if below is None else value.replace(inputs=(below,) + tuple(value.inputs[1:]))
-
-
-def _in_eager_layout(value: Node, fake, i: int) -> Node:
-    """A computed output whose eager result is laid out otherwise than contiguous (a
-    pointwise op on a transposed or channels_last input keeps its layout) stored in eager's
-    layout by the kernel that computes it: a layout node the fusion inlines its producer
-    into. Views, inputs and library results keep theirs."""
-    if not isinstance(fake, torch.Tensor) or value.op in IR_VIEWS or value.op == Op.INPUT \
-            or value.op in GroupOp.LIBRARY or not isinstance(value.meta, TensorMeta) \
-            or tuple(fake.shape) != tuple(value.shape) or fake.is_contiguous() \
-            or not is_dense(tuple(fake.shape), tuple(fake.stride())) \
-            or value.meta.stride is not None:
-        return value
-    return Node(Op.CAST, (value,), (value.dtype, "layout", i),
-                value.meta.replace(stride=tuple(fake.stride())))
-
-
-def _elided_copy(fx_root, env: dict) -> bool:
-    """Whether FX node `fx_root` makes a new tensor in eager (it is no view) that the IR
-    made none of: its value reads the storage its first argument's does."""
-    if not isinstance(fx_root, torch.fx.Node) or fx_root.op != "call_function" \
-            or not fx_root.args or not isinstance(fx_root.args[0], torch.fx.Node):
-        return False
-    value, source = env.get(fx_root), env.get(fx_root.args[0])
-    return isinstance(value, Node) and isinstance(source, Node) and \
-        _ir_view_root(value) is _ir_view_root(source)
-
-
-def _fx_view_root(arg):
-    """The FX node an output aliases: through view ops (a returned alias AOTAutograd knows
-    of) to a placeholder or to the value computed. A clone stops the walk: it is the root of
-    a new tensor -- the caller may write into it, and the graph may update the input it was
-    copied from in place (an optimizer's new momentum buffer is a clone of the gradient it
-    then updates)."""
-    while isinstance(arg, torch.fx.Node) and arg.op == "call_function":
-        if arg.target is operator.getitem:          # a piece of split / unbind / chunk
-            arg = arg.args[0]
-            continue
-        schema = getattr(arg.target, "_schema", None)
-        if schema is None or not schema.returns or schema.returns[0].alias_info is None \
-                or schema.returns[0].alias_info.is_write or not arg.args:
-            return arg
-        arg = arg.args[0]
-    return arg
 
 
 def _traced_value(fx_node: torch.fx.Node):

@@ -7,7 +7,7 @@
    realized too when inlining it would cost more than storing it once: each consumer would
    re-read everything the value is computed from (its closure), so a chain such as the
    residual stream (x_k = x_{k-1} + f_k) would otherwise be recomputed from the start by every
-   layer -- quadratic in depth.
+   layer -- quadratic in depth (passes/realize.py).
 2. Merge: candidate pairs (sharing an input, or one reading what the other writes) are tried
    in order of the bytes a merge would save, when their domains agree ((X, R) equal, or a
    pointwise kernel of X*R or X elements joining an (X, R) reduction). The cost model
@@ -28,11 +28,13 @@ from dataclasses import dataclass, field
 
 from cherenkov.codegen.builder import KernelBuilder, NotFusible
 from cherenkov.codegen.kernel_ir import Kernel
-from cherenkov.ir.graph import Graph, Node, TensorMeta, numel
+from cherenkov.ir.graph import Graph, Node, TensorMeta, numel, view_root
 from cherenkov.ir.ops import GroupOp, Op
 from cherenkov.ir.views import final_layout, torch_view
+from cherenkov.passes.realize import (is_buffer_source, is_library, node_bytes,
+                                      realize_broadcast_work, realize_shared)
 
-VIEW_OPS = frozenset({Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SLICE})
+VIEW_OPS = GroupOp.VIEW
 
 
 @dataclass(eq=False)
@@ -52,18 +54,9 @@ class FusionResult:
     views: dict[Node, Node]               # view node -> base buffer node
 
 
-def is_library(node: Node) -> bool:
-    return node.op in GroupOp.LIBRARY or (node.op == Op.GETITEM)
-
-
-def is_buffer_source(node: Node) -> bool:
-    return node.op == Op.INPUT or is_library(node)
-
-
 def view_base(node: Node) -> Node | None:
     """The buffer a chain of views reads, if `node` is only views of one."""
-    while node.op in VIEW_OPS:
-        node = node.inputs[0]
+    node = view_root(node)
     return node if is_buffer_source(node) and node.meta is not None else None
 
 
@@ -196,8 +189,8 @@ def fuse(graph: Graph, enable: bool = True, device=None, row_loops: bool = False
             else:
                 realized.add(n)
 
-    _realize_shared(nodes, users, realized, views)
-    _realize_broadcast_work(nodes, users, realized, views, device)
+    realize_shared(nodes, users, realized, views)
+    realize_broadcast_work(nodes, users, realized, views, device)
     groups = [Group([n], *domain_of(n)) for n in nodes if n in realized]
     for g in groups:
         g.reads = _reads(g.members, realized, views)
@@ -230,100 +223,6 @@ def _is_view_of_contiguous(node: Node, base: Node) -> bool:
     return final_layout(probe, [torch_view(v) for v in reversed(chain)]) is not None
 
 
-def _readers(node: Node, users, realized):
-    """The computations that read `node`, looking through views that are inlined."""
-    for u in users.get(node, []):
-        if u.op in VIEW_OPS and u not in realized:
-            yield from _readers(u, users, realized)
-        else:
-            yield u
-
-
-def _consumers(node: Node, users, realized) -> int:
-    return sum(1 for _ in _readers(node, users, realized))
-
-
-def _realize_shared(nodes, users, realized, views) -> None:
-    """Realize computed values with k >= 2 consumers whose closure (the buffers an inlined copy
-    reads) costs more to re-read k times than storing the value once and reading it k times:
-    k * C > (k + 1) * bytes(value). Walks in topological order, so a realized value ends the
-    closures of the values computed from it."""
-    closure: dict[Node, dict] = {}
-    for n in nodes:
-        if n in realized or is_buffer_source(n) or n.op == Op.CONST or n in views:
-            closure[n] = {n: _bytes(n)} if n.op != Op.CONST else {}
-            continue
-        reads: dict = {}
-        for i in n.inputs:
-            reads.update(closure.get(i, {}))
-        closure[n] = reads
-        if n.op in VIEW_OPS or not isinstance(n.meta, TensorMeta):
-            continue
-        k = _consumers(n, users, realized)
-        if k < 2:
-            continue
-        size = _bytes(n)
-        cost = sum(min(b, numel(n.shape) * r.meta.dtype.itemsize) for r, b in reads.items()
-                   if isinstance(r.meta, TensorMeta))
-        if k * cost > (k + 1) * size:
-            realized.add(n)
-            closure[n] = {n: size}
-
-
-# FLOPs one element of an op costs when inlined: transcendental functions are tens of
-# instructions (libdevice polynomials and range reduction; pow is log, multiply and exp);
-# the rest about one. 48 is low still for the rotary tables' pow/cos/sin of angles up to 2k
-# rad: Inductor's RoPE kernels (which inline them) ran at ~14 ns per element on the H200.
-TRANSCENDENTAL = frozenset({
-    Op.EXP, Op.EXP2, Op.EXPM1, Op.LOG, Op.LOG2, Op.LOG1P, Op.SIN, Op.COS, Op.TAN, Op.ASIN,
-    Op.ACOS, Op.ATAN, Op.SINH, Op.COSH, Op.TANH, Op.ASINH, Op.ACOSH, Op.ATANH, Op.ERF, Op.ERFC,
-    Op.ERFINV, Op.POW, Op.ATAN2, Op.HYPOT})
-TRANSCENDENTAL_FLOPS = 48
-BROADCAST_REUSE = 4     # consumers evaluating a value at least this many times per element
-
-
-def _element_flops(node: Node) -> int:
-    if node.op in TRANSCENDENTAL:
-        return TRANSCENDENTAL_FLOPS
-    return 1 if node.op in GroupOp.ELEMENTWISE else 0
-
-
-def _evaluations(node: Node, users, realized) -> int:
-    """Elements at which consumers evaluate `node` when it is inlined (through an expand,
-    more than it has): a reduction evaluates its whole input."""
-    return sum(numel(u.inputs[0].shape) if u.op in GroupOp.REDUCTION else numel(u.shape)
-               for u in _readers(node, users, realized) if isinstance(u.meta, TensorMeta))
-
-
-def _realize_broadcast_work(nodes, users, realized, views, device) -> None:
-    """Realize a computed value that consumers evaluate many times per element (it is
-    broadcast into a larger domain) when recomputing it costs more time than storing it once:
-    the rotary cos/sin tables of a (T, D/2) grid computed from arange, inlined into every
-    (B, H, T, D) element of q and k, made Llama's RoPE kernels compute-bound (0.44 ms each,
-    64 per step on the H200; Inductor's, which do the same, 0.23 ms). Roofline on `device`:
-    the extra evaluations' FLOPs against writing and re-reading the value (and a launch)."""
-    from cherenkov import cost
-    work: dict[Node, int] = {}
-    for n in nodes:
-        if n in realized or is_buffer_source(n) or n.op == Op.CONST or n in views:
-            work[n] = 0
-            continue
-        work[n] = _element_flops(n) + sum(work.get(i, 0) for i in n.inputs)
-        if n.op in VIEW_OPS or not isinstance(n.meta, TensorMeta) or work[n] < TRANSCENDENTAL_FLOPS:
-            continue
-        size = numel(n.shape)
-        evaluations = _evaluations(n, users, realized)
-        if evaluations < BROADCAST_REUSE * size:
-            continue
-        # a stored value may need a kernel of its own: its launch counts against storing
-        recompute = (cost.kernel_time(device, (evaluations - size) * work[n], 0)
-                     - cost.kernel_time(device, 0, 0))
-        store = cost.kernel_time(device, 0, 2 * _bytes(n))
-        if recompute > store:
-            realized.add(n)
-            work[n] = 0
-
-
 def _reads(members, realized, views) -> set[Node]:
     """Buffers (realized nodes, inputs, library outputs) the members' inlined subtrees read."""
     seen, reads = set(), set()
@@ -349,10 +248,6 @@ def _reads(members, realized, views) -> set[Node]:
             continue
         stack.extend(n.inputs)
     return reads
-
-
-def _bytes(node: Node) -> int:
-    return node.meta.nbytes if isinstance(node.meta, TensorMeta) else 0
 
 
 def _merge(groups, realized, views, users, outputs, order, device, row_loops=False):
@@ -441,7 +336,7 @@ def _merge(groups, realized, views, users, outputs, order, device, row_loops=Fal
         shared = a.reads & b.reads
         produced = {r for r in b.reads if group_of.get(r) is a}
         produced |= {r for r in a.reads if group_of.get(r) is b}
-        return sum(_bytes(n) for n in shared | produced)
+        return sum(node_bytes(n) for n in shared | produced)
 
     def push_pairs(g: Group) -> None:
         neighbours = set()

@@ -106,8 +106,7 @@ class CompiledGraph:
         targets = [m[0] for m in self.graph.mutations]
         updates = {position for _, position in self.graph.mutations}
         # what the caller gets back (not the values written into inputs)
-        returned_slots = [s for p, s in enumerate(self.output_slots)
-                          if p not in updates and s is not None]
+        returned = {s for p, s in enumerate(self.output_slots) if p not in updates}
         for k, (index, position) in enumerate(self.graph.mutations):
             out = self.output_slots[position]
             node, value = self.graph.inputs[index], self.graph.outputs[position]
@@ -124,12 +123,11 @@ class CompiledGraph:
                 continue
             family = aliases.get(index, {index})
             later = any(s in family for st in self.steps[at + 1:] for s in st.reads)
-            # returned: the input (or a view) is handed back, or so is the new value itself
-            # (`x.add_(1); return x.clone()`), which written in place would be the input
-            returned = any(s in family or s == out for s in returned_slots) or any(
-                s in family for p, s in enumerate(self.output_slots)
-                if p in updates and s is not None and s != out)
-            if later or returned:
+            # the input (or a view) is an output, or the new value is handed back itself
+            # (`x.add_(1); return x.clone()`): written in place it would be the input
+            handed_back = out in returned or any(s in family for s in self.output_slots
+                                                 if s is not None and s != out)
+            if later or handed_back:
                 continue
             step.into[out] = index
             self.in_place.add(k)

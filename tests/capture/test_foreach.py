@@ -8,25 +8,9 @@ import torch
 import cherenkov
 from cherenkov.backend import COMPILED
 from cherenkov.capture.foreach import foreach_decompositions
+from tests.optim_steps import plans_since, step_alongside
 
 aten = torch.ops.aten
-
-
-def _plans(start):
-    return [cg for sp, _ in COMPILED[start:] if sp is not None for cg in sp.cache.values()]
-
-
-def _train(step, opt_ref, ours, ref, steps=3):
-    """`steps` steps of the compiled `step` and of the eager reference, on equal gradients;
-    the parameters must agree after each."""
-    for _ in range(steps):
-        for a, b in zip(ours, ref):
-            g = torch.randn_like(a)
-            a.grad, b.grad = g.clone(), g.clone()
-        step()
-        opt_ref.step()
-        for a, b in zip(ours, ref):
-            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
 
 
 def _params(seed=0):
@@ -44,8 +28,8 @@ def test_foreach_optimizer_step_is_generated_per_tensor_and_matches_eager(make):
     ours, ref = _params()
     opt, opt_ref = make(ours), make(ref)
     start = len(COMPILED)
-    _train(cherenkov.compile(opt.step, strict=True), opt_ref, ours, ref)
-    plans = _plans(start)
+    step_alongside(cherenkov.compile(opt.step, strict=True), opt_ref, ours, ref)
+    plans = plans_since(start)
     assert plans
     for cg in plans:
         assert not any(s.kind == "library" for s in cg.steps), "a foreach op was left whole"
@@ -98,10 +82,10 @@ def test_step_counters_run_as_one_kernel():
     opt = torch.optim.AdamW(ours, lr=0.05, foreach=True, capturable=True)
     opt_ref = torch.optim.AdamW(ref, lr=0.05, foreach=True)
     start = len(COMPILED)
-    _train(cherenkov.compile(opt.step, strict=True), opt_ref, ours, ref, steps=2)
+    step_alongside(cherenkov.compile(opt.step, strict=True), opt_ref, ours, ref, steps=2)
     for a, b in zip(ours, ref):
         assert float(opt.state[a]["step"]) == float(opt_ref.state[b]["step"]) == 2.0
-    for cg in _plans(start):
+    for cg in plans_since(start):
         kernels = [s.kernel for s in cg.steps if s.kind == "kernel"]
         assert sum(k.X == 1 and k.R == 1 for k in kernels) <= 1
         assert len(kernels) <= len(ours) + 1
