@@ -8,8 +8,6 @@ which outputs share memory with an input or with each other, and the layout of e
 from __future__ import annotations
 
 import operator
-from collections import Counter
-
 import torch
 
 from cherenkov.ir.graph import Node, TensorMeta, is_dense, view_root
@@ -24,31 +22,47 @@ def as_eager_returns(returned: list, fx_returned: list, env: dict, fake_env: dic
     FX node copied, with the outputs that view it rebased onto the copy -- when it would
     otherwise be an input or share memory with an output that eager keeps apart (another FX
     root over the same IR value among the first `visible` outputs, those the caller gets).
-    Outputs that view one FX root stay views of one buffer. A computed caller output that is
-    the only output over its IR value is stored in eager's layout (`_in_eager_layout`)."""
+    Outputs that view one FX root stay views of one buffer. A computed value (or a copy) is
+    stored in eager's layout (`_in_eager_layout`) when the outputs over it all view one FX
+    root and are all the caller's: they are rebased onto it."""
     roots = [(view_root(v), _fx_view_root(fx)) if isinstance(v, Node) else (None, None)
              for v, fx in zip(returned, fx_returned)]
     fx_roots_of: dict[Node, set] = {}
     for ir_root, fx_root in roots[:visible]:
         if ir_root is not None:
             fx_roots_of.setdefault(ir_root, set()).add(fx_root)
-    uses = Counter(ir_root for ir_root, _ in roots if ir_root is not None)
-    copies: dict = {}                                   # FX root -> its copy
+    copied = [isinstance(v, Node) and _elided_copy(fx_root, env) and (
+                  ir_root.op == Op.INPUT or (i < visible and len(fx_roots_of[ir_root]) > 1))
+              for i, (v, (ir_root, fx_root)) in enumerate(zip(returned, roots))]
+    # an IR value (or a copy) may be stored in eager's layout when every output over it
+    # views one FX root and the caller gets them all: the views are rebased onto it
+    over: dict = {}                          # IR root or copied FX root -> [(i, FX root)]
+    for i, ((ir_root, fx_root), c) in enumerate(zip(roots, copied)):
+        if ir_root is not None:
+            over.setdefault(("copy", fx_root) if c else ir_root, []).append((i, fx_root))
+    relayable = {key for key, outs in over.items()
+                 if all(i < visible and fx is outs[0][1] for i, fx in outs)}
+    copies: dict = {}                        # FX root -> its copy
+    laid: dict = {}                          # IR root -> it in eager's layout
     out = []
     for i, (value, (ir_root, fx_root)) in enumerate(zip(returned, roots)):
         if not isinstance(value, Node):
             out.append(value)
             continue
-        if _elided_copy(fx_root, env) and (
-                ir_root.op == Op.INPUT or (i < visible and len(fx_roots_of[ir_root]) > 1)):
+        if copied[i]:
             source = env[fx_root]
             if fx_root not in copies:       # ("copy", i): never merged with another (CSE)
                 copies[fx_root] = Node(Op.CAST, (source,), (source.dtype, "copy", i),
                                        source.meta.replace(stride=None))
+                if ("copy", fx_root) in relayable:
+                    copies[fx_root] = _in_eager_layout(copies[fx_root],
+                                                       fake_env.get(fx_root), i)
             value = _rebased(value, source, copies[fx_root]) or Node(
                 Op.CAST, (value,), (value.dtype, "copy", i), value.meta.replace(stride=None))
-        elif i < visible and uses[ir_root] == 1:
-            value = _in_eager_layout(value, fake_env.get(fx_returned[i]), i)
+        elif ir_root in relayable and env.get(fx_root) is ir_root:
+            if ir_root not in laid:
+                laid[ir_root] = _in_eager_layout(ir_root, fake_env.get(fx_root), i)
+            value = _rebased(value, ir_root, laid[ir_root])
         out.append(value)
     return out
 
