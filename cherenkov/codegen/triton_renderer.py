@@ -83,6 +83,34 @@ class _Renderer:
         self.names = {b.name: f"in_{i}" for i, b in enumerate(kernel.inputs)}
         self.names.update({b.name: f"out_{i}" for i, b in enumerate(kernel.outputs)})
         self.stmt_of = {getattr(s, "out", None): s for s in kernel.body}
+        self.load_fill, self.prefilled = self._prefills()
+
+    def _prefills(self) -> tuple[dict, set]:
+        """Loads whose masked-off lanes may as well hold a reduction's identity: {load: fill}
+        (its `other=`), and the reductions that then read them with no select of their own.
+        A sum, max or min whose input is a float load, through float casts only (which keep 0
+        and -inf), at the reduction's own mask. What masked-off lanes hold is never read
+        otherwise (stores and every other reduction mask them), and the select costs: the
+        looped logsumexp of a cross-entropy ran 3% faster without it on the H200
+        (bench/results/2026-11-30_ce_variants_h200_28ed26c.txt)."""
+        fills, direct = {}, set()
+        for s in self.k.body:
+            if not isinstance(s, Reduce) or s.op not in (Op.SUM, Op.MAX, Op.MIN):
+                continue
+            v = s.src
+            while isinstance(self.stmt_of.get(v), Cast) and self.k.dtypes[v].is_floating_point \
+                    and self.k.dtypes[self.stmt_of[v].src].is_floating_point:
+                v = self.stmt_of[v].src
+            load = self.stmt_of.get(v)
+            if isinstance(load, Load) and load.mask is None and self.k.levels.get(v) == "xr" \
+                    and self.k.dtypes[v].is_floating_point \
+                    and fills.setdefault(v, IDENTITY[s.op]) == IDENTITY[s.op]:
+                direct.add(s.out)
+        return fills, direct
+
+    def masked(self, s: Reduce, v: str, fill: str) -> str:
+        """Reduction `s`'s input with masked-off lanes at `fill` (its identity)."""
+        return v if s.out in self.prefilled else f"tl.where(xmask & rmask, {v}, {fill})"
 
     # ---- shapes of levels -----------------------------------------------------------------
     def mask_of(self, level: str) -> str | None:
@@ -114,7 +142,8 @@ class _Renderer:
                 # pointer a block of the value's shape, so masks and results line up
                 index = f"({index}) + tl.zeros({self.full_shape(level)}, tl.int32)"
             ptr = f"{self.names[s.buffer]} + ({index})"
-            text = f"tl.load({ptr}, {mask}, other=0)" if mask else f"tl.load({ptr})"
+            other = self.load_fill.get(out, "0")
+            text = f"tl.load({ptr}, {mask}, other={other})" if mask else f"tl.load({ptr})"
             dtype = k.dtypes[out]
             if register_type(dtype) != storage_type(dtype):
                 text += f".to({register_type(dtype)})"
@@ -195,7 +224,7 @@ class _Renderer:
         if s.op in (Op.ANY, Op.ALL):
             v = f"({v} != 0).to(tl.int32)"
         ident = IDENTITY[s.op]
-        masked = f"tl.where({m}, {v}, {ident})"
+        masked = self.masked(s, v, ident) if v == s.src else f"tl.where({m}, {v}, {ident})"
         text = f"{REDUCE_FN[s.op]}({masked}, 1)[:, None]"
         if s.op in (Op.ANY, Op.ALL):
             text = f"({text} != 0)"
@@ -207,7 +236,11 @@ class _Renderer:
         wide = max([k.X * k.R] + [b.numel for b in k.inputs + k.outputs]) > INT32_LIMIT
         params = [self.names[b.name] for b in k.inputs + k.outputs]
         head = [f"@triton.jit", f"def {k.name}({', '.join(params + ['XBLOCK: tl.constexpr'] + ([] if self.pointwise else ['RBLOCK: tl.constexpr']))}):"]
-        pid = "tl.program_id(0).to(tl.int64)" if wide else "tl.program_id(0)"
+        # looped reductions index rows in 64 bits too: their per-row address math is
+        # amortized over a long row, and the H200 ran the cross-entropy's logsumexp 2-4%
+        # faster so (bench/results/2026-11-30_ce_variants_h200_28ed26c.txt)
+        looped = not (self.pointwise or k.row_loop or cfg.persistent or cfg.transposed)
+        pid = "tl.program_id(0).to(tl.int64)" if wide or looped else "tl.program_id(0)"
         if self.pointwise:
             self.lines += [f"    xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)",
                            f"    xmask = xindex < {k.X}"]
@@ -393,12 +426,12 @@ class _Renderer:
 
     def update_acc(self, s: Reduce) -> None:
         m, v, a = "xmask & rmask", s.src, f"{s.out}_acc"
-        ind = "        "
+        ind, float_inf = "        ", "float('-inf')"
         if s.out in getattr(self, "paired_max", {}):
             total = f"{self.paired_max[s.out]}_acc"
             # a row still all -inf rescales by exp(-inf - 0) = 0, never by exp(-inf + inf)
             self.lines += [
-                f"{ind}{s.out}_v = tl.where({m}, {v}, float('-inf'))",
+                f"{ind}{s.out}_v = {self.masked(s, v, float_inf)}",
                 f"{ind}{s.out}_new = tl.maximum({a}, tl.max({s.out}_v, 1)[:, None])",
                 f"{ind}{s.out}_ref = tl.where({s.out}_new == float('-inf'), 0.0, {s.out}_new)",
                 f"{ind}{total} = {total} * tl.exp({a} - {s.out}_ref) + "
@@ -414,7 +447,8 @@ class _Renderer:
             return
         if s.op in (Op.ANY, Op.ALL):
             v = f"({v} != 0).to(tl.int32)"
-        masked = f"tl.where({m}, {v}, {IDENTITY[s.op]})"
+        masked = self.masked(s, v, IDENTITY[s.op]) if v == s.src else \
+            f"tl.where({m}, {v}, {IDENTITY[s.op]})"
         self.lines.append(f"{ind}{a} = " + COMBINE[s.op].format(a=a, v=masked))
 
     def finish_acc(self, s: Reduce) -> None:

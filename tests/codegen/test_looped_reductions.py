@@ -58,3 +58,33 @@ def test_online_softmax_rows_starting_with_minus_inf_blocks_and_all_minus_inf(sm
     fn = lambda x: (torch.log_softmax(x, -1), torch.logsumexp(x, -1))  # noqa: E731
     for got, want in zip(cherenkov.compile(fn, strict=True)(x), fn(x)):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5, equal_nan=True)
+
+
+def test_reductions_of_loads_read_lanes_the_load_filled(small_tiles):
+    """A sum, max or min straight of a load (through float casts) reads masked-off lanes as
+    the load filled them (other=identity) instead of selecting them: values as eager's on
+    rows whose tail is masked, also when one load feeds reductions of different identities
+    (the second keeps its select)."""
+    x = (torch.randn(6, 301) * 3).bfloat16()
+    x[2, :] = -1e4                                  # every lane negative: max must not see 0
+    fns = [lambda x: (x.float().amax(-1), x.float().amin(-1), x.float().sum(-1)),
+           lambda x: torch.logsumexp(x.float(), -1),
+           lambda x: (x.amax(-1), (-x).float().amin(-1))]
+    for fn in fns:
+        for got, want in zip(cherenkov.compile(fn, strict=True)(x), fn(x)):
+            torch.testing.assert_close(got, want, rtol=2e-2, atol=1e-2)
+
+
+def test_prefilled_load_renders_its_fill_and_no_select():
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from cherenkov.codegen.triton_renderer import render_triton
+    from cherenkov.lowering.from_fx import lower_fx
+    from cherenkov.passes.fusion import fuse
+    x = torch.randn(4, 300).bfloat16()
+    gm = make_fx(lambda x: x.float().amax(-1))(x)
+    graph, _ = lower_fx(gm, [x], strict=True, name="g")
+    (group,) = fuse(graph).groups
+    src = render_triton(group.kernel, BlockConfig(XBLOCK=1, RBLOCK=128, persistent=False)).source
+    assert "other=float('-inf')" in src and "tl.where" not in src
+    assert "tl.program_id(0).to(tl.int64)" in src        # looped rows index in 64 bits
