@@ -12,7 +12,9 @@ Everything on a GPU is derived from the hardware model (`cherenkov.hw`):
   longer rows loop over r in RBLOCK chunks of 4 warps x 32 elements per thread (a loop
   keeps only its running values across chunks; on the H200 a cross-entropy row sweep,
   `bench/variants_gpu.py`, read 16384 x 50304 bf16 logits at 93% of copy bandwidth this way
-  and at 81% with 8 warps x 16);
+  and at 81% with 8 warps x 16); chunks twice that long when the row pads no further to
+  them (16384 x 128256 logits: 96.7% vs 91.4%; 50304, which would pad 8% more: 88.0% vs
+  90.0%, bench/results/2026-11-30_ce_variants_h200_5b1177a.txt);
 - enough programs: short rows pack several per program, but never so many that fewer than
   PROGRAMS_PER_SM programs per SM remain.
 
@@ -21,9 +23,11 @@ Under the Triton interpreter (CPU) tiles are big instead, so few program instanc
 
     >>> h200 = hw.device("h200")
     >>> gpu_blocks(32768, 4096, 2, h200)       # add + LayerNorm rows, bf16
-    BlockConfig(XBLOCK=1, RBLOCK=4096, persistent=True, num_warps=8)
-    >>> gpu_blocks(16384, 128256, 2, h200)     # cross-entropy over a 128256 vocab
-    BlockConfig(XBLOCK=1, RBLOCK=4096, persistent=False, num_warps=4)
+    BlockConfig(XBLOCK=1, RBLOCK=4096, persistent=True, num_warps=8, transposed=False, stages=0)
+    >>> gpu_blocks(16384, 50304, 2, h200)      # cross-entropy over a 50304 vocab
+    BlockConfig(XBLOCK=1, RBLOCK=4096, persistent=False, num_warps=4, transposed=False, stages=0)
+    >>> gpu_blocks(16384, 128256, 2, h200)     # 128256 = 15.7 x 8192: no more padding
+    BlockConfig(XBLOCK=1, RBLOCK=8192, persistent=False, num_warps=4, transposed=False, stages=0)
 """
 from __future__ import annotations
 
@@ -100,8 +104,10 @@ def gpu_blocks(X: int, R: int, elem_bytes: int, spec: hw.DeviceSpec) -> BlockCon
         return BlockConfig(XBLOCK=xblock, num_warps=warps)
     rblock = next_pow2(R)
     if rblock > persistent_capacity(spec):
-        return BlockConfig(XBLOCK=1, RBLOCK=LOOPED_WARPS * warp * LOOPED_ELEMENTS_PER_THREAD,
-                           persistent=False, num_warps=LOOPED_WARPS)
+        chunk = LOOPED_WARPS * warp * LOOPED_ELEMENTS_PER_THREAD
+        if -(-R // (2 * chunk)) * 2 <= -(-R // chunk):    # twice as long, no more padding
+            chunk *= 2
+        return BlockConfig(XBLOCK=1, RBLOCK=chunk, persistent=False, num_warps=LOOPED_WARPS)
     row_threads = max(1, rblock // per_thread)
     if row_threads >= POINTWISE_WARPS * warp:          # a long row: one row per program
         return BlockConfig(XBLOCK=1, RBLOCK=rblock, persistent=True,

@@ -101,3 +101,8 @@ def test_row_loop_kernels_pipeline_their_rows_when_they_fit():
     assert stages(8192, torch.bfloat16, 3) == 2             # 48 KB a row: 3 x 48 > 114 KB
     assert stages(8192, torch.bfloat16, 2) == 3             # 3 x 32 KB
     assert choose_blocks(Kernel("k", 64, 64, row_loop=32), True).stages == 0   # interpreter
+
+
+def test_looped_chunks_double_only_when_the_row_pads_no_further():
+    assert gpu_blocks(16384, 128256, 2, H200).RBLOCK == 8192      # 16 x 8192 = 32 x 4096
+    assert gpu_blocks(16384, 50304, 2, H200).RBLOCK == 4096       # 7 x 8192 > 13 x 4096
