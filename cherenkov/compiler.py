@@ -89,8 +89,7 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
     cpp = device.type == "cpu" and config.cpu_backend == "cpp" and not config.interpret
     row_loops = config.row_loops and spec.kind == "gpu" and not cpp    # Triton kernels only
     if spec.kind == "gpu" and config.fusion:
-        from cherenkov.codegen.blocks import persistent_capacity
-        graph = split_reductions(graph, spec.sm_count, row_loops, persistent_capacity(spec))
+        graph = split_reductions(graph, spec.sm_count, row_loops)
     fusion = fuse(graph, enable=config.fusion, device=spec, row_loops=row_loops)
     info = CompileInfo(name, externs=list(report.externs), seconds=seconds)
     lap("passes")

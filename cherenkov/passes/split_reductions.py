@@ -7,7 +7,10 @@ partial reductions, laid out (S, X) so that neighbouring programs read neighbour
 then a small reduction over S. A pure rewrite of the graph IR: the views fold into indexing.
 
 Only sum/max/min/any/all split (argmax and prod do not), only on GPUs, and only when the
-device has many more processors than there are outputs.
+device has many more processors than there are outputs. Even small row-wise reductions split:
+a cross-entropy's mean over 16384 token losses left whole (one program, 1024 threads) cost
+~55 us on the H200 -- its target gathers are latency-bound in one SM -- against ~9 us for the
+two split kernels (bench/results/2026-11-30_memory_h200_4968a55.md, tried and reverted).
 """
 from __future__ import annotations
 
@@ -28,16 +31,10 @@ COLUMN_PROGRAMS_PER_SM = 8
 ROW_PROGRAMS_PER_SM = 4
 
 
-def choose_split(X: int, R: int, sm_count: int, column: bool = True,
-                 whole_row: int = 0) -> int:
+def choose_split(X: int, R: int, sm_count: int, column: bool = True) -> int:
     """How many chunks to cut R into (1 = leave it), so that the S*X partial reductions give
     every processor several programs: a column-wise program covers a few dozen neighbouring
-    outputs, a row-wise one about one. A row-wise reduction of at most `whole_row` elements
-    (what one program holds in registers) stays whole: its one program reads a few hundred KB
-    at most, sooner than a second launch (a cross-entropy's mean over 16384 tokens took 6 us
-    + 3 us as two kernels on the H200)."""
-    if not column and R <= whole_row:
-        return 1
+    outputs, a row-wise one about one."""
     if column:
         want = COLUMN_PROGRAMS_PER_SM * sm_count * OUTPUTS_PER_PROGRAM
         min_chunk = MIN_COLUMN_CHUNK
@@ -51,8 +48,7 @@ def choose_split(X: int, R: int, sm_count: int, column: bool = True,
     return S
 
 
-def split_reductions(graph: Graph, sm_count: int, row_loops: bool = False,
-                     whole_row: int = 0) -> Graph:
+def split_reductions(graph: Graph, sm_count: int, row_loops: bool = False) -> Graph:
     """`row_loops`: a column reduction over the elements some row reduction of the graph
     also reduces (a (rows, cols) tensor summed along its rows elsewhere: a norm backward)
     splits finer, into chunks of ROW_LOOP_CHUNK rows, so the row kernel can take its
@@ -65,7 +61,7 @@ def split_reductions(graph: Graph, sm_count: int, row_loops: bool = False,
         inputs = tuple(replaced.get(i, i) for i in node.inputs)
         new = node.replace(inputs=inputs) if inputs != node.inputs else node
         if node.op in SPLITTABLE:
-            new = _split(new, sm_count, rows, whole_row) or new
+            new = _split(new, sm_count, rows) or new
         if new is not node:
             replaced[node] = new
     outputs = [None if o is None else replaced.get(o, o) for o in graph.outputs]
@@ -94,14 +90,14 @@ def _row_domains(graph: Graph) -> set[tuple[int, int]]:
             if n.op in SPLITTABLE and not _column_wise(n.inputs[0])}
 
 
-def _split(node: Node, sm_count: int, rows: set = frozenset(), whole_row: int = 0) -> Node | None:
+def _split(node: Node, sm_count: int, rows: set = frozenset()) -> Node | None:
     """`rows`: (rows, cols) domains of the graph's row reductions (see split_reductions)."""
     src = node.inputs[0]
     n_red = node.args[0]
     kept, red = src.shape[: len(src.shape) - n_red], src.shape[len(src.shape) - n_red:]
     X, R = numel(kept), numel(red)
     column = _column_wise(src)
-    S = choose_split(X, R, sm_count, column, whole_row)
+    S = choose_split(X, R, sm_count, column)
     if column and S > 1 and (R, X) in rows:
         while R % (2 * S) == 0 and R // (2 * S) >= ROW_LOOP_CHUNK:
             S *= 2

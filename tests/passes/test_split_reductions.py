@@ -17,14 +17,6 @@ def test_split_factor_fills_the_device_and_keeps_chunks_long():
     assert 16384 % choose_split(96, 16384, 132) == 0
 
 
-def test_row_reductions_one_program_holds_stay_whole():
-    """A mean over 16384 token losses fits one program's registers: one kernel, not two."""
-    assert choose_split(1, 16384, 132, column=False) > 1
-    assert choose_split(1, 16384, 132, column=False, whole_row=16384) == 1
-    assert choose_split(1, 1 << 20, 132, column=False, whole_row=16384) > 1
-    assert choose_split(96, 16384, 132, whole_row=16384) > 1      # column sums still split
-
-
 def test_column_sums_split_and_match_eager():
     x = torch.randn(1024, 24)
     start = len(COMPILED)
