@@ -26,13 +26,15 @@ def ce(logits, targets):
 
 
 def variants(src: str) -> dict:
-    """As generated, and with its loop software-pipelined (tl.range num_stages)."""
+    """As generated; its streaming load marked evict_first (logits read once should not
+    displace what L2 holds); its loop unrolled twice; both."""
     loop = re.search(r"for roffset in range\((.*)\):", src)
-    out = {"generated": src}
-    for n in (2, 3, 4):
-        out[f"stages{n}"] = src.replace(loop.group(0),
-                                        f"for roffset in tl.range({loop.group(1)}, num_stages={n}):")
-    return out
+    evict = re.sub(r"(tl\.load\(in_0 \+ .*?other=(?:float\('-inf'\)|0))\)", r"\1, eviction_policy='evict_first')",
+                   src, count=1)
+    unroll = lambda t: t.replace(loop.group(0), f"for roffset in tl.range({loop.group(1)}, "  # noqa
+                                 "loop_unroll_factor=2):")
+    return {"generated": src, "evict_first": evict, "unroll2": unroll(src),
+            "evict+unroll2": unroll(evict)}
 
 
 def main(out_dir):
@@ -53,8 +55,9 @@ def main(out_dir):
         nbytes = x.numel() * 2
         for vname, vsrc in variants(src).items():
             fn = getattr(load_module(vsrc, False), name)
-            for rb, xb in ((2048, 1), (4096, 1), (4096, 2), (8192, 1)):
-                for fp in (4, 8):
+            for rb, xb, fp in ((4096, 1, 4), (4096, 1, 2), (2048, 1, 2), (8192, 1, 4),
+                               (8192, 1, 8)):
+                if True:
                     m = torch.empty(T, device="cuda")
                     s = torch.empty(T, device="cuda")
                     run = lambda: fn[(T // xb,)](x, m, s, XBLOCK=xb, RBLOCK=rb,  # noqa
