@@ -9,12 +9,13 @@ Everything on a GPU is derived from the hardware model (`cherenkov.hw`):
   at once (input, centred value, output), so a thread keeps at most 16 row elements;
 - a persistent reduction (whole row in registers, one pass over memory) is chosen when the
   row fits in one program at that budget: max warps (1024 threads) x 16 = 16384 elements;
-  longer rows loop over r in RBLOCK chunks of 4 warps x 32 elements per thread (a loop
-  keeps only its running values across chunks; on the H200 a cross-entropy row sweep,
-  `bench/variants_gpu.py`, read 16384 x 50304 bf16 logits at 93% of copy bandwidth this way
-  and at 81% with 8 warps x 16); chunks twice that long when the row pads no further to
-  them (16384 x 128256 logits: 96.7% vs 91.4%; 50304, which would pad 8% more: 88.0% vs
-  90.0%, bench/results/2026-11-30_ce_variants_h200_5b1177a.txt);
+  longer rows loop over r in RBLOCK chunks of 2 warps x 32 elements per thread, the loop
+  unrolled twice (a loop keeps only its running values across chunks, so small programs
+  leave room for many rows in flight per SM; the H200 read 16384 x 50304 bf16 logits for a
+  cross-entropy's logsumexp at 96.7% of copy bandwidth this way, 92.1% with 4 warps,
+  `bench/results/2026-11-30_ce_variants_h200_4d8a1e1.txt`); chunks twice that long when
+  the row pads no further to them (16384 x 128256 logits with 4 warps: 96.7% vs 91.4%,
+  `..._5b1177a.txt`);
 - enough programs: short rows pack several per program, but never so many that fewer than
   PROGRAMS_PER_SM programs per SM remain.
 
@@ -23,11 +24,11 @@ Under the Triton interpreter (CPU) tiles are big instead, so few program instanc
 
     >>> h200 = hw.device("h200")
     >>> gpu_blocks(32768, 4096, 2, h200)       # add + LayerNorm rows, bf16
-    BlockConfig(XBLOCK=1, RBLOCK=4096, persistent=True, num_warps=8, transposed=False, stages=0)
+    BlockConfig(XBLOCK=1, RBLOCK=4096, persistent=True, num_warps=8, transposed=False, stages=0, unroll=0)
     >>> gpu_blocks(16384, 50304, 2, h200)      # cross-entropy over a 50304 vocab
-    BlockConfig(XBLOCK=1, RBLOCK=4096, persistent=False, num_warps=4, transposed=False, stages=0)
-    >>> gpu_blocks(16384, 128256, 2, h200)     # 128256 = 15.7 x 8192: no more padding
-    BlockConfig(XBLOCK=1, RBLOCK=8192, persistent=False, num_warps=4, transposed=False, stages=0)
+    BlockConfig(XBLOCK=1, RBLOCK=2048, persistent=False, num_warps=2, transposed=False, stages=0, unroll=2)
+    >>> gpu_blocks(16384, 65536, 2, h200)      # 65536 = 16 x 4096: no more padding
+    BlockConfig(XBLOCK=1, RBLOCK=4096, persistent=False, num_warps=2, transposed=False, stages=0, unroll=2)
 """
 from __future__ import annotations
 
@@ -40,8 +41,9 @@ VECTORS_PER_THREAD = 2     # 16-byte vectors each thread handles per tile
 LIVE_ROW_VALUES = 3        # fp32 copies of a row element alive at once in a persistent row
 MAX_BLOCK_THREADS = 1024   # CUDA / HIP limit on threads per program
 POINTWISE_WARPS = 4
-LOOPED_WARPS = 4
+LOOPED_WARPS = 2
 LOOPED_ELEMENTS_PER_THREAD = 32
+LOOPED_UNROLL = 2          # loop iterations unrolled together (loads of two chunks in flight)
 PROGRAMS_PER_SM = 2        # keep at least this many programs per SM when packing rows
 ROW_LOOP_STAGES = 3        # rows in flight per row-loop program (see row_loop_blocks)
 
@@ -107,7 +109,8 @@ def gpu_blocks(X: int, R: int, elem_bytes: int, spec: hw.DeviceSpec) -> BlockCon
         chunk = LOOPED_WARPS * warp * LOOPED_ELEMENTS_PER_THREAD
         if -(-R // (2 * chunk)) * 2 <= -(-R // chunk):    # twice as long, no more padding
             chunk *= 2
-        return BlockConfig(XBLOCK=1, RBLOCK=chunk, persistent=False, num_warps=LOOPED_WARPS)
+        return BlockConfig(XBLOCK=1, RBLOCK=chunk, persistent=False, num_warps=LOOPED_WARPS,
+                           unroll=LOOPED_UNROLL)
     row_threads = max(1, rblock // per_thread)
     if row_threads >= POINTWISE_WARPS * warp:          # a long row: one row per program
         return BlockConfig(XBLOCK=1, RBLOCK=rblock, persistent=True,

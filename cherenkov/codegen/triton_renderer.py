@@ -31,6 +31,7 @@ class BlockConfig:
     stages: int = 0             # > 0: loops are tl.range(..., num_stages=stages), which
                                 # software-pipelines every load in them (a plain range
                                 # pipelines only loads feeding a dot)
+    unroll: int = 0             # > 1: loops over r unrolled so many times (loop_unroll_factor)
 
 
 @dataclass
@@ -305,8 +306,9 @@ class _Renderer:
             self.stmt(s, "    ")
 
     def loop_range(self, bounds: str) -> str:
-        stages = self.cfg.stages
-        return f"tl.range({bounds}, num_stages={stages})" if stages else f"range({bounds})"
+        opts = ([f"num_stages={self.cfg.stages}"] if self.cfg.stages else []) + \
+            ([f"loop_unroll_factor={self.cfg.unroll}"] if self.cfg.unroll > 1 else [])
+        return f"tl.range({bounds}, {', '.join(opts)})" if opts else f"range({bounds})"
 
     def online_pairs(self) -> dict[str, Reduce]:
         """sum(exp(a - max(a))) reductions -> their max: computed together in one pass over r

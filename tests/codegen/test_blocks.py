@@ -104,5 +104,5 @@ def test_row_loop_kernels_pipeline_their_rows_when_they_fit():
 
 
 def test_looped_chunks_double_only_when_the_row_pads_no_further():
-    assert gpu_blocks(16384, 128256, 2, H200).RBLOCK == 8192      # 16 x 8192 = 32 x 4096
-    assert gpu_blocks(16384, 50304, 2, H200).RBLOCK == 4096       # 7 x 8192 > 13 x 4096
+    assert gpu_blocks(16384, 65536, 2, H200).RBLOCK == 4096       # 16 x 4096 = 32 x 2048
+    assert gpu_blocks(16384, 50304, 2, H200).RBLOCK == 2048       # 13 x 4096 > 25 x 2048
