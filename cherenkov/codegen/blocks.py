@@ -13,9 +13,11 @@ Everything on a GPU is derived from the hardware model (`cherenkov.hw`):
   unrolled twice (a loop keeps only its running values across chunks, so small programs
   leave room for many rows in flight per SM; the H200 read 16384 x 50304 bf16 logits for a
   cross-entropy's logsumexp at 96.7% of copy bandwidth this way, 92.1% with 4 warps,
-  `bench/results/2026-11-30_ce_variants_h200_4d8a1e1.txt`); chunks twice that long when
-  the row pads no further to them (16384 x 128256 logits with 4 warps: 96.7% vs 91.4%,
-  `..._5b1177a.txt`);
+  `bench/results/2026-11-30_ce_variants_h200_4d8a1e1.txt`); a looped kernel that also
+  writes its rows keeps 4 warps and no unrolling (the cross-entropy backward was ~40 us
+  slower at V=50304 with 2: forward+backward 91% of copy at b6cf6d7, 89% at ffc298e while
+  the forward gained 20 us); chunks twice as long when the row pads no further to them
+  (16384 x 128256 logits with 4 warps: 96.7% vs 91.4%, `..._5b1177a.txt`);
 - enough programs: short rows pack several per program, but never so many that fewer than
   PROGRAMS_PER_SM programs per SM remain.
 
@@ -44,6 +46,7 @@ POINTWISE_WARPS = 4
 LOOPED_WARPS = 2
 LOOPED_ELEMENTS_PER_THREAD = 32
 LOOPED_UNROLL = 2          # loop iterations unrolled together (loads of two chunks in flight)
+WRITING_LOOPED_WARPS = 4   # a looped kernel that also writes its rows (a cross-entropy backward)
 PROGRAMS_PER_SM = 2        # keep at least this many programs per SM when packing rows
 ROW_LOOP_STAGES = 3        # rows in flight per row-loop program (see row_loop_blocks)
 
@@ -91,8 +94,10 @@ def row_warps(rblock: int, elem_bytes: int, spec: hw.DeviceSpec) -> int:
     return max(1, min(max_warps(spec), rblock // (spec.warp_size * per_thread)))
 
 
-def gpu_blocks(X: int, R: int, elem_bytes: int, spec: hw.DeviceSpec) -> BlockConfig:
-    """Block configuration for an (X, R) domain on the GPU `spec` describes."""
+def gpu_blocks(X: int, R: int, elem_bytes: int, spec: hw.DeviceSpec,
+               writes_rows: bool = False) -> BlockConfig:
+    """Block configuration for an (X, R) domain on the GPU `spec` describes; `writes_rows`:
+    the kernel stores values per element, not only per row."""
     warp = spec.warp_size
     vec = max(1, VECTOR_BYTES // elem_bytes)
     per_thread = elements_per_thread(elem_bytes, spec)
@@ -106,11 +111,12 @@ def gpu_blocks(X: int, R: int, elem_bytes: int, spec: hw.DeviceSpec) -> BlockCon
         return BlockConfig(XBLOCK=xblock, num_warps=warps)
     rblock = next_pow2(R)
     if rblock > persistent_capacity(spec):
-        chunk = LOOPED_WARPS * warp * LOOPED_ELEMENTS_PER_THREAD
+        warps, unroll = (WRITING_LOOPED_WARPS, 0) if writes_rows else (LOOPED_WARPS, LOOPED_UNROLL)
+        chunk = warps * warp * LOOPED_ELEMENTS_PER_THREAD
         if -(-R // (2 * chunk)) * 2 <= -(-R // chunk):    # twice as long, no more padding
             chunk *= 2
-        return BlockConfig(XBLOCK=1, RBLOCK=chunk, persistent=False, num_warps=LOOPED_WARPS,
-                           unroll=LOOPED_UNROLL)
+        return BlockConfig(XBLOCK=1, RBLOCK=chunk, persistent=False, num_warps=warps,
+                           unroll=unroll)
     row_threads = max(1, rblock // per_thread)
     if row_threads >= POINTWISE_WARPS * warp:          # a long row: one row per program
         return BlockConfig(XBLOCK=1, RBLOCK=rblock, persistent=True,
@@ -176,7 +182,8 @@ def choose_blocks(kernel: Kernel, interpret: bool,
         return column_blocks(kernel.X, kernel.R, element_bytes(kernel), spec)
     if kernel.halves:
         return halves_blocks(kernel.X, element_bytes(kernel), spec)
-    return gpu_blocks(kernel.X, kernel.R, element_bytes(kernel), spec)
+    writes_rows = any(b.numel >= kernel.X * kernel.R for b in kernel.outputs)
+    return gpu_blocks(kernel.X, kernel.R, element_bytes(kernel), spec, writes_rows)
 
 
 def halves_blocks(X: int, elem_bytes: int, spec: hw.DeviceSpec) -> BlockConfig:

@@ -106,3 +106,10 @@ def test_row_loop_kernels_pipeline_their_rows_when_they_fit():
 def test_looped_chunks_double_only_when_the_row_pads_no_further():
     assert gpu_blocks(16384, 65536, 2, H200).RBLOCK == 4096       # 16 x 4096 = 32 x 2048
     assert gpu_blocks(16384, 50304, 2, H200).RBLOCK == 2048       # 13 x 4096 > 25 x 2048
+
+
+def test_looped_kernels_that_write_rows_keep_four_warps():
+    reads = gpu_blocks(16384, 50304, 2, H200)
+    writes = gpu_blocks(16384, 50304, 2, H200, writes_rows=True)
+    assert (reads.num_warps, reads.unroll, reads.RBLOCK) == (2, 2, 2048)
+    assert (writes.num_warps, writes.unroll, writes.RBLOCK) == (4, 0, 4096)
