@@ -30,7 +30,7 @@ UNARY = {
 BINARY = {
     Op.ADD: "({0} + {1})", Op.SUB: "({0} - {1})", Op.MUL: "({0} * {1})",
     Op.DIV: "tl.div_rn({0}, {1})", Op.POW: LIB + ".pow({0}, {1})",
-    Op.MAXIMUM: "tl.maximum({0}, {1})", Op.MINIMUM: "tl.minimum({0}, {1})",
+    Op.MAXIMUM: "_maximum({0}, {1})", Op.MINIMUM: "_minimum({0}, {1})",     # NaN propagates
     Op.ATAN2: LIB + ".atan2({0}, {1})", Op.HYPOT: LIB + ".hypot({0}, {1})",
     Op.COPYSIGN: LIB + ".copysign({0}, {1})", Op.NEXTAFTER: LIB + ".nextafter({0}, {1})",
     Op.EQ: "({0} == {1})", Op.NE: "({0} != {1})", Op.LT: "({0} < {1})", Op.LE: "({0} <= {1})",

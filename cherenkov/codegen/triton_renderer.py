@@ -43,7 +43,9 @@ class RenderedKernel:
     num_warps: int
 
 
-REDUCE_FN = {Op.SUM: "tl.sum", Op.MAX: "tl.max", Op.MIN: "tl.min", Op.ANY: "tl.max",
+# max and min propagate NaN as PyTorch's do (tl.max / tl.maximum drop it: a NaN activation
+# through relu or clamp came back a number); PRELUDE defines the NaN-propagating forms
+REDUCE_FN = {Op.SUM: "tl.sum", Op.MAX: "_max", Op.MIN: "_min", Op.ANY: "tl.max",
              Op.ALL: "tl.min", Op.PROD: "_prod"}
 
 
@@ -57,8 +59,8 @@ def arg_extreme_fill(op: Op, dtype: torch.dtype) -> str:
 IDENTITY = {Op.SUM: "0", Op.PROD: "1", Op.MAX: "float('-inf')", Op.MIN: "float('inf')",
             Op.ANY: "0", Op.ALL: "1"}
 # a running value `a` and the next values `v` of a reduction, combined elementwise
-COMBINE = {Op.SUM: "{a} + {v}", Op.PROD: "{a} * {v}", Op.MAX: "tl.maximum({a}, {v})",
-           Op.MIN: "tl.minimum({a}, {v})", Op.ANY: "tl.maximum({a}, {v})",
+COMBINE = {Op.SUM: "{a} + {v}", Op.PROD: "{a} * {v}", Op.MAX: "_maximum({a}, {v})",
+           Op.MIN: "_minimum({a}, {v})", Op.ANY: "tl.maximum({a}, {v})",
            Op.ALL: "tl.minimum({a}, {v})"}
 
 
@@ -215,11 +217,14 @@ class _Renderer:
         m = "xmask & rmask"
         src_t = self.k.dtypes[s.src]
         if s.op in (Op.ARGMAX, Op.ARGMIN):
-            red = "tl.max" if s.op == Op.ARGMAX else "tl.min"
+            # a NaN is the extreme, as in PyTorch: the first NaN's index
+            red = "_max" if s.op == Op.ARGMAX else "_min"
             fill = arg_extreme_fill(s.op, src_t)
-            self.lines.append(f"{indent}{s.out}_v = tl.where({m}, {v}, {fill})")
-            self.lines.append(f"{indent}{s.out}_m = {red}({s.out}_v, 1)[:, None]")
-            self.lines.append(f"{indent}{s.out} = tl.min(tl.where({s.out}_v == {s.out}_m, "
+            vv, mm = f"{s.out}_v", f"{s.out}_m"
+            self.lines.append(f"{indent}{vv} = tl.where({m}, {v}, {fill})")
+            self.lines.append(f"{indent}{mm} = {red}({vv}, 1)[:, None]")
+            self.lines.append(f"{indent}{s.out} = tl.min(tl.where(({vv} == {mm}) | "
+                              f"(({vv} != {vv}) & ({mm} != {mm})), "
                               f"rindex + tl.zeros([XBLOCK, RBLOCK], tl.int64), {self.k.R}), 1)[:, None]")
             return
         if s.op in (Op.ANY, Op.ALL):
@@ -434,7 +439,7 @@ class _Renderer:
             # a row still all -inf rescales by exp(-inf - 0) = 0, never by exp(-inf + inf)
             self.lines += [
                 f"{ind}{s.out}_v = {self.masked(s, v, float_inf)}",
-                f"{ind}{s.out}_new = tl.maximum({a}, tl.max({s.out}_v, 1)[:, None])",
+                f"{ind}{s.out}_new = _maximum({a}, _max({s.out}_v, 1)[:, None])",
                 f"{ind}{s.out}_ref = tl.where({s.out}_new == float('-inf'), 0.0, {s.out}_new)",
                 f"{ind}{total} = {total} * tl.exp({a} - {s.out}_ref) + "
                 f"tl.sum(tl.exp({s.out}_v - {s.out}_ref), 1)[:, None]",
@@ -442,7 +447,8 @@ class _Renderer:
             return
         if s.op in (Op.ARGMAX, Op.ARGMIN):
             cmp = ">" if s.op == Op.ARGMAX else "<"
-            self.lines.append(f"{ind}{s.out}_take = ({m}) & ({v} {cmp} {a})")
+            self.lines.append(f"{ind}{s.out}_take = ({m}) & (({v} {cmp} {a}) | "
+                              f"(({v} != {v}) & ({a} == {a})))")       # the first NaN wins
             self.lines.append(f"{ind}{a} = tl.where({s.out}_take, {v}, {a})")
             self.lines.append(f"{ind}{s.out}_idx = tl.where({s.out}_take, rindex + "
                               f"tl.zeros([XBLOCK, RBLOCK], tl.int64), {s.out}_idx)")
@@ -460,9 +466,10 @@ class _Renderer:
             self.lines += [f"    {s.out} = {a}", f"    {total} = {total}_acc"]
             return
         if s.op in (Op.ARGMAX, Op.ARGMIN):
-            red = "tl.max" if s.op == Op.ARGMAX else "tl.min"
-            self.lines.append(f"    {s.out}_m = {red}({a}, 1)[:, None]")
-            self.lines.append(f"    {s.out} = tl.min(tl.where({a} == {s.out}_m, {s.out}_idx, "
+            red, mm = ("_max" if s.op == Op.ARGMAX else "_min"), f"{s.out}_m"
+            self.lines.append(f"    {mm} = {red}({a}, 1)[:, None]")
+            self.lines.append(f"    {s.out} = tl.min(tl.where(({a} == {mm}) | "
+                              f"(({a} != {a}) & ({mm} != {mm})), {s.out}_idx, "
                               f"{self.k.R}), 1)[:, None]")
             return
         text = f"{REDUCE_FN[s.op]}({a}, 1)[:, None]"
@@ -508,6 +515,26 @@ def _mul(a, b):
 @triton.jit
 def _prod(x, axis):
     return tl.reduce(x, axis, _mul)
+
+
+@triton.jit
+def _maximum(a, b):
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def _minimum(a, b):
+    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def _max(x, axis):
+    return tl.reduce(x, axis, _maximum)
+
+
+@triton.jit
+def _min(x, axis):
+    return tl.reduce(x, axis, _minimum)
 '''
 
 
