@@ -9,20 +9,14 @@ import re
 import sys
 
 import torch
-import torch.nn.functional as F
-from triton.testing import do_bench
 
 import cherenkov
 from cherenkov.backend import COMPILED
-from cherenkov.bench.timing import copy_bandwidth
+from cherenkov.bench.timing import copy_bandwidth, cuda_median_s
 from cherenkov.runtime.loader import load_module
 
 sys.path.insert(0, os.path.dirname(__file__))
-from variants_gpu import lse_block  # noqa: E402
-
-
-def ce(logits, targets):
-    return F.cross_entropy(logits.float(), targets)
+from ce_gpu import ce, reference_lines, write_lines  # noqa: E402
 
 
 def variants(src: str) -> dict:
@@ -55,30 +49,21 @@ def main(out_dir):
         nbytes = x.numel() * 2
         for vname, vsrc in variants(src).items():
             fn = getattr(load_module(vsrc, False), name)
-            for rb, xb, fp in ((4096, 1, 4), (4096, 1, 2), (2048, 1, 2), (8192, 1, 4),
-                               (8192, 1, 8)):
-                if True:
-                    m = torch.empty(T, device="cuda")
-                    s = torch.empty(T, device="cuda")
-                    run = lambda: fn[(T // xb,)](x, m, s, XBLOCK=xb, RBLOCK=rb,  # noqa
-                                                 num_warps=fp)
-                    run()
-                    ok = ((m + s) - ref).abs().max().item() < 1e-2
-                    ms = do_bench(run, warmup=25, rep=100, return_mode="median")
-                    lines.append(f"V={V} {vname:14s} X{xb} R{rb} w{fp} ok={ok} "
-                                 f"{ms*1e3:7.1f} us {100*nbytes/(ms/1e3)/copy_bw:5.1f}%")
-                    print(lines[-1], flush=True)
-        out = torch.empty(T, device="cuda")
-        for rb in (4096, 8192):
-            ms = do_bench(lambda: lse_block[(T,)](x, out, V, rb, num_warps=4),
-                          warmup=25, rep=100, return_mode="median")
-            lines.append(f"V={V} lse_block      R{rb} {ms*1e3:7.1f} us "
-                         f"{100*nbytes/(ms/1e3)/copy_bw:5.1f}%")
+            for rb, xb, warps in ((4096, 1, 4), (4096, 1, 2), (2048, 1, 2), (8192, 1, 4),
+                                  (8192, 1, 8)):
+                m = torch.empty(T, device="cuda")
+                s = torch.empty(T, device="cuda")
+                run = lambda: fn[(T // xb,)](x, m, s, XBLOCK=xb, RBLOCK=rb,  # noqa: E731
+                                             num_warps=warps)
+                run()
+                ok = ((m + s) - ref).abs().max().item() < 1e-2
+                sec = cuda_median_s(run)
+                lines.append(f"V={V} {vname:14s} X{xb} R{rb} w{warps} ok={ok} "
+                             f"{sec*1e6:7.1f} us {100*nbytes/sec/copy_bw:5.1f}%")
+                print(lines[-1], flush=True)
+        lines += reference_lines(x, copy_bw)
         del x
-    text = "\n".join(lines)
-    print(text)
-    with open(os.path.join(out_dir, "ce_variants_gpu.txt"), "w") as f:
-        f.write(text + "\n")
+    write_lines(out_dir, "ce_variants_gpu.txt", lines)
 
 
 if __name__ == "__main__":

@@ -29,16 +29,23 @@ def test_op_without_lowering_runs_as_extern_with_reason():
     assert any("cumsum" in op and "no lowering" in reason for op, reason in externs)
 
 
+def _runs_in_eager_with_a_warning(reason: str):
+    """A small function compiled (not strict) under a planted failure: eager's result, with a
+    warning naming the reason. Returns the function and its input for further calls."""
+    fn = lambda x: x.tanh() + 1  # noqa: E731
+    x = torch.randn(5)
+    with pytest.warns(UserWarning, match=reason):
+        out = cherenkov.compile(fn)(x)
+    torch.testing.assert_close(out, fn(x))
+    torch._dynamo.reset()
+    return fn, x
+
+
 def test_failure_runs_in_eager_with_a_warning(monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError("planted failure")
     monkeypatch.setattr(backend, "compile_fx", boom)
-    fn = lambda x: x.tanh() + 1  # noqa: E731
-    x = torch.randn(5)
-    with pytest.warns(UserWarning, match="planted failure"):
-        out = cherenkov.compile(fn)(x)
-    torch.testing.assert_close(out, fn(x))
-    torch._dynamo.reset()
+    fn, x = _runs_in_eager_with_a_warning("planted failure")
     with pytest.raises(Exception, match="planted failure"):
         cherenkov.compile(fn, strict=True)(x)
 
@@ -52,12 +59,7 @@ def test_a_first_run_that_fails_runs_in_eager_unless_it_updates_inputs(monkeypat
     def boom(self, inputs):
         raise RuntimeError("planted run failure")
     monkeypatch.setattr(compiled_graph.CompiledGraph, "__call__", boom)
-    fn = lambda x: x.tanh() + 1  # noqa: E731
-    x = torch.randn(5)
-    with pytest.warns(UserWarning, match="planted run failure"):
-        out = cherenkov.compile(fn)(x)
-    torch.testing.assert_close(out, fn(x))
-    torch._dynamo.reset()
+    _runs_in_eager_with_a_warning("planted run failure")
 
     def update(x):
         x.mul_(2)

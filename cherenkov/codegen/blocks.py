@@ -14,9 +14,9 @@ Everything on a GPU is derived from the hardware model (`cherenkov.hw`):
   leave room for many rows in flight per SM; the H200 read 16384 x 50304 bf16 logits for a
   cross-entropy's logsumexp at 96.7% of copy bandwidth this way, 92.1% with 4 warps,
   `bench/results/2026-11-30_ce_variants_h200_4d8a1e1.txt`); a looped kernel that also
-  writes its rows keeps 4 warps and no unrolling (the cross-entropy backward was ~40 us
-  slower at V=50304 with 2: forward+backward 91% of copy at b6cf6d7, 89% at ffc298e while
-  the forward gained 20 us); chunks twice as long when the row pads no further to them
+  writes its rows keeps 4 warps and no unrolling (the cross-entropy backward at V=50304,
+  as forward+backward minus forward in the memory suite: 854 us with 4 warps at b6cf6d7,
+  892 us with 2 at ffc298e); chunks twice as long when the row pads no further to them
   (16384 x 128256 logits with 4 warps: 96.7% vs 91.4%, `..._5b1177a.txt`);
 - enough programs: short rows pack several per program, but never so many that fewer than
   PROGRAMS_PER_SM programs per SM remain.

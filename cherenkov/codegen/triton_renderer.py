@@ -64,6 +64,12 @@ COMBINE = {Op.SUM: "{a} + {v}", Op.PROD: "{a} * {v}", Op.MAX: "_maximum({a}, {v}
            Op.ALL: "tl.minimum({a}, {v})"}
 
 
+def _at_extreme(v: str, m: str) -> str:
+    """Lanes of `v` at its reduced extreme `m`, a NaN being the extreme (as in PyTorch's
+    argmax/argmin, which point at the first NaN)."""
+    return f"(({v} == {m}) | (({v} != {v}) & ({m} != {m})))"
+
+
 def _const_literal(value, dtype: torch.dtype) -> str:
     if dtype == torch.bool:
         return "1" if value else "0"
@@ -112,7 +118,8 @@ class _Renderer:
         return fills, direct
 
     def masked(self, s: Reduce, v: str, fill: str) -> str:
-        """Reduction `s`'s input with masked-off lanes at `fill` (its identity)."""
+        """Reduction `s`'s input `v` with masked-off lanes at `fill` (its identity); as it is
+        when its load filled them (a prefilled reduction reads its source unchanged)."""
         return v if s.out in self.prefilled else f"tl.where(xmask & rmask, {v}, {fill})"
 
     # ---- shapes of levels -----------------------------------------------------------------
@@ -217,21 +224,18 @@ class _Renderer:
         m = "xmask & rmask"
         src_t = self.k.dtypes[s.src]
         if s.op in (Op.ARGMAX, Op.ARGMIN):
-            # a NaN is the extreme, as in PyTorch: the first NaN's index
             red = "_max" if s.op == Op.ARGMAX else "_min"
             fill = arg_extreme_fill(s.op, src_t)
             vv, mm = f"{s.out}_v", f"{s.out}_m"
             self.lines.append(f"{indent}{vv} = tl.where({m}, {v}, {fill})")
             self.lines.append(f"{indent}{mm} = {red}({vv}, 1)[:, None]")
-            self.lines.append(f"{indent}{s.out} = tl.min(tl.where(({vv} == {mm}) | "
-                              f"(({vv} != {vv}) & ({mm} != {mm})), "
+            self.lines.append(f"{indent}{s.out} = tl.min(tl.where({_at_extreme(vv, mm)}, "
                               f"rindex + tl.zeros([XBLOCK, RBLOCK], tl.int64), {self.k.R}), 1)[:, None]")
             return
         if s.op in (Op.ANY, Op.ALL):
             v = f"({v} != 0).to(tl.int32)"
         ident = IDENTITY[s.op]
-        masked = self.masked(s, v, ident) if v == s.src else f"tl.where({m}, {v}, {ident})"
-        text = f"{REDUCE_FN[s.op]}({masked}, 1)[:, None]"
+        text = f"{REDUCE_FN[s.op]}({self.masked(s, v, ident)}, 1)[:, None]"
         if s.op in (Op.ANY, Op.ALL):
             text = f"({text} != 0)"
         self.emit(indent, s.out, text)
@@ -433,12 +437,12 @@ class _Renderer:
 
     def update_acc(self, s: Reduce) -> None:
         m, v, a = "xmask & rmask", s.src, f"{s.out}_acc"
-        ind, float_inf = "        ", "float('-inf')"
+        ind = "        "
         if s.out in getattr(self, "paired_max", {}):
             total = f"{self.paired_max[s.out]}_acc"
             # a row still all -inf rescales by exp(-inf - 0) = 0, never by exp(-inf + inf)
             self.lines += [
-                f"{ind}{s.out}_v = {self.masked(s, v, float_inf)}",
+                f"{ind}{s.out}_v = {self.masked(s, v, IDENTITY[Op.MAX])}",
                 f"{ind}{s.out}_new = _maximum({a}, _max({s.out}_v, 1)[:, None])",
                 f"{ind}{s.out}_ref = tl.where({s.out}_new == float('-inf'), 0.0, {s.out}_new)",
                 f"{ind}{total} = {total} * tl.exp({a} - {s.out}_ref) + "
@@ -455,8 +459,7 @@ class _Renderer:
             return
         if s.op in (Op.ANY, Op.ALL):
             v = f"({v} != 0).to(tl.int32)"
-        masked = self.masked(s, v, IDENTITY[s.op]) if v == s.src else \
-            f"tl.where({m}, {v}, {IDENTITY[s.op]})"
+        masked = self.masked(s, v, IDENTITY[s.op])
         self.lines.append(f"{ind}{a} = " + COMBINE[s.op].format(a=a, v=masked))
 
     def finish_acc(self, s: Reduce) -> None:
@@ -468,8 +471,7 @@ class _Renderer:
         if s.op in (Op.ARGMAX, Op.ARGMIN):
             red, mm = ("_max" if s.op == Op.ARGMAX else "_min"), f"{s.out}_m"
             self.lines.append(f"    {mm} = {red}({a}, 1)[:, None]")
-            self.lines.append(f"    {s.out} = tl.min(tl.where(({a} == {mm}) | "
-                              f"(({a} != {a}) & ({mm} != {mm})), {s.out}_idx, "
+            self.lines.append(f"    {s.out} = tl.min(tl.where({_at_extreme(a, mm)}, {s.out}_idx, "
                               f"{self.k.R}), 1)[:, None]")
             return
         text = f"{REDUCE_FN[s.op]}({a}, 1)[:, None]"

@@ -36,35 +36,34 @@ def as_eager_returns(returned: list, fx_returned: list, env: dict, fake_env: dic
               for i, (v, (ir_root, fx_root)) in enumerate(zip(returned, roots))]
     # an IR value (or a copy) may be stored in eager's layout when every output over it
     # views one FX root and the caller gets them all: the views are rebased onto it
+    keys = [("copy", fx_root) if c else ir_root for (ir_root, fx_root), c in zip(roots, copied)]
     over: dict = {}                          # IR root or copied FX root -> [(i, FX root)]
-    for i, ((ir_root, fx_root), c) in enumerate(zip(roots, copied)):
+    for i, ((ir_root, fx_root), key) in enumerate(zip(roots, keys)):
         if ir_root is not None:
-            over.setdefault(("copy", fx_root) if c else ir_root, []).append((i, fx_root))
+            over.setdefault(key, []).append((i, fx_root))
     relayable = {key for key, outs in over.items()
                  if all(i < visible and fx is outs[0][1] for i, fx in outs)}
-    copies: dict = {}                        # FX root -> its copy
-    laid: dict = {}                          # IR root -> it in eager's layout
+    made: dict = {}                  # key of `over` -> the node its outputs are rebased onto
     out = []
     for i, (value, (ir_root, fx_root)) in enumerate(zip(returned, roots)):
         if not isinstance(value, Node):
             out.append(value)
             continue
-        if copied[i]:
-            source = env[fx_root]
-            if fx_root not in copies:       # ("copy", i): never merged with another (CSE)
-                copies[fx_root] = Node(Op.CAST, (source,), (source.dtype, "copy", i),
-                                       source.meta.replace(stride=None))
-                if ("copy", fx_root) in relayable:
-                    copies[fx_root] = _in_eager_layout(copies[fx_root],
-                                                       fake_env.get(fx_root), i)
-            value = _rebased(value, source, copies[fx_root]) or Node(
-                Op.CAST, (value,), (value.dtype, "copy", i), value.meta.replace(stride=None))
-        elif ir_root in relayable and env.get(fx_root) is ir_root:
-            if ir_root not in laid:
-                laid[ir_root] = _in_eager_layout(ir_root, fake_env.get(fx_root), i)
-            value = _rebased(value, ir_root, laid[ir_root])
+        key, base = keys[i], (env[fx_root] if copied[i] else ir_root)
+        if key not in made:
+            made[key] = _copy(base, i) if copied[i] else base
+            if key in relayable and (copied[i] or env.get(fx_root) is ir_root):
+                made[key] = _in_eager_layout(made[key], fake_env.get(fx_root), i)
+        if made[key] is not base:
+            value = _rebased(value, base, made[key]) or _copy(value, i)
         out.append(value)
     return out
+
+
+def _copy(value: Node, i: int) -> Node:
+    """A contiguous copy of `value` made for output i (its args keep CSE from merging it
+    with another output's copy)."""
+    return Node(Op.CAST, (value,), (value.dtype, "copy", i), value.meta.replace(stride=None))
 
 
 def _rebased(value: Node, old: Node, new: Node) -> Node | None:
