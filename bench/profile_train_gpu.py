@@ -81,18 +81,39 @@ def profile_backend(case, backend, settings, steps: int = 3) -> dict:
             suite._train_step(fn, opt, *batches[i % 2], settings)
         torch.cuda.synchronize()
     kernels = defaultdict(lambda: [0.0, 0])
+    spans = []
     for ev in prof.events():
         if ev.device_type == torch.autograd.DeviceType.CUDA:
+            if getattr(ev, "is_user_annotation", False):
+                continue       # a range around kernels (Optimizer.step), not a kernel
             k = kernels[ev.name]
             k[0] += ev.device_time_total / steps
             k[1] += 1 / steps
+            spans.append((ev.time_range.start, ev.time_range.end, ev.name))
     del model, opt, fn
     torch._dynamo.reset()
     torch.cuda.empty_cache()
-    return {"host_profile": host_profile, "memory": memory,
+    return {"host_profile": host_profile, "memory": memory, "idle": idle_time(spans, steps),
             "host_ms": sorted(host)[2] * 1e3, "wall_ms": sorted(wall)[2] * 1e3,
             "kernels": {n: {"us": v[0], "count": v[1], "category": category(n)}
                         for n, v in kernels.items()}}
+
+
+def idle_time(spans: list, steps: int) -> dict:
+    """The GPU's idle time between kernels per step: the gaps in the union of kernel intervals
+    (us), and the kernels that most often follow a gap of over 4 us."""
+    spans.sort()
+    idle, end, after = 0.0, None, defaultdict(lambda: [0.0, 0])
+    for s, e, name in spans:
+        if end is not None and s > end:
+            idle += s - end
+            if s - end > 4:
+                after[name][0] += (s - end) / steps
+                after[name][1] += 1 / steps
+        end = e if end is None else max(end, e)
+    top = sorted(after.items(), key=lambda kv: -kv[1][0])[:12]
+    return {"idle_us": idle / steps, "span_us": (end - spans[0][0]) / steps if spans else 0.0,
+            "after_gaps": {n[:90]: {"us": v[0], "count": v[1]} for n, v in top}}
 
 
 def peak_memory(fn, opt, batches, settings) -> dict:
@@ -137,6 +158,13 @@ def render(case, results: dict, known: dict) -> str:
                   f"host issue time {r['host_ms']:.1f} ms/step; synchronized wall {r['wall_ms']:.1f}"
                   f" ms/step; kernel time {total / 1e3:.1f} ms/step, "
                   f"{sum(k['count'] for k in ks.values()):.0f} launches/step", ""]
+        idle = r.get("idle") or {}
+        if idle:
+            lines += [f"GPU idle between kernels {idle['idle_us'] / 1e3:.2f} ms/step of a "
+                      f"{idle['span_us'] / 1e3:.1f} ms span (profiled back-to-back steps); "
+                      "kernels after gaps over 4 us: " + ", ".join(
+                          f"{n[:40]} {v['us']:.0f} us/{v['count']:.0f}"
+                          for n, v in idle["after_gaps"].items()), ""]
         mem = r.get("memory") or {}
         if "peak_bytes" in mem:
             from cherenkov.bench.memory_peak import markdown as memory_markdown
