@@ -130,3 +130,9 @@ class GraphedPlan:
                     seen.add(key)
                     self.owned.append(o)
         self.baseline = storage_uses(self.owned)
+        copied = [t for t, keep in zip(inputs, self.static_slots)
+                  if isinstance(t, torch.Tensor) and not keep]
+        log.info("cherenkov: %s captured (capture %d): %d inputs read in place, %d copied "
+                 "before each replay (%.1f MB)", self.name, self.captures,
+                 sum(self.static_slots), len(copied),
+                 sum(t.numel() * t.element_size() for t in copied) / 1e6)
