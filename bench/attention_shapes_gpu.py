@@ -1,0 +1,164 @@
+"""Causal attention at the train suite's shapes: cherenkov.attention's tile table (and variants
+of it) vs SDPA (default backend: cuDNN on the H200, and flash) and compiled FlexAttention.
+
+    CHERENKOV_COMMIT=<sha> python bench/attention_shapes_gpu.py OUT_DIR
+
+GPT-2 (B=16 H=12 S=1024 D=64) and Llama (B=4 H=16 S=2048 D=128) shapes, q/k/v as strided views
+of one (B, S, 3, H, D) projection as the models make them. Each variant replaces the table's
+entry for the head dim (fwd, dq, dkdv: block_m, block_n, warps, stages) and the block mask's
+tile; forward and forward+backward times (do_bench median) and TFLOP/s of the causal half
+(forward 4*B*H*D*pairs, forward+backward 3.5x). Checks every variant's output and gradients
+against SDPA first. Writes OUT_DIR/attention_shapes.md and .json.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import sys
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+import triton  # noqa: E402
+from triton.testing import do_bench  # noqa: E402
+
+import cherenkov.attention as ca  # noqa: E402
+from cherenkov.attention import tuning  # noqa: E402
+from cherenkov.bench.report import commit  # noqa: E402
+
+K = tuning.KernelConfig
+SHAPES = {"gpt2": (16, 12, 1024, 64), "llama": (4, 16, 2048, 128)}
+# name -> (block mask tile, {kernel: config}); "table" is what the compiler uses today
+VARIANTS = {
+    64: {
+        "table": ((128, 64), {}),
+        "fwd128x128w8": ((128, 128), {"fwd": K(128, 128, 8, 3)}),
+        "fwd64x64w4": ((128, 64), {"fwd": K(64, 64, 4, 3)}),
+        "fwd128x64w8": ((128, 64), {"fwd": K(128, 64, 8, 3)}),
+        "bwd128blk": ((128, 128), {"dkdv": K(64, 128, 8, 3), "dq": K(128, 64, 8, 3)}),
+        "bwd_dkdv32x128": ((128, 128), {"dkdv": K(32, 128, 4, 3)}),
+        "bwd_dq64x64w4": ((128, 64), {"dq": K(64, 64, 4, 3)}),
+        "bwd_dkdv32x64w4": ((128, 64), {"dkdv": K(32, 64, 4, 3)}),
+    },
+    128: {
+        "table": ((128, 64), {}),
+        "fwd128x128w8": ((128, 128), {"fwd": K(128, 128, 8, 2)}),
+        "bwd128blk": ((128, 128), {"dkdv": K(64, 128, 8, 2)}),
+        "bwd_dq64x64w4": ((128, 64), {"dq": K(64, 64, 4, 2)}),
+        "bwd_dkdv32x64w4": ((128, 64), {"dkdv": K(32, 64, 4, 2)}),
+    },
+}
+BUDGET_S = float(os.environ.get("ATTN_BUDGET_S", 420))
+START = time.time()
+
+
+def qkv(B, H, S, D):
+    x = torch.randn(B, S, 3, H, D, device="cuda", dtype=torch.bfloat16)
+    q, k, v = (t.transpose(1, 2).detach().requires_grad_() for t in x.unbind(2))
+    return q, k, v
+
+
+def timed(fn, args) -> tuple[float, float]:
+    def fwd():
+        with torch.no_grad():
+            fn(*args)
+    out = fn(*args)
+    g = torch.randn_like(out)
+
+    def fwd_bwd():
+        fn(*args).backward(g)
+    return do_bench(fwd, warmup=25, rep=100), do_bench(fwd_bwd, warmup=25, rep=100,
+                                                        grad_to_none=list(args))
+
+
+def with_variant(D: int, name: str):
+    block, cfgs = VARIANTS[D][name]
+    saved = {k: dict(v) for k, v in tuning._GPU_TABLE.items()}
+    key = max(16, tuning.next_power_of_2(D))
+    for kernel, cfg in cfgs.items():
+        tuning._GPU_TABLE[kernel][key] = cfg
+    return block, saved
+
+
+def main() -> int:
+    out_dir = sys.argv[1] if len(sys.argv) > 1 else "bench/results"
+    os.makedirs(out_dir, exist_ok=True)
+    rows, checks = [], []
+    for shape_name, (B, H, S, D) in SHAPES.items():
+        q, k, v = qkv(B, H, S, D)
+        flops = 4 * B * H * D * (S * (S + 1) // 2)
+        ref = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        g = torch.randn_like(ref)
+        ref_grads = torch.autograd.grad(ref, (q, k, v), g)
+        impls = {"sdpa default": lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=True)}
+
+        def flash(a, b, c):
+            with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.FLASH_ATTENTION):
+                return F.scaled_dot_product_attention(a, b, c, is_causal=True)
+        impls["sdpa flash"] = flash
+        try:
+            from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+            fbm = create_block_mask(lambda b, h, qi, ki: qi >= ki, None, None, S, S, device="cuda")
+            cflex = torch.compile(flex_attention)
+            impls["flex"] = lambda a, b, c: cflex(a, b, c, block_mask=fbm)
+        except Exception:  # noqa: BLE001
+            traceback.print_exc()
+        for name in VARIANTS[D]:
+            impls[f"cherenkov {name}"] = name
+        for impl, fn in impls.items():
+            if time.time() - START > BUDGET_S:
+                rows.append({"shape": shape_name, "impl": impl, "error": "time budget"})
+                continue
+            saved = None
+            try:
+                if isinstance(fn, str):
+                    block, saved = with_variant(D, fn)
+                    bm = ca.block_mask(ca.causal, 1, 1, S, S, block=block, device="cuda")
+                    fn = (lambda bm_: lambda a, b, c: ca.attention(a, b, c, mask_mod=ca.causal,
+                                                                  block_mask=bm_))(bm)
+                out = fn(q, k, v)
+                grads = torch.autograd.grad(out, (q, k, v), g)
+                err = max([(out - ref).abs().max().item()] +
+                          [((a - b).abs().max() / b.abs().max()).item()
+                           for a, b in zip(grads, ref_grads)])
+                checks.append({"shape": shape_name, "impl": impl, "max_err": err})
+                f_ms, fb_ms = timed(fn, (q, k, v))
+                rows.append({"shape": shape_name, "impl": impl, "fwd_ms": f_ms, "fwd_bwd_ms": fb_ms,
+                             "fwd_tflops": flops / f_ms / 1e9,
+                             "fwd_bwd_tflops": 3.5 * flops / fb_ms / 1e9, "max_err": err})
+            except Exception as e:  # noqa: BLE001
+                traceback.print_exc()
+                rows.append({"shape": shape_name, "impl": impl, "error": f"{type(e).__name__}: {e}"[:200]})
+            finally:
+                if saved is not None:
+                    tuning._GPU_TABLE.clear()
+                    tuning._GPU_TABLE.update(saved)
+            print(rows[-1], flush=True)
+    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "triton": triton.__version__, "commit": commit()}
+    lines = [f"# Causal attention at the train suite's shapes on {meta['gpu']} ({meta['date']})", "",
+             f"torch {meta['torch']}, triton {meta['triton']}, commit {meta['commit']}. "
+             "TFLOP/s of the causal half; fwd+bwd = 3.5x forward FLOPs; max_err: output abs, "
+             "gradients relative to max |grad|, vs SDPA default.", "",
+             "| shape | impl | fwd ms | fwd TFLOP/s | fwd+bwd ms | fwd+bwd TFLOP/s | max err | error |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['shape']} | {r['impl']} | {r.get('fwd_ms', 0):.3f} | "
+                     f"{r.get('fwd_tflops', 0):.0f} | {r.get('fwd_bwd_ms', 0):.3f} | "
+                     f"{r.get('fwd_bwd_tflops', 0):.0f} | {r.get('max_err', 0):.4f} | "
+                     f"{r.get('error', '')} |")
+    with open(os.path.join(out_dir, "attention_shapes.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    with open(os.path.join(out_dir, "attention_shapes.json"), "w") as f:
+        json.dump({"meta": meta, "rows": rows, "checks": checks}, f, indent=1)
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
