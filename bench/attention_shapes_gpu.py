@@ -1,14 +1,16 @@
-"""Causal attention at the train suite's shapes: cherenkov.attention's tile table (and variants
-of it) vs SDPA (default backend: cuDNN on the H200, and flash) and compiled FlexAttention.
+"""Causal attention at the train suite's and the attention bench's shapes: cherenkov.attention's
+tile table (and variants of it) vs SDPA (default backend: cuDNN on the H200, and flash) and
+compiled FlexAttention; plus the bench's sliding window (ours vs flex).
 
     CHERENKOV_COMMIT=<sha> python bench/attention_shapes_gpu.py OUT_DIR
 
-GPT-2 (B=16 H=12 S=1024 D=64) and Llama (B=4 H=16 S=2048 D=128) shapes, q/k/v as strided views
-of one (B, S, 3, H, D) projection as the models make them. Each variant replaces the table's
+GPT-2 (B=16 H=12 S=1024 D=64) and Llama (B=4 H=16 S=2048 D=128) shapes with q/k/v strided
+views of one (B, S, 3, H, D) projection as the models make them; B=4 H=16 S=4096 D=128 / 64
+contiguous as `bench/attention_gpu.py` times them. Each variant replaces the table's
 entry for the head dim (fwd, dq, dkdv: block_m, block_n, warps, stages) and the block mask's
 tile; forward and forward+backward times (do_bench median) and TFLOP/s of the causal half
-(forward 4*B*H*D*pairs, forward+backward 3.5x). Checks every variant's output and gradients
-against SDPA first. Writes OUT_DIR/attention_shapes.md and .json.
+(forward 4*B*H*D*unmasked pairs, forward+backward 3.5x). Checks every variant's output and gradients
+against SDPA (a dense boolean mask for the window) first. Writes OUT_DIR/attention_shapes.md and .json.
 """
 from __future__ import annotations
 
@@ -31,32 +33,39 @@ from cherenkov.attention import tuning  # noqa: E402
 from cherenkov.bench.report import commit  # noqa: E402
 
 K = tuning.KernelConfig
-SHAPES = {"gpt2": (16, 12, 1024, 64), "llama": (4, 16, 2048, 128)}
-# name -> (block mask tile, {kernel: config}); "table" is what the compiler uses today
+# name -> (B, H, S, D, strided q/k/v as the models make them, mask: "causal" | "window")
+SHAPES = {"gpt2": (16, 12, 1024, 64, True, "causal"), "llama": (4, 16, 2048, 128, True, "causal"),
+          "bench D128": (4, 16, 4096, 128, False, "causal"),
+          "bench D64": (4, 16, 4096, 64, False, "causal"),
+          "bench window1024": (4, 16, 4096, 128, False, "window")}
+# head dim -> name -> (block mask tile, {kernel: config}); "table" is what the compiler uses
 VARIANTS = {
     64: {
         "table": ((128, 64), {}),
-        "fwd128x128w8": ((128, 128), {"fwd": K(128, 128, 8, 3)}),
-        "fwd64x64w4": ((128, 64), {"fwd": K(64, 64, 4, 3)}),
-        "fwd128x64w8": ((128, 64), {"fwd": K(128, 64, 8, 3)}),
-        "bwd128blk": ((128, 128), {"dkdv": K(64, 128, 8, 3), "dq": K(128, 64, 8, 3)}),
-        "bwd_dkdv32x128": ((128, 128), {"dkdv": K(32, 128, 4, 3)}),
-        "bwd_dq64x64w4": ((128, 64), {"dq": K(64, 64, 4, 3)}),
-        "bwd_dkdv32x64w4": ((128, 64), {"dkdv": K(32, 64, 4, 3)}),
+        "f64x64": ((128, 64), {"fwd": K(64, 64, 4, 3)}),
+        "blk128 f64x64": ((128, 128), {"fwd": K(64, 64, 4, 3), "dkdv": K(64, 128, 8, 3)}),
+        "blk128 f64x64 dkdv4w": ((128, 128), {"fwd": K(64, 64, 4, 3), "dkdv": K(64, 128, 4, 3)}),
+        "blk128 f128x128": ((128, 128), {"fwd": K(128, 128, 8, 3), "dkdv": K(64, 128, 8, 3)}),
+        "blk128 f64x128": ((128, 128), {"fwd": K(64, 128, 4, 3), "dkdv": K(64, 128, 8, 3)}),
+        "f64x64 dkdv32x64": ((128, 64), {"fwd": K(64, 64, 4, 3), "dkdv": K(32, 64, 4, 3)}),
     },
     128: {
         "table": ((128, 64), {}),
-        "fwd128x128w8": ((128, 128), {"fwd": K(128, 128, 8, 2)}),
-        "bwd128blk": ((128, 128), {"dkdv": K(64, 128, 8, 2)}),
-        "bwd_dq64x64w4": ((128, 64), {"dq": K(64, 64, 4, 2)}),
-        "bwd_dkdv32x64w4": ((128, 64), {"dkdv": K(32, 64, 4, 2)}),
+        "blk128 f128x128": ((128, 128), {"fwd": K(128, 128, 8, 2), "dkdv": K(64, 128, 8, 2)}),
+        "blk128 f128x64": ((128, 128), {"dkdv": K(64, 128, 8, 2)}),
+        "blk128 f128x128 dq64": ((128, 128), {"fwd": K(128, 128, 8, 2), "dkdv": K(64, 128, 8, 2),
+                                              "dq": K(64, 64, 4, 2)}),
+        "f64x64": ((128, 64), {"fwd": K(64, 64, 4, 3)}),
     },
 }
-BUDGET_S = float(os.environ.get("ATTN_BUDGET_S", 420))
+BUDGET_S = float(os.environ.get("ATTN_BUDGET_S", 480))
 START = time.time()
 
 
-def qkv(B, H, S, D):
+def qkv(B, H, S, D, strided: bool):
+    if not strided:
+        return [torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+                for _ in range(3)]
     x = torch.randn(B, S, 3, H, D, device="cuda", dtype=torch.bfloat16)
     q, k, v = (t.transpose(1, 2).detach().requires_grad_() for t in x.unbind(2))
     return q, k, v
@@ -88,21 +97,29 @@ def main() -> int:
     out_dir = sys.argv[1] if len(sys.argv) > 1 else "bench/results"
     os.makedirs(out_dir, exist_ok=True)
     rows, checks = [], []
-    for shape_name, (B, H, S, D) in SHAPES.items():
-        q, k, v = qkv(B, H, S, D)
-        flops = 4 * B * H * D * (S * (S + 1) // 2)
-        ref = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    for shape_name, (B, H, S, D, strided, kind) in SHAPES.items():
+        q, k, v = qkv(B, H, S, D, strided)
+        mod = ca.causal if kind == "causal" else ca.sliding_window(1024)
+        dense = torch.ones(S, S, device="cuda", dtype=torch.bool).tril()
+        if kind == "window":
+            dense &= ~torch.ones(S, S, device="cuda", dtype=torch.bool).tril(-1024)
+        pairs = int(dense.sum().item())
+        flops = 4 * B * H * D * pairs
+        ref = F.scaled_dot_product_attention(q, k, v, attn_mask=None if kind == "causal" else dense,
+                                             is_causal=kind == "causal")
         g = torch.randn_like(ref)
         ref_grads = torch.autograd.grad(ref, (q, k, v), g)
-        impls = {"sdpa default": lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=True)}
+        impls = {}
+        if kind == "causal":
+            impls["sdpa default"] = lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=True)
 
-        def flash(a, b, c):
-            with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.FLASH_ATTENTION):
-                return F.scaled_dot_product_attention(a, b, c, is_causal=True)
-        impls["sdpa flash"] = flash
+            def flash(a, b, c):
+                with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.FLASH_ATTENTION):
+                    return F.scaled_dot_product_attention(a, b, c, is_causal=True)
+            impls["sdpa flash"] = flash
         try:
             from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-            fbm = create_block_mask(lambda b, h, qi, ki: qi >= ki, None, None, S, S, device="cuda")
+            fbm = create_block_mask(mod, None, None, S, S, device="cuda")
             cflex = torch.compile(flex_attention)
             impls["flex"] = lambda a, b, c: cflex(a, b, c, block_mask=fbm)
         except Exception:  # noqa: BLE001
@@ -117,9 +134,9 @@ def main() -> int:
             try:
                 if isinstance(fn, str):
                     block, saved = with_variant(D, fn)
-                    bm = ca.block_mask(ca.causal, 1, 1, S, S, block=block, device="cuda")
-                    fn = (lambda bm_: lambda a, b, c: ca.attention(a, b, c, mask_mod=ca.causal,
-                                                                  block_mask=bm_))(bm)
+                    bm = ca.block_mask(mod, 1, 1, S, S, block=block, device="cuda")
+                    fn = (lambda bm_, m_: lambda a, b, c: ca.attention(a, b, c, mask_mod=m_,
+                                                                      block_mask=bm_))(bm, mod)
                 out = fn(q, k, v)
                 grads = torch.autograd.grad(out, (q, k, v), g)
                 err = max([(out - ref).abs().max().item()] +
@@ -143,7 +160,7 @@ def main() -> int:
             "triton": triton.__version__, "commit": commit()}
     lines = [f"# Causal attention at the train suite's shapes on {meta['gpu']} ({meta['date']})", "",
              f"torch {meta['torch']}, triton {meta['triton']}, commit {meta['commit']}. "
-             "TFLOP/s of the causal half; fwd+bwd = 3.5x forward FLOPs; max_err: output abs, "
+             "TFLOP/s of unmasked pairs; fwd+bwd = 3.5x forward FLOPs; max_err: output abs, "
              "gradients relative to max |grad|, vs SDPA default.", "",
              "| shape | impl | fwd ms | fwd TFLOP/s | fwd+bwd ms | fwd+bwd TFLOP/s | max err | error |",
              "|---|---|---|---|---|---|---|---|"]
