@@ -8,7 +8,8 @@ GPT-2 (B=16 H=12 S=1024 D=64) and Llama (B=4 H=16 S=2048 D=128) shapes with q/k/
 views of one (B, S, 3, H, D) projection as the models make them; B=4 H=16 S=4096 D=128 / 64
 contiguous as `bench/attention_gpu.py` times them. Each variant replaces the table's
 entry for the head dim (fwd, dq, dkdv: block_m, block_n, warps, stages) and the block mask's
-tile; forward and forward+backward times (do_bench median) and TFLOP/s of the causal half
+tile; forward and forward+backward times and TFLOP/s (each call captured in a CUDA graph, so
+kernels only; do_bench median, the best of 3 interleaved rounds, with the spread of the rounds) of the causal half
 (forward 4*B*H*D*unmasked pairs, forward+backward 3.5x). Checks every variant's output and gradients
 against SDPA (a dense boolean mask for the window) first. Writes OUT_DIR/attention_shapes.md and .json.
 """
@@ -43,19 +44,15 @@ VARIANTS = {
     64: {
         "table": ((128, 64), {}),
         "f64x64": ((128, 64), {"fwd": K(64, 64, 4, 3)}),
-        "blk128 f64x64": ((128, 128), {"fwd": K(64, 64, 4, 3), "dkdv": K(64, 128, 8, 3)}),
-        "blk128 f64x64 dkdv4w": ((128, 128), {"fwd": K(64, 64, 4, 3), "dkdv": K(64, 128, 4, 3)}),
-        "blk128 f128x128": ((128, 128), {"fwd": K(128, 128, 8, 3), "dkdv": K(64, 128, 8, 3)}),
-        "blk128 f64x128": ((128, 128), {"fwd": K(64, 128, 4, 3), "dkdv": K(64, 128, 8, 3)}),
         "f64x64 dkdv32x64": ((128, 64), {"fwd": K(64, 64, 4, 3), "dkdv": K(32, 64, 4, 3)}),
+        "dkdv32x64": ((128, 64), {"dkdv": K(32, 64, 4, 3)}),
     },
     128: {
         "table": ((128, 64), {}),
-        "blk128 f128x128": ((128, 128), {"fwd": K(128, 128, 8, 2), "dkdv": K(64, 128, 8, 2)}),
-        "blk128 f128x64": ((128, 128), {"dkdv": K(64, 128, 8, 2)}),
+        "f64x64": ((128, 64), {"fwd": K(64, 64, 4, 3)}),
+        "f64x64 dkdv32x64": ((128, 64), {"fwd": K(64, 64, 4, 3), "dkdv": K(32, 64, 4, 2)}),
         "blk128 f128x128 dq64": ((128, 128), {"fwd": K(128, 128, 8, 2), "dkdv": K(64, 128, 8, 2),
                                               "dq": K(64, 64, 4, 2)}),
-        "f64x64": ((128, 64), {"fwd": K(64, 64, 4, 3)}),
     },
 }
 BUDGET_S = float(os.environ.get("ATTN_BUDGET_S", 480))
@@ -71,26 +68,44 @@ def qkv(B, H, S, D, strided: bool):
     return q, k, v
 
 
-def timed(fn, args) -> tuple[float, float]:
-    def fwd():
-        with torch.no_grad():
-            fn(*args)
-    out = fn(*args)
-    g = torch.randn_like(out)
-
-    def fwd_bwd():
-        fn(*args).backward(g)
-    return do_bench(fwd, warmup=25, rep=100), do_bench(fwd_bwd, warmup=25, rep=100,
-                                                        grad_to_none=list(args))
+ROUNDS = 3
 
 
-def with_variant(D: int, name: str):
-    block, cfgs = VARIANTS[D][name]
-    saved = {k: dict(v) for k, v in tuning._GPU_TABLE.items()}
-    key = max(16, tuning.next_power_of_2(D))
-    for kernel, cfg in cfgs.items():
-        tuning._GPU_TABLE[kernel][key] = cfg
-    return block, saved
+def graphed(call):
+    """`call` captured in a CUDA graph (kernels only, no host time), or `call` itself when
+    capture fails."""
+    try:
+        call()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            call()
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            call()
+        return graph.replay
+    except Exception as e:  # noqa: BLE001
+        print("  (not graphed:", type(e).__name__, str(e)[:80], ")", flush=True)
+        torch.cuda.synchronize()
+        return call
+
+
+class variant:
+    """The tile table as `name` has it, while in the block (choose_config reads it per call)."""
+    def __init__(self, D: int, name: str | None):
+        self.D, self.name = D, name
+
+    def __enter__(self):
+        self.saved = {k: dict(v) for k, v in tuning._GPU_TABLE.items()}
+        if self.name is not None:
+            key = max(16, tuning.next_power_of_2(self.D))
+            for kernel, cfg in VARIANTS[self.D][self.name][1].items():
+                tuning._GPU_TABLE[kernel][key] = cfg
+
+    def __exit__(self, *exc):
+        tuning._GPU_TABLE.clear()
+        tuning._GPU_TABLE.update(self.saved)
 
 
 def main() -> int:
@@ -118,43 +133,57 @@ def main() -> int:
                     return F.scaled_dot_product_attention(a, b, c, is_causal=True)
             impls["sdpa flash"] = flash
         try:
+            if kind != "causal":
+                raise RuntimeError("flex is timed on the window by bench/attention_gpu.py")
             from torch.nn.attention.flex_attention import create_block_mask, flex_attention
             fbm = create_block_mask(mod, None, None, S, S, device="cuda")
             cflex = torch.compile(flex_attention)
             impls["flex"] = lambda a, b, c: cflex(a, b, c, block_mask=fbm)
-        except Exception:  # noqa: BLE001
-            traceback.print_exc()
+        except Exception as e:  # noqa: BLE001
+            print("flex:", e)
         for name in VARIANTS[D]:
-            impls[f"cherenkov {name}"] = name
+            bm = ca.block_mask(mod, 1, 1, S, S, block=VARIANTS[D][name][0], device="cuda")
+            impls[f"cherenkov {name}"] = ((lambda bm_, m_: lambda a, b, c: ca.attention(
+                a, b, c, mask_mod=m_, block_mask=bm_))(bm, mod), name)
+        timers = {}
         for impl, fn in impls.items():
+            fn, name = fn if isinstance(fn, tuple) else (fn, None)
             if time.time() - START > BUDGET_S:
                 rows.append({"shape": shape_name, "impl": impl, "error": "time budget"})
                 continue
-            saved = None
             try:
-                if isinstance(fn, str):
-                    block, saved = with_variant(D, fn)
-                    bm = ca.block_mask(mod, 1, 1, S, S, block=block, device="cuda")
-                    fn = (lambda bm_, m_: lambda a, b, c: ca.attention(a, b, c, mask_mod=m_,
-                                                                      block_mask=bm_))(bm, mod)
-                out = fn(q, k, v)
-                grads = torch.autograd.grad(out, (q, k, v), g)
-                err = max([(out - ref).abs().max().item()] +
-                          [((a - b).abs().max() / b.abs().max()).item()
-                           for a, b in zip(grads, ref_grads)])
-                checks.append({"shape": shape_name, "impl": impl, "max_err": err})
-                f_ms, fb_ms = timed(fn, (q, k, v))
-                rows.append({"shape": shape_name, "impl": impl, "fwd_ms": f_ms, "fwd_bwd_ms": fb_ms,
-                             "fwd_tflops": flops / f_ms / 1e9,
-                             "fwd_bwd_tflops": 3.5 * flops / fb_ms / 1e9, "max_err": err})
+                with variant(D, name):
+                    out = fn(q, k, v)
+                    grads = torch.autograd.grad(out, (q, k, v), g)
+                    err = max([(out - ref).abs().max().item()] +
+                              [((a - b).abs().max() / b.abs().max()).item()
+                               for a, b in zip(grads, ref_grads)])
+                    checks.append({"shape": shape_name, "impl": impl, "max_err": err})
+
+                    def fwd(fn=fn):
+                        with torch.no_grad():
+                            fn(q, k, v)
+
+                    def fwd_bwd(fn=fn):
+                        torch.autograd.grad(fn(q, k, v), (q, k, v), g)
+                    timers[impl] = (name, graphed(fwd), graphed(fwd_bwd), err)
             except Exception as e:  # noqa: BLE001
                 traceback.print_exc()
                 rows.append({"shape": shape_name, "impl": impl, "error": f"{type(e).__name__}: {e}"[:200]})
-            finally:
-                if saved is not None:
-                    tuning._GPU_TABLE.clear()
-                    tuning._GPU_TABLE.update(saved)
+        times = {impl: ([], []) for impl in timers}
+        for _ in range(ROUNDS):             # interleaved rounds: drift hits every impl alike
+            for impl, (name, f, fb, _) in timers.items():
+                with variant(D, name):
+                    times[impl][0].append(do_bench(f, warmup=25, rep=100))
+                    times[impl][1].append(do_bench(fb, warmup=25, rep=100))
+        for impl, (name, _, _, err) in timers.items():
+            f_ms, fb_ms = min(times[impl][0]), min(times[impl][1])
+            rows.append({"shape": shape_name, "impl": impl, "fwd_ms": f_ms, "fwd_bwd_ms": fb_ms,
+                         "fwd_tflops": flops / f_ms / 1e9, "fwd_bwd_tflops": 3.5 * flops / fb_ms / 1e9,
+                         "spread": max(times[impl][1]) / fb_ms - 1, "max_err": err})
             print(rows[-1], flush=True)
+        del timers
+        torch.cuda.empty_cache()
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
             "triton": triton.__version__, "commit": commit()}
@@ -162,12 +191,12 @@ def main() -> int:
              f"torch {meta['torch']}, triton {meta['triton']}, commit {meta['commit']}. "
              "TFLOP/s of unmasked pairs; fwd+bwd = 3.5x forward FLOPs; max_err: output abs, "
              "gradients relative to max |grad|, vs SDPA default.", "",
-             "| shape | impl | fwd ms | fwd TFLOP/s | fwd+bwd ms | fwd+bwd TFLOP/s | max err | error |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| shape | impl | fwd ms | fwd TFLOP/s | fwd+bwd ms | fwd+bwd TFLOP/s | fwd+bwd spread | max err | error |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['shape']} | {r['impl']} | {r.get('fwd_ms', 0):.3f} | "
                      f"{r.get('fwd_tflops', 0):.0f} | {r.get('fwd_bwd_ms', 0):.3f} | "
-                     f"{r.get('fwd_bwd_tflops', 0):.0f} | {r.get('max_err', 0):.4f} | "
+                     f"{r.get('fwd_bwd_tflops', 0):.0f} | {100 * r.get('spread', 0):.1f}% | {r.get('max_err', 0):.4f} | "
                      f"{r.get('error', '')} |")
     with open(os.path.join(out_dir, "attention_shapes.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
