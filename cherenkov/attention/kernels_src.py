@@ -416,9 +416,10 @@ def _block_state(STATE, __CAPS__ Q_LEN, KV_LEN, HM, NUM_KV_BLOCKS,
     q_idx = tl.minimum(offs_q, Q_LEN - 1)[:, None]
     kv_idx = tl.minimum(offs_k, KV_LEN - 1)[None, :]
     m = _mask_mod(b, h, q_idx, kv_idx, __CAPS__)
-    any_on = tl.max(tl.max(tl.where(valid & m, 1, 0), 1), 0)
-    all_on = tl.min(tl.min(tl.where(valid & (m == 0), 0, 1), 1), 0)
-    state = tl.where(all_on == 1, 2, any_on)
+    # one reduction, not an any and an all: count the kept positions against the valid ones
+    kept = tl.sum(tl.sum(tl.where(valid & m, 1, 0), 1), 0)
+    n_valid = tl.minimum(BLOCK_Q, Q_LEN - qb * BLOCK_Q) * tl.minimum(BLOCK_KV, KV_LEN - kb * BLOCK_KV)
+    state = tl.where(kept == n_valid, 2, tl.where(kept > 0, 1, 0))
     tl.store(STATE + bh * tl.num_programs(0) + pid, state.to(tl.int8))
 
 
