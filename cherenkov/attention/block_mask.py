@@ -193,9 +193,12 @@ def _state_triton(mask_mod, B, H, Q_LEN, KV_LEN, block, device) -> torch.Tensor:
     bq, bk = block
     nq, nk = math.ceil(Q_LEN / bq), math.ceil(KV_LEN / bk)
     state = torch.empty(Bm, Hm, nq, nk, dtype=torch.int8, device=device)
+    # one warp per tile: the tile's count needs no cross-warp reduction; the 32k document
+    # mask's states on the H200 took 0.32 ms with 1 warp, 0.48 with 2, 0.86 with 4, 1.33 with
+    # 8 (bench/results/2026-11-30_block_mask_h200_4b21f48.md)
     kernels._block_state[(nq * nk, Bm * Hm)](
         state, *capture_args(traced.captured, device), Q_LEN, KV_LEN, Hm, nk,
-        BLOCK_Q=bq, BLOCK_KV=bk, num_warps=4)
+        BLOCK_Q=bq, BLOCK_KV=bk, num_warps=1)
     return state
 
 
