@@ -34,14 +34,14 @@ class Plan:
 
 
 def capture_args(captured, device) -> list:
-    """Kernel arguments for captured tensors: (tensor, numel, stride0, stride1, ...) each."""
+    """Kernel arguments for captured tensors: (tensor, stride0, ..., size0, ...) each."""
     args = []
     for t in captured:
         t = t.detach()
         if t.dtype == torch.bool:
             t = t.to(torch.int8)
         t = t.to(device).contiguous()
-        args += [t, t.numel(), *t.stride()]
+        args += [t, *t.stride(), *t.shape]
     return args
 
 

@@ -3,16 +3,18 @@
 For `score_mod = lambda s, b, h, q, kv: s + slopes[h] * (kv - q)` the output reads
 
     @triton.jit
-    def _score_mod(score, b, h, q_idx, kv_idx, C0, C0_numel, C0_s0, ):
+    def _score_mod(score, b, h, q_idx, kv_idx, C0, C0_s0, C0_n0, ):
         _t0 = (h * C0_s0)
-        _t1 = tl.load(C0 + _t0, mask=(_t0 >= 0) & (_t0 < C0_numel), other=0).to(tl.float32)
+        _t1 = (h < C0_n0)
+        _t2 = tl.load(C0 + _t0, mask=_t1, other=0).to(tl.float32)
         ...
         return _t4
 
 Helpers: `_score_mod` (forward), `_score_mod_grad` (value and d value / d score),
 `_capture_grads` (atomically accumulates gradients of captured tensors, reducing over the
 tile first when the index does not vary along a tile axis) and `_mask_mod`. Every captured
-tensor k is passed as `Ck, Ck_numel, Ck_s0, ...`; its gradient buffer as `Gk`.
+tensor k is passed as `Ck, Ck_s0, ..., Ck_n0, ...` (strides, then sizes); its gradient buffer as
+`Gk`. PRELUDE holds torch's floor division and remainder.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import math
 from .trace import LEAVES, Node, TracedMods, depends_on, partials, topo_order
 
 _INFIX = {
-    "add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%",
+    "add": "+", "sub": "-", "mul": "*", "div": "/",
     "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
     "and": "&", "or": "|", "xor": "^",
 }
@@ -40,8 +42,56 @@ def _literal(value) -> str:
     return repr(value)
 
 
+# torch's floor division and remainder (the result of % takes the divisor's sign); Triton's
+# // and % truncate like C. Float floor division follows ATen's div_floor (fmod based, so
+# 1 // 0.1 is 9 as in eager, not floor(1 / 0.1) = 10).
+PRELUDE = """@triton.jit
+def _floordiv_i(a, b):
+    q = a // b
+    return q - (((a % b) != 0) & (((a % b) < 0) != (b < 0))).to(q.dtype)
+
+
+@triton.jit
+def _mod_i(a, b):
+    r = a % b
+    return r + tl.where((r != 0) & ((r < 0) != (b < 0)), b, 0)
+
+
+@triton.jit
+def _mod_f(a, b):
+    r = a % b
+    return tl.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
+
+
+@triton.jit
+def _floordiv_f(a, b):
+    r = a % b
+    d = (a - r) / b
+    d = tl.where((r != 0) & ((b < 0) != (r < 0)), d - 1.0, d)
+    f = tl.floor(d)
+    f = tl.where(d - f > 0.5, f + 1.0, f)
+    return tl.where(b == 0, a / b, tl.where(d == 0, 0.0 * (a / b), f))
+"""
+
+
+def _int_power(x: str, e: int) -> str:
+    """x ** e for an integer e, by squaring (no log: negative bases stay right)."""
+    if e == 0:
+        return f"tl.where({x} == {x}, 1.0, 1.0)"      # a tile of ones (x ** 0 is 1, NaN too)
+    if e < 0:
+        return f"(1.0 / {_int_power(x, -e)})"
+    if e == 1:
+        return x
+    half = _int_power(x, e // 2)
+    sq = f"({half} * {half})"
+    return f"({sq} * {x})" if e % 2 else sq
+
+
 def _expr(node: Node, a: list[str], target: str) -> str:
     op = node.op
+    if op in ("floordiv", "mod"):
+        kind = "f" if node.dtype == "f" else "i"
+        return f"_{op}_{kind}({a[0]}, {a[1]})"
     if op in _INFIX:
         return f"({a[0]} {_INFIX[op]} {a[1]})"
     if op in _CALL:
@@ -56,13 +106,21 @@ def _expr(node: Node, a: list[str], target: str) -> str:
         # division per score, which made softcapped attention MUFU/ALU-bound
         return (f'tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=f,f", '
                 f'[({a[0]}).to(tl.float32)], dtype=tl.float32, is_pure=True, pack=1)')
-    if op == "tanh":   # elsewhere: 1 - 2 / (e^2x + 1), exact enough, saturates cleanly at +-1
-        return f"(1.0 - 2.0 / (tl.exp2({a[0]} * 2.8853900817779268) + 1.0))"
+    if op == "tanh":   # elsewhere: 1 - 2 / (e^2x + 1), saturating cleanly at +-1, and its
+        # Taylor series below |x| = 0.125, where the exp form's absolute error (~1e-7) would be
+        # a large relative one (a softcap with a large cap divides the scores down there)
+        x = a[0]
+        return (f"tl.where(tl.abs({x}) < 0.125, {x} * (1.0 - {x} * {x} * (0.3333333333333333 - "
+                f"{x} * {x} * (0.13333333333333333 - {x} * {x} * 0.05396825396825397))), "
+                f"1.0 - 2.0 / (tl.exp2({x} * 2.8853900817779268) + 1.0))")
     if op == "pow":
-        e = node.args[1].value
-        if isinstance(e, (int, float)) and float(e).is_integer() and 0 <= e <= 4:
-            return "(" + " * ".join([a[0]] * int(e)) + ")" if e > 0 else "1.0"
-        return f"tl.exp2(tl.log2({a[0]}) * {_literal(float(e))})"
+        exp = node.args[1]
+        if exp.op == "const" and float(exp.value).is_integer() and abs(exp.value) <= 64:
+            return _int_power(a[0], int(exp.value))
+        if exp.op == "const" or (node.args[0].op == "const" and node.args[0].value > 0):
+            # a positive base, or any base to a fractional power (NaN below 0, as in torch)
+            return f"tl.exp2(tl.log2({a[0]}) * {a[1]})"
+        raise NotImplementedError("pow of a traced base to a traced exponent")   # trace refuses
     if op == "cast":
         return {"f": f"({a[0]}).to(tl.float32)", "i": f"({a[0]}).to(tl.int32)",
                 "b": f"({a[0]} != 0)"}[node.value]
@@ -87,6 +145,8 @@ class _Emitter:
                 self.names[id(n)] = _literal(n.value)
             elif n.op == "stride":
                 self.names[id(n)] = f"C{n.value[0]}_s{n.value[1]}"
+            elif n.op == "size":
+                self.names[id(n)] = f"C{n.value[0]}_n{n.value[1]}"
             else:
                 tmp = f"_t{len(self.lines)}"
                 self.lines.append(f"{self.indent}{tmp} = {self._rhs(n)}")
@@ -98,10 +158,10 @@ class _Emitter:
         if n.op != "load":
             return _expr(n, args, self.target)
         k, off = n.value, args[0]
-        if n.args[0].op == "const":
+        if len(args) == 1:
             load = f"tl.load(C{k} + {off})"
-        else:
-            load = f"tl.load(C{k} + {off}, mask=({off} >= 0) & ({off} < C{k}_numel), other=0)"
+        else:       # every index inside its dim (after negative ones wrapped)
+            load = f"tl.load(C{k} + {off}, mask={args[1]}, other=0)"
         return {"f": f"{load}.to(tl.float32)", "i": load, "b": f"({load} != 0)"}[n.dtype]
 
     def body(self) -> str:
@@ -109,10 +169,12 @@ class _Emitter:
 
 
 def capture_params(traced: TracedMods) -> str:
-    """`C0, C0_numel, C0_s0, ...` for every captured tensor (trailing comma, or empty)."""
+    """`C0, C0_s0, ..., C0_n0, ...` (pointer, strides, sizes) for every captured tensor
+    (trailing comma, or empty)."""
     parts = []
     for k, t in enumerate(traced.captured):
-        parts += [f"C{k}", f"C{k}_numel"] + [f"C{k}_s{d}" for d in range(t.dim())]
+        parts += ([f"C{k}"] + [f"C{k}_s{d}" for d in range(t.dim())]
+                  + [f"C{k}_n{d}" for d in range(t.dim())])
     return "".join(p + ", " for p in parts)
 
 
@@ -169,11 +231,14 @@ def render_capture_grads(traced: TracedMods, target: str) -> str:
     if loads:
         for load, d in zip(loads, partials(traced.score, loads)):
             contrib, off = em.name(d), em.name(load.args[0])
+            inside = em.name(load.args[1]) if len(load.args) > 1 else None
             k = load.value
             c = f"_c{len(em.lines)}"
             em.lines.append(f"    {c} = tl.where(valid, grad * {contrib}, 0.0)")
-            inb = f"({off} >= 0) & ({off} < C{k}_numel)"
-            axes = depends_on(load.args[0]) & {"q_idx", "kv_idx"}
+            # an offset uniform along a tile axis sums the tile along it first; one that varies
+            # with the score itself varies per element, like one of q_idx and kv_idx both
+            deps = depends_on(load.args[0])
+            axes = {"q_idx", "kv_idx"} if "score" in deps else deps & {"q_idx", "kv_idx"}
             if not axes:
                 val = f"tl.sum(tl.sum({c}, 1), 0)"
             elif axes == {"q_idx"}:
@@ -181,8 +246,9 @@ def render_capture_grads(traced: TracedMods, target: str) -> str:
             elif axes == {"kv_idx"}:
                 val = f"tl.sum({c}, 0)[None, :]"
             else:
-                val, inb = c, f"{inb} & valid"
-            em.lines.append(f"    tl.atomic_add(G{k} + {off}, {val}, mask={inb})")
+                val, inside = c, "valid" if inside is None else f"({inside}) & valid"
+            mask = "" if inside is None else f", mask={inside}"
+            em.lines.append(f"    tl.atomic_add(G{k} + {off}, {val}{mask})")
     else:
         em.lines.append("    pass")
     return f"@triton.jit\ndef _capture_grads({params}):\n{em.body()}\n"
@@ -200,4 +266,5 @@ def render_mask_mod(traced: TracedMods, target: str) -> str:
 
 def render_mods(traced: TracedMods, target: str) -> str:
     """All helper functions for one (score_mod, mask_mod) pair, as Triton source text."""
-    return render_score_mod(traced, target) + "\n\n" + render_mask_mod(traced, target)
+    return (PRELUDE + "\n\n" + render_score_mod(traced, target) + "\n\n"
+            + render_mask_mod(traced, target))

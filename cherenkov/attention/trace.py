@@ -36,7 +36,7 @@ class Node:
             return repr(self.value)
         if self.op in LEAVES:
             return self.op
-        if self.op in ("stride", "numel"):
+        if self.op in ("stride", "size"):
             return f"{self.op}{self.value}"
         inner = ", ".join(str(a) for a in self.args)
         return f"{self.op}[{self.value}]({inner})" if self.op == "load" else f"{self.op}({inner})"
@@ -55,10 +55,14 @@ def _result_dtype(op: str, args: tuple) -> str:
         return "b"
     if op in LOGIC:
         return "b" if kinds == {"b"} else "i"
+    if op == "abs":
+        return "f" if "f" in kinds else "i"
     if op in ("div", "pow") or op in FLOAT_UNARY:
         return "f"
     if op == "where":
         kinds = {args[1].dtype, args[2].dtype}
+        if kinds == {"b"}:
+            return "b"
     if op == "neg":
         return "f" if "f" in kinds else "i"
     return "f" if "f" in kinds else "i"
@@ -82,8 +86,27 @@ def _is_const(node: Node, value) -> bool:
     return node.op == "const" and node.dtype != "b" and node.value == value
 
 
+def _as_float(node: Node) -> Node:
+    if node.dtype == "f":
+        return node
+    if node.op == "const":
+        return const(float(node.value))
+    return Node("cast", (node,), value="f", dtype="f")
+
+
+def _as_bool(node: Node) -> Node:
+    return node if node.dtype == "b" else make("ne", node, const(0))
+
+
 def make(op: str, *args: Node) -> Node:
     """A new node, with constants folded and the identities x+0, x*1, x*0 applied."""
+    if op == "pow" and args[1].op != "const" and not (args[0].op == "const"
+                                                      and args[0].dtype != "b" and args[0].value > 0):
+        raise TraceError("pow with a traced exponent needs a positive constant base")
+    if (op in FLOAT_UNARY and op != "abs") or (op == "pow" and args[1].op != "const"):
+        args = tuple(_as_float(a) for a in args)   # torch computes these in floating point
+    elif op == "pow" and args[0].dtype != "f" and (args[1].dtype == "f" or args[1].value < 0):
+        args = (_as_float(args[0]), args[1])
     if op in _FOLD and all(a.op == "const" for a in args):
         value = _FOLD[op](*(a.value for a in args))
         return const(float(value) if "f" in {a.dtype for a in args} or op == "div" else value)
@@ -130,22 +153,38 @@ def _tracer() -> _Tracer:
 
 
 def _load(tensor: torch.Tensor, index) -> Node:
+    """`tensor[index]`: a load at offset sum(i_d * stride_d). As in torch, a negative index
+    counts from the end of its dim; an index still outside the dim reads 0 (torch raises)."""
     index = index if isinstance(index, tuple) else (index,)
     if len(index) != tensor.dim():
         raise TraceError(f"index every dimension of a captured tensor: got {len(index)} "
                          f"indices for a tensor of shape {tuple(tensor.shape)}")
     k = _tracer().capture(tensor)
-    offset = const(0)
+    offset, inside = const(0), None
     for dim, i in enumerate(index):
         if isinstance(i, slice) or i is None or i is Ellipsis:
             raise TraceError("slices are not supported when indexing a captured tensor")
         i = lift(i)
-        if i.dtype == "f":
-            raise TraceError("a captured tensor is indexed with a float expression")
+        if i.dtype != "i":
+            raise TraceError(f"a captured tensor is indexed with a "
+                             f"{'float' if i.dtype == 'f' else 'boolean'} expression")
+        size = Node("size", value=(k, dim), dtype="i")
+        nonneg = i.op in LEAVES or (i.op == "const" and i.value >= 0)
+        if i.op == "const" and i.value < 0:
+            i = make("add", i, size)
+        elif not nonneg:
+            i = make("where", make("lt", i, const(0)), make("add", i, size), i)
+        ok = make("lt", i, size)
+        if not nonneg:
+            ok = make("and", make("ge", i, const(0)), ok)
+        # where(a, b, False), not a & b: Triton's interpreter rejects a load mask made by &
+        # of a scalar (an index of b or h) and a tile
+        inside = ok if inside is None else make("where", inside, ok, const(False))
         term = make("mul", i, Node("stride", value=(k, dim), dtype="i"))
         offset = term if _is_const(offset, 0) else make("add", offset, term)
     kind = "b" if tensor.dtype == torch.bool else ("f" if tensor.is_floating_point() else "i")
-    return Node("load", (offset,), value=k, dtype=kind)
+    args = (offset,) if inside is None else (offset, inside)
+    return Node("load", args, value=k, dtype=kind)
 
 
 def lift(x) -> Node:
@@ -154,11 +193,13 @@ def lift(x) -> Node:
         return x.node
     if isinstance(x, (bool, int, float)):
         return const(x)
+    if isinstance(x, torch.SymInt) or isinstance(x, torch.SymFloat):
+        raise TraceError("symbolic sizes cannot be traced into a mod")
     if isinstance(x, torch.Tensor):
         if x.numel() != 1:
             raise TraceError(f"a captured tensor of shape {tuple(x.shape)} is used without "
                              "indexing; index it with b, h, q_idx or kv_idx")
-        return _load(x.reshape(()), ())
+        return _load(x, (0,) * x.dim())
     raise TraceError(f"cannot trace a value of type {type(x).__name__}")
 
 
@@ -176,11 +217,12 @@ _TORCH_BINARY = {
     "add": "add", "sub": "sub", "subtract": "sub", "mul": "mul", "multiply": "mul",
     "div": "div", "true_divide": "div", "divide": "div", "floor_divide": "floordiv",
     "remainder": "mod", "eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge",
-    "logical_and": "and", "logical_or": "or", "bitwise_and": "and", "bitwise_or": "or",
-    "and": "and", "or": "or", "xor": "xor", "logical_xor": "xor", "bitwise_xor": "xor",
+    "bitwise_and": "and", "bitwise_or": "or",
+    "and": "and", "or": "or", "xor": "xor", "bitwise_xor": "xor",
     "minimum": "minimum", "maximum": "maximum", "pow": "pow", "truediv": "div",
     "floordiv": "floordiv", "mod": "mod",
 }
+_TORCH_LOGICAL = {"logical_and": "and", "logical_or": "or", "logical_xor": "xor"}
 _TORCH_UNARY = {name: name for name in FLOAT_UNARY} | {
     "neg": "neg", "negative": "neg", "logical_not": "not", "bitwise_not": "not", "invert": "not"}
 
@@ -198,7 +240,7 @@ class Sym:
     __truediv__, __rtruediv__ = _binary("div"), _binary("div", True)
     __floordiv__, __rfloordiv__ = _binary("floordiv"), _binary("floordiv", True)
     __mod__, __rmod__ = _binary("mod"), _binary("mod", True)
-    __pow__ = _binary("pow")
+    __pow__, __rpow__ = _binary("pow"), _binary("pow", True)
     __and__, __rand__ = _binary("and"), _binary("and", True)
     __or__, __ror__ = _binary("or"), _binary("or", True)
     __xor__, __rxor__ = _binary("xor"), _binary("xor", True)
@@ -249,25 +291,69 @@ class Sym:
     def float(self):
         return self.to(torch.float32)
 
+    def double(self):
+        return self.to(torch.float32)      # kernels compute in float32
+
+    def long(self):
+        return self.to(torch.int64)
+
+    def int(self):
+        return self.to(torch.int32)
+
+    def bool(self):
+        return self.to(torch.bool)
+
+    def sin(self): return _op("sin", self)
+    def cos(self): return _op("cos", self)
+    def neg(self): return _op("neg", self)
+
+    def clamp_min(self, min):
+        return self.clamp(min=min)
+
+    def clamp_max(self, max):
+        return self.clamp(max=max)
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise TraceError(f"Tensor.{name} is not supported inside a traced score_mod/mask_mod")
+
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
+        kwargs = dict(kwargs or {})
         name = getattr(func, "__name__", str(func))
         if name == "__getitem__":
             tensor, index = args
             if not isinstance(tensor, torch.Tensor):
                 raise TraceError("only captured tensors can be indexed")
             return Sym(_load(tensor, index))
-        if name == "where":
+        if name == "where" and not kwargs:
             return _op("where", *args)
-        if name in ("clamp", "clip"):
+        if name in ("clamp", "clip", "clamp_min", "clamp_max"):
+            bound = {"clamp_min": "min", "clamp_max": "max"}.get(name)
+            if bound and len(args) == 2:
+                kwargs[bound] = args[1]
+                args = args[:1]
             return Sym(lift(args[0])).clamp(*args[1:], **kwargs)
         bare = name.strip("_")
-        if name.startswith("__r") and bare[1:] in _TORCH_BINARY:    # Tensor.__radd__(t, sym)
+        if bare in _TORCH_LOGICAL and len(args) == 2 and not kwargs:   # truth values, not bits
+            return Sym(make(_TORCH_LOGICAL[bare], _as_bool(lift(args[0])), _as_bool(lift(args[1]))))
+        if name.startswith("__r") and bare[1:] in _TORCH_BINARY and not kwargs:   # t.__radd__(sym)
             return _op(_TORCH_BINARY[bare[1:]], args[1], args[0])
         if bare in _TORCH_BINARY and len(args) == 2:
-            return _op(_TORCH_BINARY[bare], *args)
-        if bare in _TORCH_UNARY and len(args) == 1:
+            op = _TORCH_BINARY[bare]
+            if "alpha" in kwargs and op in ("add", "sub"):
+                args = (args[0], _op("mul", args[1], kwargs.pop("alpha")))
+            if "rounding_mode" in kwargs and op == "div":
+                mode = kwargs.pop("rounding_mode")
+                if mode not in (None, "floor"):
+                    raise TraceError(f"division with rounding_mode={mode!r} is not supported")
+                op = "floordiv" if mode == "floor" else op
+            if kwargs:          # anything else would change the result: never drop it
+                raise TraceError(f"{name}(..., {', '.join(sorted(kwargs))}=...) is not "
+                                 "supported inside a traced score_mod/mask_mod")
+            return _op(op, *args)
+        if bare in _TORCH_UNARY and len(args) == 1 and not kwargs:
             return _op(_TORCH_UNARY[bare], *args)
         raise TraceError(f"{name} is not supported inside a traced score_mod/mask_mod")
 
@@ -353,6 +439,8 @@ def _local_grads(node: Node, g: Node) -> tuple:
         return make("div", g, a[1]), make("neg", make("div", make("mul", g, node), a[1]))
     if op == "pow":
         if a[1].op != "const":
+            if a[0].op == "const" and "score" not in depends_on(a[1]):
+                return None, None      # a constant base: no captured value to differentiate
             raise TraceError("pow is differentiable only with a constant exponent")
         e = a[1].value
         return make("mul", g, make("mul", const(float(e)), make("pow", a[0], const(e - 1)))), None
@@ -422,8 +510,15 @@ def evaluate(node: Node, leaves: dict, captured: list[torch.Tensor]) -> torch.Te
             out = torch.tensor(n.value)
         elif n.op == "stride":
             out = torch.tensor(captured[n.value[0]].contiguous().stride(n.value[1]))
+        elif n.op == "size":
+            out = torch.tensor(captured[n.value[0]].shape[n.value[1]])
         elif n.op == "load":
-            out = captured[n.value].reshape(-1)[values[id(n.args[0])]]
+            flat, off = captured[n.value].reshape(-1), values[id(n.args[0])]
+            if len(n.args) > 1:
+                inside = values[id(n.args[1])]
+                out = torch.where(inside, flat[torch.where(inside, off, 0)], 0)
+            else:
+                out = flat[off]
         elif n.op == "cast":
             x = values[id(n.args[0])]
             out = {"f": x.double(), "i": x.long(), "b": x != 0}[n.value]

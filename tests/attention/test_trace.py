@@ -18,8 +18,11 @@ def test_captured_tensors_become_loads_with_runtime_strides():
     table = torch.randn(4, 9)
     t = trace_mods(mods.relative_bias(table), None)
     assert t.captured[0] is table
-    assert str(t.score) == ("add(score, load[0](add(mul(h, stride(0, 0)), "
-                            "mul(add(sub(q_idx, kv_idx), 4), stride(0, 1)))))")
+    i = "add(sub(q_idx, kv_idx), 4)"
+    wrapped = f"where(lt({i}, 0), add({i}, size(0, 1)), {i})"   # negative counts from the end
+    inside = f"where(lt(h, size(0, 0)), and(ge({wrapped}, 0), lt({wrapped}, size(0, 1))), False)"
+    assert str(t.score) == (f"add(score, load[0](add(mul(h, stride(0, 0)), "
+                            f"mul({wrapped}, stride(0, 1))), {inside}))")
     assert depends_on(t.score) == {"score", "h", "q_idx", "kv_idx"}
 
 

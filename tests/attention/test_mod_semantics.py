@@ -1,0 +1,107 @@
+"""Mods mean what they mean in torch: floor division and remainder, logical ops, keyword
+arguments, negative indices, integer powers, float functions of integers, and the dtypes the
+kernels cannot run (found by a fuzzing session; each case was wrong or crashed before)."""
+import pytest
+import torch
+
+from cherenkov.attention import attention, attention_math
+from cherenkov.attention.trace import TraceError, trace_mods
+
+TABLE = torch.randn(1, 40)
+BUCKETS = torch.arange(40) // 10
+
+MODS = {
+    # integer // and % floor, as in torch (Triton's truncate): (-1) // 8 is -1, not 0
+    "int floordiv": (None, lambda b, h, q, kv: (q - kv) // 8 == 0),
+    "int remainder": (None, lambda b, h, q, kv: (kv - q) % 4 == 1),
+    "logical_and of ints": (None, lambda b, h, q, kv: torch.logical_and(q % 2, kv % 3)),
+    "float remainder": (lambda s, b, h, q, kv: s % 1.0, None),
+    "float floordiv": (lambda s, b, h, q, kv: s // 0.5, None),
+    "sub alpha": (lambda s, b, h, q, kv: torch.sub(s, kv, alpha=0.05), None),
+    "div rounding floor": (lambda s, b, h, q, kv: s + torch.div(kv - q, 7, rounding_mode="floor"),
+                           None),
+    "negative index wraps": (lambda s, b, h, q, kv: s + TABLE[h, kv - q], None),
+    "odd integer power": (lambda s, b, h, q, kv: s + 0.001 * s ** 5, None),
+    "negative integer power": (lambda s, b, h, q, kv: s + 0.01 * (s * s + 1.0) ** -2, None),
+    "methods": (lambda s, b, h, q, kv: s.clamp_min(-0.5) + s.sin() + BUCKETS[q].long() * 0.1,
+                None),
+    "float functions of integers": (
+        lambda s, b, h, q, kv: s - torch.log(kv + 1) + torch.exp(-(q - kv).abs())
+        - torch.sqrt(torch.abs(q - kv)), None),
+    "constant base, traced exponent": (lambda s, b, h, q, kv: s * 0.9 ** (q - kv).abs(), None),
+    "small tanh argument": (lambda s, b, h, q, kv: 1e4 * torch.tanh(s / 1e4), None),
+}
+
+
+def qkv(requires_grad=False):
+    torch.manual_seed(0)
+    return [torch.randn(1, 1, 40, 16, requires_grad=requires_grad) for _ in range(3)]
+
+
+def close(a, b, tol=1e-4):
+    return (a.double() - b.double()).abs().max().item() <= tol * max(1.0, b.abs().max().item())
+
+
+@pytest.mark.parametrize("name", sorted(MODS))
+def test_mod_matches_torch(name):
+    score_mod, mask_mod = MODS[name]
+    q, k, v = qkv()
+    ours = attention(q, k, v, score_mod=score_mod, mask_mod=mask_mod)
+    ref = attention_math(q.double(), k.double(), v.double(), score_mod, mask_mod)
+    assert close(ours, ref)
+
+
+def test_unsupported_keywords_and_methods_fall_back_not_crash():
+    q, k, v = qkv()
+    for mod in (lambda s, b, h, q_, kv: torch.div(s, 3, rounding_mode="trunc"),
+                lambda s, b, h, q_, kv: s.erf(),
+                lambda s, b, h, q_, kv: s ** (q_ % 2 + 1)):
+        with pytest.raises(TraceError):
+            trace_mods(mod, None)
+        ours = attention(q, k, v, score_mod=mod)           # the math implementation
+        assert close(ours, attention_math(q.double(), k.double(), v.double(), mod))
+
+
+def test_gradient_of_a_table_indexed_by_the_score():
+    """An index that depends on the score varies per element: no summing over the tile."""
+    q, k, v = qkv()
+    table = torch.randn(8, requires_grad=True)
+    mod = lambda t: lambda s, b, h, q_, kv: s + t[((s * 2).to(torch.int64) + 4).clamp(0, 7)]
+    out = attention(q, k, v, score_mod=mod(table))
+    go = torch.randn_like(out)
+    g, = torch.autograd.grad(out, table, go)
+    t64 = table.detach().double().requires_grad_()
+    ref = attention_math(q.double(), k.double(), v.double(), mod(t64))
+    g64, = torch.autograd.grad(ref, t64, go.double())
+    assert close(out, ref) and close(g, g64)
+
+
+def test_scalar_capture_keeps_its_gradient_after_a_no_grad_call():
+    q, k, v = qkv()
+    temp = torch.tensor(1.5, requires_grad=True)
+    mod = lambda s, b, h, q_, kv: s * temp
+    with torch.no_grad():
+        attention(q, k, v, score_mod=mod)
+    out = attention(q, k, v, score_mod=mod)
+    go = torch.randn_like(out)
+    (out * go).sum().backward()
+    t64 = temp.detach().double().requires_grad_()
+    ref = attention_math(q.double(), k.double(), v.double(), lambda s, b, h, q_, kv: s * t64)
+    (ref * go.double()).sum().backward()
+    assert temp.grad is not None and close(temp.grad, t64.grad)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64])
+def test_dtypes_the_interpreter_cannot_multiply(dtype):
+    """16-bit inputs run on float32 copies on the CPU; float64 runs the math implementation
+    (its gradients were garbage through fp32-accumulated dots)."""
+    q, k, v = (t.to(dtype).requires_grad_() for t in qkv())
+    out = attention(q, k, v, mask_mod=lambda b, h, q_, kv: q_ >= kv)
+    assert out.dtype == dtype
+    go = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v), go)
+    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+    ref = attention_math(q64, k64, v64, None, lambda b, h, q_, kv: q_ >= kv)
+    refs = torch.autograd.grad(ref, (q64, k64, v64), go.double())
+    tol = 1e-9 if dtype == torch.float64 else 2e-2
+    assert close(out, ref, tol) and all(close(a, b, tol) for a, b in zip(grads, refs))
