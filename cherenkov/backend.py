@@ -86,12 +86,17 @@ class ShapeSpecialized:
         from cherenkov.runtime.triton_launch import TritonLaunch
         t0, launches = time.perf_counter(), TritonLaunch.first_launch_s
         held = list(inputs)                       # the plan may release the caller's list
+        saved = None if self.config.strict else _snapshot(held, compiled.graph.mutations)
         try:
             out = compiled(inputs)                # the first run loads every kernel
         except Exception as e:  # noqa: BLE001 -- a variant that cannot run: eager, unless
-            # it may have written into an input already (then eager would apply it twice)
-            if self.config.strict or compiled.graph.mutations:
+            # it may have written into an input already and nothing was kept to undo that
+            # (eager would then apply the update twice)
+            if self.config.strict or (compiled.graph.mutations and saved is None):
                 raise
+            with torch.no_grad():
+                for target, before in saved or ():
+                    target.copy_(before)
             del self.cache[key]
             self.last = None
             self._fallback(f"first run failed: {type(e).__name__}: {e}")
@@ -111,6 +116,19 @@ class ShapeSpecialized:
         self.failed_reason = reason
         warnings.warn(f"cherenkov: graph {self.name} runs in eager: {reason}", stacklevel=3)
         log.warning("cherenkov: graph %s runs in eager: %s", self.name, reason)
+
+
+SNAPSHOT_MAX_BYTES = 1 << 28
+
+
+def _snapshot(inputs: list, mutations: list) -> list | None:
+    """Copies of the inputs a graph updates (target, copy), taken before its first run so a
+    failed run can be undone and replayed in eager; [] when it updates none, None when they
+    are too big to copy (over SNAPSHOT_MAX_BYTES: an optimizer step's whole state)."""
+    targets = list({id(inputs[i]): inputs[i] for i, _ in mutations}.values())
+    if sum(t.numel() * t.element_size() for t in targets) > SNAPSHOT_MAX_BYTES:
+        return None
+    return [(t, t.detach().clone()) for t in targets]
 
 
 class Compiled:

@@ -52,11 +52,15 @@ def test_failure_runs_in_eager_with_a_warning(monkeypatch):
 
 def test_a_first_run_that_fails_runs_in_eager_unless_it_updates_inputs(monkeypatch):
     """A compiled variant that raises on its first run (a kernel launch failing, say) hands
-    the call to eager with a warning -- unless the graph writes into its inputs, which a
-    failed run may have done in part: that raises rather than apply an update twice."""
+    the call to eager with a warning. A graph that writes into its inputs may have done so in
+    part: the inputs it updates are copied before the first run and restored (eager then
+    updates them once) -- unless they are too big to copy: that raises rather than apply an
+    update twice."""
+    from cherenkov import backend
     from cherenkov.runtime import compiled_graph
 
     def boom(self, inputs):
+        inputs[0].mul_(3)                 # a partial update, then the failure
         raise RuntimeError("planted run failure")
     monkeypatch.setattr(compiled_graph.CompiledGraph, "__call__", boom)
     _runs_in_eager_with_a_warning("planted run failure")
@@ -64,6 +68,14 @@ def test_a_first_run_that_fails_runs_in_eager_unless_it_updates_inputs(monkeypat
     def update(x):
         x.mul_(2)
         return x + 1
+    x = torch.randn(5)
+    want = x * 2
+    with pytest.warns(UserWarning, match="planted run failure"):
+        out = cherenkov.compile(update)(x)
+    torch.testing.assert_close(x, want)
+    torch.testing.assert_close(out, want + 1)
+    torch._dynamo.reset()
+    monkeypatch.setattr(backend, "SNAPSHOT_MAX_BYTES", 0)
     with pytest.raises(RuntimeError, match="planted run failure"):
         cherenkov.compile(update)(torch.randn(5))
 

@@ -245,7 +245,9 @@ class KernelBuilder:
         return None
 
     def _and_mask(self, mask, cond):
-        return cond if mask is None else self._op(Op.AND, (mask, cond), torch.bool)
+        if mask is None or cond is None:
+            return cond if mask is None else mask
+        return self._op(Op.AND, (mask, cond), torch.bool)
 
     def _in_range(self, index: ix.Lin, lo: int, hi: int) -> str:
         value = self._ranged_index(index)

@@ -93,7 +93,7 @@ def _division(op: Op, args, dtype) -> str:
     a, b = args
     if is_float(dtype):
         if op == Op.FLOORDIV:
-            return f"tl.floor({a} / {b})"
+            return f"_floordiv_f({a}, {b})"
         if op == Op.TRUNCDIV:
             return f"{LIB}.trunc({a} / {b})"
         if op == Op.FMOD:

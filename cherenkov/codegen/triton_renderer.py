@@ -80,7 +80,11 @@ def _const_literal(value, dtype: torch.dtype) -> str:
         if v in (float("inf"), float("-inf")):
             return f"float('{'-' if v < 0 else ''}inf')"
         return repr(v)
-    return str(int(value))
+    bits = dtype.itemsize * 8         # integers wrap to their dtype, as eager's do (int32 + 2**31)
+    v = int(value) & ((1 << bits) - 1)
+    if dtype.is_signed and v >= 1 << (bits - 1):
+        v -= 1 << bits
+    return str(v)
 
 
 class _Renderer:
@@ -537,6 +541,17 @@ def _max(x, axis):
 @triton.jit
 def _min(x, axis):
     return tl.reduce(x, axis, _minimum)
+
+
+@triton.jit
+def _floordiv_f(a, b):
+    # ATen's div_floor: fmod based, so 1 // 0.1 is 9 (floor(1 / 0.1) is 10) and inf // 2 NaN
+    r = libdevice.fmod(a, b)
+    d = (a - r) / b
+    d = tl.where((r != 0) & ((b < 0) != (r < 0)), d - 1, d)
+    f = tl.floor(d)
+    f = tl.where(d - f > 0.5, f + 1, f)
+    return tl.where(b == 0, a / b, tl.where(d == 0, 0.0 * (a / b), f))
 '''
 
 

@@ -58,7 +58,10 @@ class LoweringContext:
             raise Unsupported("complex dtypes")
         if node.op == Op.CONST:
             return self.const(node.args[0], dtype)
-        return Node(Op.CAST, (node,), (dtype,), node.meta.replace(dtype=dtype))
+        # a new tensor: computed contiguous (the input's strides -- x[::2], an expand -- are
+        # not its own; returns.py stores an output in eager's layout where that differs)
+        return Node(Op.CAST, (node,), (dtype,),
+                    node.meta.replace(dtype=dtype, stride=None, storage_offset=0))
 
     def reshape(self, node: Node, shape) -> Node:
         shape = tuple(int(s) for s in shape)

@@ -46,6 +46,9 @@ def _register_unary(target, op):
             raise Unsupported("complex dtypes")
         if op == Op.SIGN and x.dtype == torch.bool:
             return x
+        if op in (Op.FLOOR, Op.CEIL, Op.TRUNC) and not x.dtype.is_floating_point \
+                and ctx.out.dtype == x.dtype:
+            return x            # integers are whole already (returns.py copies an output)
         return ctx.unary(op, x)
 
 

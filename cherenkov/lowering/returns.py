@@ -27,12 +27,20 @@ def as_eager_returns(returned: list, fx_returned: list, env: dict, fake_env: dic
     root and are all the caller's: they are rebased onto it."""
     roots = [(view_root(v), _fx_view_root(fx)) if isinstance(v, Node) else (None, None)
              for v, fx in zip(returned, fx_returned)]
-    fx_roots_of: dict[Node, set] = {}
+    fx_roots_of: dict[Node, list] = {}       # IR root -> its FX roots, in output order
     for ir_root, fx_root in roots[:visible]:
-        if ir_root is not None:
-            fx_roots_of.setdefault(ir_root, set()).add(fx_root)
-    copied = [isinstance(v, Node) and _elided_copy(fx_root, env) and (
-                  ir_root.op == Op.INPUT or (i < visible and len(fx_roots_of[ir_root]) > 1))
+        if ir_root is not None and fx_root not in fx_roots_of.setdefault(ir_root, []):
+            fx_roots_of[ir_root].append(fx_root)
+
+    def shared(i, ir_root, fx_root) -> bool:
+        return i < visible and len(fx_roots_of[ir_root]) > 1
+
+    # a copy the IR elided, or a second FX root CSE merged into the first's IR value (a + 1
+    # returned twice): eager's outputs are distinct tensors
+    copied = [isinstance(v, Node) and (
+                  (_elided_copy(fx_root, env) and (ir_root.op == Op.INPUT
+                                                   or shared(i, ir_root, fx_root)))
+                  or (shared(i, ir_root, fx_root) and fx_root is not fx_roots_of[ir_root][0]))
               for i, (v, (ir_root, fx_root)) in enumerate(zip(returned, roots))]
     # an IR value (or a copy) may be stored in eager's layout when every output over it
     # views one FX root and the caller gets them all: the views are rebased onto it
@@ -93,13 +101,17 @@ def _in_eager_layout(value: Node, fake, i: int) -> Node:
 
 def _elided_copy(fx_root, env: dict) -> bool:
     """Whether FX node `fx_root` makes a new tensor in eager (it is no view) that the IR
-    made none of: its value reads the storage its first argument's does."""
-    if not isinstance(fx_root, torch.fx.Node) or fx_root.op != "call_function" \
-            or not fx_root.args or not isinstance(fx_root.args[0], torch.fx.Node):
+    made none of: its value reads the storage one of its tensor arguments' does (a clone;
+    a cat or stack of one tensor)."""
+    if not isinstance(fx_root, torch.fx.Node) or fx_root.op != "call_function":
         return False
-    value, source = env.get(fx_root), env.get(fx_root.args[0])
-    return isinstance(value, Node) and isinstance(source, Node) and \
-        view_root(value) is view_root(source)
+    value = env.get(fx_root)
+    if not isinstance(value, Node):
+        return False
+    sources = []
+    torch.fx.node.map_arg((fx_root.args, fx_root.kwargs), sources.append)
+    return any(isinstance(env.get(a), Node) and view_root(env[a]) is view_root(value)
+               for a in sources)
 
 
 def _fx_view_root(arg):

@@ -384,14 +384,19 @@ class CompiledGraph:
     def apply_mutations(self, targets: list, outs: list) -> list:
         """Copy each updated value into its input (a kernel that wrote it in place only bumps
         its version, as copy_ would); return the graph's own outputs."""
-        written = []
+        written, copies = [], []
+        storages = {t.untyped_storage().data_ptr() for t in targets}
         for dst, (_, position) in zip(targets, self.graph.mutations):
             value = outs[position]
             if value is dst:
                 written.append(dst)
                 continue
-            if value.untyped_storage().data_ptr() == dst.untyped_storage().data_ptr():
-                value = value.clone()            # never copy a tensor onto itself in place
+            # a value on any target's storage (an input passed through: t = a.clone();
+            # a.copy_(b); b.copy_(t) hands back a itself for b) is read before any copy lands
+            if value.untyped_storage().data_ptr() in storages:
+                value = value.clone()
+            copies.append((dst, value))
+        for dst, value in copies:
             dst.copy_(value)
         if written:
             _bump_versions(written)

@@ -1,0 +1,88 @@
+"""Cases where compiled code differed from eager (found by a fuzzing session): aliasing of
+outputs and inputs, input updates, layouts of casts, integer literals and rounding ops, float
+floor division, in-place slice updates (the eager fallback of a graph that updates an input:
+tests/test_backend.py). Each runs on both CPU backends (C++ kernels, and Triton's interpreter)."""
+import pytest
+import torch
+
+import cherenkov
+
+BACKENDS = ["cpp", "triton"]
+
+
+def compiled(f, backend):
+    torch._dynamo.reset()
+    return cherenkov.compile(f, strict=True, cpu_backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("f", [lambda a: (a + 1, a + 1),
+                               lambda a: (a.relu(), a.clamp(min=0)),
+                               lambda a: (a.argmax(1), a.max(1).indices)],
+                         ids=["add twice", "relu and clamp", "argmax twice"])
+def test_equal_outputs_are_distinct_tensors(f, backend):
+    a = torch.randn(3, 4)
+    c = compiled(f, backend)(a)
+    assert c[0].data_ptr() != c[1].data_ptr()
+    before = c[1].clone()
+    c[0].add_(100)
+    assert torch.equal(c[1], before) and torch.equal(c[1], f(a)[1])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("f", [lambda a: torch.cat([a]), lambda a: torch.cat([a, a[:0]]),
+                               lambda a: torch.stack([a])[0]],
+                         ids=["cat of one", "cat with an empty piece", "stack of one"])
+def test_cat_of_one_tensor_does_not_alias_the_input(f, backend):
+    a = torch.zeros(2, 3)
+    c = compiled(f, backend)(a)
+    c.fill_(7.0)
+    assert a.eq(0).all()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_swap_through_a_clone(backend):
+    def f(a, b):
+        t = a.clone()
+        a.copy_(b)
+        b.copy_(t)
+    a, b = torch.tensor([1., 2.]), torch.tensor([3., 4.])
+    compiled(f, backend)(a, b)
+    assert a.tolist() == [3., 4.] and b.tolist() == [1., 2.]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("x", [torch.arange(8.)[::2], torch.arange(3.).reshape(3, 1).expand(3, 4),
+                               torch.arange(12.).reshape(3, 4).t()],
+                         ids=["strided", "expanded", "transposed"])
+def test_cast_of_a_strided_input_has_eager_layout(x, backend):
+    f = lambda a: a.to(torch.float64)
+    want, got = f(x), compiled(f, backend)(x)
+    assert torch.equal(got, want) and got.stride() == want.stride()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_integer_literals_wrap_and_integer_rounding_is_identity(backend):
+    f = lambda i, j: (torch.floor(i), torch.ceil(i), torch.trunc(i), j + 2 ** 31)
+    i, j = torch.tensor([1, -2, 3]), torch.tensor([1, -2, 3], dtype=torch.int32)
+    for got, want in zip(compiled(f, backend)(i, j), f(i, j)):
+        assert got.dtype == want.dtype and torch.equal(got, want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_float_floor_divide_is_atens(backend):
+    f = lambda a, b: torch.floor_divide(a, b)
+    a = torch.tensor([1.0, 7.0, float("inf"), -1.0, 0.5, -7.5])
+    b = torch.tensor([0.1, 0.7, 2.0, 0.3, 0.0, 2.0])
+    torch.testing.assert_close(compiled(f, backend)(a, b), f(a, b), equal_nan=True)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_in_place_add_into_a_column_slice(backend):
+    def f(a, b):
+        a[:, 1:] += b[:, :-1]
+    a, b = torch.randn(4, 6), torch.randn(4, 6)
+    want = a.clone()
+    f(want, b)
+    compiled(f, backend)(a, b)
+    torch.testing.assert_close(a, want)
