@@ -127,13 +127,31 @@ def _expr(node: Node, a: list[str], target: str) -> str:
     raise NotImplementedError(f"no Triton rendering for op {op}")
 
 
-class _Emitter:
-    """Names nodes and emits one assignment per interior node, in dependency order."""
+def needs_int64(traced: TracedMods) -> bool:
+    """Whether the mods' integer arithmetic may leave int32 (the kernels' index type; torch's
+    is int64): a product of two varying integers, a multiplier above 1024 or a constant near
+    2**31 (a hash-style mask: q_idx * 1103515245 + ...). Offsets into captured tensors
+    (index * stride) do not count: a tensor that large is out of reach anyway."""
+    roots = [r for r in (traced.score, traced.mask) if r is not None]
+    for n in topo_order(roots):
+        if n.op == "const" and n.dtype == "i" and abs(n.value) >= 1 << 30:
+            return True
+        if n.op == "mul" and n.dtype == "i" and not any(a.op == "stride" for a in n.args):
+            consts = [a for a in n.args if a.op == "const"]
+            if not consts or any(abs(c.value) > 1024 for c in consts):
+                return True
+    return False
 
-    def __init__(self, target: str, indent: str = "    "):
+
+class _Emitter:
+    """Names nodes and emits one assignment per interior node, in dependency order; `wide`:
+    the index arguments are widened to int64 first (see needs_int64)."""
+
+    def __init__(self, target: str, indent: str = "    ", wide: bool = False):
         self.target, self.indent = target, indent
         self.names: dict[int, str] = {}
-        self.lines: list[str] = []
+        self.lines: list[str] = ([f"{indent}{x} = ({x}).to(tl.int64)" for x in LEAVES[1:]]
+                                 if wide else [])
 
     def name(self, node: Node) -> str:
         for n in topo_order([node]):
@@ -199,11 +217,12 @@ def _score_result(traced: TracedMods, em: _Emitter) -> str:
 
 def render_score_mod(traced: TracedMods, target: str) -> str:
     caps = capture_params(traced)
-    em = _Emitter(target)
+    wide = needs_int64(traced)
+    em = _Emitter(target, wide=wide)
     out = _score_result(traced, em)
     fwd = _function("_score_mod", f"score, b, h, q_idx, kv_idx, {caps}", em, out)
 
-    em = _Emitter(target)
+    em = _Emitter(target, wide=wide)
     out = _score_result(traced, em)
     # A constant derivative is returned as a tile (older Triton cannot return constexprs).
     d_score = "tl.full(score.shape, 1.0, tl.float32)"
@@ -227,7 +246,7 @@ def render_capture_grads(traced: TracedMods, target: str) -> str:
     params = (f"score, grad, valid, b, h, q_idx, kv_idx, {capture_params(traced)}"
               f"{grad_params(traced)}")
     loads = traced.grad_loads()
-    em = _Emitter(target)
+    em = _Emitter(target, wide=needs_int64(traced))
     if loads:
         for load, d in zip(loads, partials(traced.score, loads)):
             contrib, off = em.name(d), em.name(load.args[0])
@@ -255,7 +274,7 @@ def render_capture_grads(traced: TracedMods, target: str) -> str:
 
 
 def render_mask_mod(traced: TracedMods, target: str) -> str:
-    em = _Emitter(target)
+    em = _Emitter(target, wide=needs_int64(traced))
     if traced.mask is None or traced.mask.op == "const":
         keep = traced.mask is None or bool(traced.mask.value)
         out = "(q_idx >= 0) & (kv_idx >= 0)" if keep else "(q_idx < 0) & (kv_idx < 0)"

@@ -15,6 +15,8 @@ MODS = {
     "int floordiv": (None, lambda b, h, q, kv: (q - kv) // 8 == 0),
     "int remainder": (None, lambda b, h, q, kv: (kv - q) % 4 == 1),
     "logical_and of ints": (None, lambda b, h, q, kv: torch.logical_and(q % 2, kv % 3)),
+    # int64 in torch: the kernels widen their int32 indices when the arithmetic may overflow
+    "hash mask past int32": (None, lambda b, h, q, kv: (q * 1103515245 + kv * 12345) % 7 < 3),
     "float remainder": (lambda s, b, h, q, kv: s % 1.0, None),
     "float floordiv": (lambda s, b, h, q, kv: s // 0.5, None),
     "sub alpha": (lambda s, b, h, q, kv: torch.sub(s, kv, alpha=0.05), None),
