@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import math
 
+from cherenkov.codegen.triton_helpers import FLOORDIV_F
+
 from .trace import LEAVES, Node, TracedMods, depends_on, partials, topo_order
 
 _INFIX = {
@@ -43,8 +45,7 @@ def _literal(value) -> str:
 
 
 # torch's floor division and remainder (the result of % takes the divisor's sign); Triton's
-# // and % truncate like C. Float floor division follows ATen's div_floor (fmod based, so
-# 1 // 0.1 is 9 as in eager, not floor(1 / 0.1) = 10).
+# // and % truncate like C. Float floor division is ATen's div_floor (triton_helpers).
 PRELUDE = """@triton.jit
 def _floordiv_i(a, b):
     q = a // b
@@ -63,15 +64,7 @@ def _mod_f(a, b):
     return tl.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
 
 
-@triton.jit
-def _floordiv_f(a, b):
-    r = a % b
-    d = (a - r) / b
-    d = tl.where((r != 0) & ((b < 0) != (r < 0)), d - 1.0, d)
-    f = tl.floor(d)
-    f = tl.where(d - f > 0.5, f + 1.0, f)
-    return tl.where(b == 0, a / b, tl.where(d == 0, 0.0 * (a / b), f))
-"""
+""" + FLOORDIV_F
 
 
 def _int_power(x: str, e: int) -> str:

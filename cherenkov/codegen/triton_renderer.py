@@ -15,6 +15,7 @@ from cherenkov.codegen import indexing as ix
 from cherenkov.codegen.kernel_ir import (Cast, Compute, Constant, IndexValue, Kernel, Load,
                                          Reduce, Store, inputs_of,
                                          per_element_closure)
+from cherenkov.codegen.triton_helpers import FLOORDIV_F
 from cherenkov.codegen.triton_ops import register_type, render_op, storage_type
 from cherenkov.ir.ops import Op
 
@@ -543,16 +544,7 @@ def _min(x, axis):
     return tl.reduce(x, axis, _minimum)
 
 
-@triton.jit
-def _floordiv_f(a, b):
-    # ATen's div_floor: fmod based, so 1 // 0.1 is 9 (floor(1 / 0.1) is 10) and inf // 2 NaN
-    r = libdevice.fmod(a, b)
-    d = (a - r) / b
-    d = tl.where((r != 0) & ((b < 0) != (r < 0)), d - 1, d)
-    f = tl.floor(d)
-    f = tl.where(d - f > 0.5, f + 1, f)
-    return tl.where(b == 0, a / b, tl.where(d == 0, 0.0 * (a / b), f))
-'''
+''' + "\n\n" + FLOORDIV_F
 
 
 def render_triton(kernel: Kernel, config: BlockConfig) -> RenderedKernel:
