@@ -48,6 +48,9 @@ class _AttentionFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, do, _dlse):
+        if torch.is_grad_enabled():      # create_graph=True: the kernels' gradients have none
+            raise RuntimeError("cherenkov.attention has no double backward (create_graph=True); "
+                               "use attention_math for gradient penalties")
         q, k, v, o, lse, *captured = ctx.saved_tensors
         dq, dk, dv, cgrads = launch.backward(ctx.plan, q, k, v, o, lse, do, captured,
                                              ctx.needs_input_grad[4:])
@@ -77,6 +80,10 @@ def _check_inputs(q, k, v, enable_gqa):
                          "H divisible by the kv heads")
     if not (q.dtype == k.dtype == v.dtype):
         raise ValueError("q, k, v must share a dtype")
+    if q.dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+        raise ValueError(f"q, k, v must be float16, bfloat16, float32 or float64, not {q.dtype}")
+    if not (q.device == k.device == v.device):
+        raise ValueError(f"q, k, v must be on one device: {q.device}, {k.device}, {v.device}")
 
 
 def _unit_stride(x: torch.Tensor) -> torch.Tensor:
@@ -117,6 +124,8 @@ def attention(q, k, v, score_mod=None, mask_mod=None, block_mask: BlockMask | No
         block_mask = (_full_mask(B, H, Q_LEN, KV_LEN, q.device) if mask_mod is None else
                       build_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, DEFAULT_BLOCK, q.device))
     launch.check_mask(block_mask, B, H, Q_LEN, KV_LEN)
+    if block_mask.device != q.device:
+        raise ValueError(f"block mask on {block_mask.device}, q, k, v on {q.device}")
     plan = launch.Plan(kernels, traced, block_mask, scale, mode == "interpret")
     q, k, v = _unit_stride(q), _unit_stride(k), _unit_stride(v)
     captured = [t.to(q.device) if t.device != q.device else t for t in traced.captured]

@@ -9,6 +9,7 @@ Mode "interpret" builds the kernels with Triton's interpreter (CPU tensors, nump
 from __future__ import annotations
 
 import hashlib
+import types
 import importlib.util
 import os
 import sys
@@ -154,8 +155,14 @@ def compile_mods(score_mod, mask_mod, interpret: bool) -> tuple[TracedMods, Modu
 
     A hit skips tracing and rendering (tens of microseconds that matter for decode); it is
     re-done if a captured tensor's requires_grad changed. A mod whose closure cells are
-    reassigned after its first use is not noticed: build a new function instead.
+    reassigned after its first use is not noticed: build a new function instead. Only plain
+    functions are remembered: a bound method (`self.score_mod` reading `self.bias`, which
+    forward recomputes), a partial or a callable object is traced again on every call (the
+    kernels themselves are still cached by their source).
     """
+    if not all(m is None or isinstance(m, types.FunctionType) for m in (score_mod, mask_mod)):
+        traced = trace_mods(score_mod, mask_mod)
+        return traced, load_kernels(traced, interpret)
     key = (score_mod, mask_mod, interpret)
     hit = _COMPILED.get(key)
     if hit is not None:

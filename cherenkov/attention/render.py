@@ -93,6 +93,8 @@ def _expr(node: Node, a: list[str], target: str) -> str:
         return f"(-{a[0]})"
     if op == "not":
         return f"({a[0]} == 0)"
+    if op == "bnot":
+        return f"(~{a[0]})"
     if op == "tanh" and target == "cuda":
         # one MUFU instruction (max relative error 2^-11, far below the bf16 rounding of the
         # scores it caps); the exp2-and-divide form costs an ex2 plus a full-precision

@@ -14,6 +14,7 @@ the backward kernels multiply these by the incoming gradient (the output is a sc
 """
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass, field
 
@@ -100,9 +101,14 @@ def _as_bool(node: Node) -> Node:
 
 def make(op: str, *args: Node) -> Node:
     """A new node, with constants folded and the identities x+0, x*1, x*0 applied."""
+    if op == "invert":           # ~: logical not of a bool, the bitwise complement of an integer
+        if args[0].dtype == "f":
+            raise TraceError("~ of a float value")
+        op = "not" if args[0].dtype == "b" else "bnot"
     if op == "pow" and args[1].op != "const" and not (args[0].op == "const"
-                                                      and args[0].dtype != "b" and args[0].value > 0):
-        raise TraceError("pow with a traced exponent needs a positive constant base")
+                                                      and args[0].dtype == "f" and args[0].value > 0):
+        raise TraceError("pow with a traced exponent needs a positive float constant base "
+                         "(an integer base to an integer power is integer arithmetic in torch)")
     if (op in FLOAT_UNARY and op != "abs") or (op == "pow" and args[1].op != "const"):
         args = tuple(_as_float(a) for a in args)   # torch computes these in floating point
     elif op == "pow" and args[0].dtype != "f" and (args[1].dtype == "f" or args[1].value < 0):
@@ -224,7 +230,8 @@ _TORCH_BINARY = {
 }
 _TORCH_LOGICAL = {"logical_and": "and", "logical_or": "or", "logical_xor": "xor"}
 _TORCH_UNARY = {name: name for name in FLOAT_UNARY} | {
-    "neg": "neg", "negative": "neg", "logical_not": "not", "bitwise_not": "not", "invert": "not"}
+    "neg": "neg", "negative": "neg", "logical_not": "not", "bitwise_not": "invert",
+    "invert": "invert"}
 
 
 class Sym:
@@ -253,7 +260,7 @@ class Sym:
         return _op("neg", self)
 
     def __invert__(self):
-        return _op("not", self)
+        return _op("invert", self)
 
     def __abs__(self):
         return _op("abs", self)
@@ -438,10 +445,8 @@ def _local_grads(node: Node, g: Node) -> tuple:
     if op == "div":
         return make("div", g, a[1]), make("neg", make("div", make("mul", g, node), a[1]))
     if op == "pow":
-        if a[1].op != "const":
-            if a[0].op == "const" and "score" not in depends_on(a[1]):
-                return None, None      # a constant base: no captured value to differentiate
-            raise TraceError("pow is differentiable only with a constant exponent")
+        if a[1].op != "const":    # a positive constant base (make refuses others): d/de c^e
+            return None, make("mul", g, make("mul", node, const(math.log(a[0].value))))
         e = a[1].value
         return make("mul", g, make("mul", const(float(e)), make("pow", a[0], const(e - 1)))), None
     if op == "tanh":
@@ -469,6 +474,8 @@ def _local_grads(node: Node, g: Node) -> tuple:
         return _where_zero(first, g, True), _where_zero(first, g, False)
     if op == "cast":
         return (g,)
+    if op == "mod":
+        return g, make("neg", make("mul", g, make("floordiv", a[0], a[1])))
     return tuple(None for _ in a)      # integer / boolean ops, loads' offsets: no gradient
 
 
@@ -494,7 +501,7 @@ _TORCH_EVAL = {
     "maximum": torch.maximum, "pow": torch.pow, "eq": torch.eq, "ne": torch.ne, "lt": torch.lt,
     "le": torch.le, "gt": torch.gt, "ge": torch.ge, "and": torch.bitwise_and,
     "or": torch.bitwise_or, "xor": torch.bitwise_xor, "neg": torch.neg,
-    "not": torch.logical_not, "where": torch.where, "tanh": torch.tanh, "exp": torch.exp,
+    "not": torch.logical_not, "bnot": torch.bitwise_not, "where": torch.where, "tanh": torch.tanh, "exp": torch.exp,
     "exp2": torch.exp2, "log": torch.log, "sqrt": torch.sqrt, "abs": torch.abs,
     "sigmoid": torch.sigmoid, "sin": torch.sin, "cos": torch.cos,
 }

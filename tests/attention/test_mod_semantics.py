@@ -32,6 +32,8 @@ MODS = {
         - torch.sqrt(torch.abs(q - kv)), None),
     "constant base, traced exponent": (lambda s, b, h, q, kv: s * 0.9 ** (q - kv).abs(), None),
     "small tanh argument": (lambda s, b, h, q, kv: 1e4 * torch.tanh(s / 1e4), None),
+    "bitwise not of an integer": (None, lambda b, h, q, kv: (~(q - kv)) < -3),
+    "integer base, traced power": (lambda s, b, h, q, kv: s + 2 ** -(q - kv).abs(), None),
 }
 
 
@@ -107,3 +109,62 @@ def test_dtypes_the_interpreter_cannot_multiply(dtype):
     refs = torch.autograd.grad(ref, (q64, k64, v64), go.double())
     tol = 1e-9 if dtype == torch.float64 else 2e-2
     assert close(out, ref, tol) and all(close(a, b, tol) for a, b in zip(grads, refs))
+
+
+def _grads(mod_of, params, requires=(True, True, True)):
+    """Output and gradients (q, k, v, then params) of ours against the fp64 math reference."""
+    q, k, v = qkv()
+    qkv_ = [t.clone().requires_grad_(r) for t, r in zip((q, k, v), requires)]
+    out = attention(*qkv_, score_mod=mod_of(*params))
+    go = torch.randn_like(out)
+    wrt = [t for t in qkv_ if t.requires_grad] + list(params)
+    got = torch.autograd.grad(out, wrt, go)
+    p64 = [p.detach().double().requires_grad_() for p in params]
+    r64 = [t.detach().double().requires_grad_(r) for t, r in zip((q, k, v), requires)]
+    ref = attention_math(*r64, mod_of(*p64))
+    want = torch.autograd.grad(ref, [t for t in r64 if t.requires_grad] + p64, go.double())
+    return close(out, ref) and all(close(a, b) for a, b in zip(got, want))
+
+
+def test_gradients_through_remainder_and_a_learned_decay_exponent():
+    assert _grads(lambda: (lambda s, b, h, q, kv: s % 0.7), [])
+    decay = torch.tensor(0.3, requires_grad=True)
+    assert _grads(lambda d: (lambda s, b, h, q, kv: s * 0.9 ** (d * (q - kv).abs())), [decay])
+
+
+def test_a_bound_method_mod_reads_the_attribute_of_each_call():
+    """self.score_mod reading self.bias, recomputed every forward: no stale capture."""
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.tensor([0.5]))
+
+        def score_mod(self, s, b, h, q_idx, kv_idx):
+            return s + self.bias[h, q_idx - kv_idx + 40]
+
+        def forward(self, q, k, v):
+            self.bias = self.w[:, None] * torch.linspace(-3, 3, 80)[None, :]
+            return attention(q, k, v, score_mod=self.score_mod)
+
+    m = Model()
+    q, k, v = qkv()
+    for step in range(2):
+        out = m(q, k, v)
+        out.sum().backward()
+        ref = attention_math(q.double(), k.double(), v.double(), m.score_mod)
+        assert close(out, ref), step
+        with torch.no_grad():
+            m.w.mul_(3.0)
+            m.w.grad = None
+
+
+def test_bad_inputs_and_double_backward_raise_clearly():
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match="float16, bfloat16"):
+        attention(q.long(), k.long(), v.long())
+    with pytest.raises(ValueError, match="one device"):
+        attention(q, k.to("meta"), v)
+    qg = q.clone().requires_grad_()
+    out = attention(qg, k, v)
+    with pytest.raises(RuntimeError, match="no double backward"):
+        torch.autograd.grad(out.sum(), qg, create_graph=True)
