@@ -86,3 +86,18 @@ def test_in_place_add_into_a_column_slice(backend):
     f(want, b)
     compiled(f, backend)(a, b)
     torch.testing.assert_close(a, want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("f, shape", [
+    (lambda a: (a * 2).t().contiguous(), (4, 3)),
+    (lambda a: (a * 2)[:, :1].expand(2, 5, 4).contiguous(), (2, 3, 4)),
+    (lambda a: (a * 2).narrow(1, 1, 2).contiguous(), (4, 3)),
+    (lambda a: (a * 2).t().clone(), (4, 3)),                 # clone keeps the transposed layout
+], ids=["transposed", "expanded", "narrowed", "clone of transposed"])
+def test_copy_of_a_view_of_a_computed_value_has_eager_layout(f, shape, backend):
+    a = torch.randn(shape)
+    want, got = f(a), compiled(f, backend)(a)
+    assert torch.equal(got, want) and got.stride() == want.stride()
+    got.add_(1)                                  # its own memory: no overlapping elements
+    assert torch.equal(got, want + 1)

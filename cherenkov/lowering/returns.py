@@ -35,11 +35,14 @@ def as_eager_returns(returned: list, fx_returned: list, env: dict, fake_env: dic
     def shared(i, ir_root, fx_root) -> bool:
         return i < visible and len(fx_roots_of[ir_root]) > 1
 
-    # a copy the IR elided, or a second FX root CSE merged into the first's IR value (a + 1
-    # returned twice): eager's outputs are distinct tensors
+    # a copy the IR elided -- of an input, of a value another output shares, or of a view the
+    # caller gets ((a * 2).t().contiguous() is dense in eager, a transposed view here) -- or a
+    # second FX root CSE merged into the first's IR value (a + 1 returned twice): eager's
+    # outputs are distinct tensors, in their own layout
     copied = [isinstance(v, Node) and (
-                  (_elided_copy(fx_root, env) and (ir_root.op == Op.INPUT
-                                                   or shared(i, ir_root, fx_root)))
+                  (_elided_copy(fx_root, env) and (
+                      ir_root.op == Op.INPUT or shared(i, ir_root, fx_root)
+                      or (i < visible and env[fx_root] is not ir_root)))
                   or (shared(i, ir_root, fx_root) and fx_root is not fx_roots_of[ir_root][0]))
               for i, (v, (ir_root, fx_root)) in enumerate(zip(returned, roots))]
     # an IR value (or a copy) may be stored in eager's layout when every output over it
