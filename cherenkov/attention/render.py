@@ -67,10 +67,11 @@ def _mod_f(a, b):
 """ + FLOORDIV_F
 
 
-def _int_power(x: str, e: int) -> str:
-    """x ** e for an integer e, by squaring (no log: negative bases stay right)."""
+def _int_power(x: str, e: int, one: str = "1.0") -> str:
+    """x ** e for an integer e, by squaring (no log: negative bases stay right); `one` is
+    the dtype's 1 (an integer to a power >= 0 stays an integer)."""
     if e == 0:
-        return f"tl.where({x} == {x}, 1.0, 1.0)"      # a tile of ones (x ** 0 is 1, NaN too)
+        return f"tl.where({x} == {x}, {one}, {one})"      # a tile of ones (x ** 0 is 1, NaN too)
     if e < 0:
         return f"(1.0 / {_int_power(x, -e)})"
     if e == 1:
@@ -111,7 +112,7 @@ def _expr(node: Node, a: list[str], target: str) -> str:
     if op == "pow":
         exp = node.args[1]
         if exp.op == "const" and float(exp.value).is_integer() and abs(exp.value) <= 64:
-            return _int_power(a[0], int(exp.value))
+            return _int_power(a[0], int(exp.value), "1" if node.dtype == "i" else "1.0")
         if exp.op == "const" or (node.args[0].op == "const" and node.args[0].value > 0):
             # a positive base, or any base to a fractional power (NaN below 0, as in torch)
             return f"tl.exp2(tl.log2({a[0]}) * {a[1]})"

@@ -58,6 +58,9 @@ def _result_dtype(op: str, args: tuple) -> str:
         return "b" if kinds == {"b"} else "i"
     if op == "abs":
         return "f" if "f" in kinds else "i"
+    if op == "pow" and args[0].dtype != "f" and args[1].op == "const" \
+            and args[1].dtype == "i" and args[1].value >= 0:
+        return "i"                  # int ** int stays an integer in torch
     if op in ("div", "pow") or op in FLOAT_UNARY:
         return "f"
     if op == "where":

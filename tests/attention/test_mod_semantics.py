@@ -34,6 +34,8 @@ MODS = {
     "small tanh argument": (lambda s, b, h, q, kv: 1e4 * torch.tanh(s / 1e4), None),
     "bitwise not of an integer": (None, lambda b, h, q, kv: (~(q - kv)) < -3),
     "integer base, traced power": (lambda s, b, h, q, kv: s + 2 ** -(q - kv).abs(), None),
+    "integer powers stay integers": (None, lambda b, h, q, kv: ((q - kv) ** 2 + (kv ** 0 | q)) % 3
+                                     == 0),
 }
 
 
