@@ -30,6 +30,11 @@ def supported(q_shape, k_shape, v_shape, dropout_p: float, attn_mask=None, dtype
     if device is not None and device.type == "cuda" and dtype not in (torch.bfloat16,
                                                                       torch.float16):
         return "fp32 on the GPU (the tensor-core kernels are tuned for bf16/fp16)"
+    if device is not None and device.type != "cuda" and dtype not in (torch.float32, None):
+        # Triton's CPU interpreter gets 16-bit dots wrong (3.9: bf16 as raw bits) and fp64
+        # dots through an fp32 accumulator; attention() works around it, a graph's library
+        # call keeps PyTorch's op
+        return f"{dtype} on the CPU interpreter"
     if dropout_p:
         return "dropout"
     if len(q_shape) != 4 or k_shape != v_shape or q_shape[-1] != k_shape[-1]:

@@ -121,3 +121,21 @@ def test_masks_of_one_form_share_their_kernels():
                                    rtol=1e-4, atol=1e-5)
         plans.append(sdpa_routing._masked_plan(q, k, keep, None)[0])
     assert plans[0].kernels is plans[1].kernels and plans[0].traced is plans[1].traced
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float64])
+def test_sdpa_the_cpu_interpreter_cannot_run_keeps_pytorchs_op(dtype):
+    """16-bit and fp64 dots are wrong in Triton's CPU interpreter: such calls stay PyTorch's."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(B, H, Q, D, dtype=dtype, requires_grad=True) for _ in range(3))
+    f = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch._dynamo.reset()
+    out = cherenkov.compile(f, strict=True, cpu_backend="triton")(q, k, v)
+    want = f(q, k, v)
+    go = torch.randn_like(out)
+    got_g = torch.autograd.grad(out, (q, k, v), go)
+    want_g = torch.autograd.grad(want, (q, k, v), go)
+    tol = 2e-2 if dtype == torch.bfloat16 else 1e-9
+    torch.testing.assert_close(out, want, rtol=tol, atol=tol)
+    for a, b in zip(got_g, want_g):
+        torch.testing.assert_close(a, b, rtol=tol, atol=tol)
