@@ -116,6 +116,8 @@ def make(op: str, *args: Node) -> Node:
         args = tuple(_as_float(a) for a in args)   # torch computes these in floating point
     elif op == "pow" and args[0].dtype != "f" and (args[1].dtype == "f" or args[1].value < 0):
         args = (_as_float(args[0]), args[1])
+    elif op == "pow" and args[0].dtype != "f" and args[1].value > 64:
+        raise TraceError("an integer to a power above 64")    # rendered by squaring, <= 64
     if op in _FOLD and all(a.op == "const" for a in args):
         value = _FOLD[op](*(a.value for a in args))
         return const(float(value) if "f" in {a.dtype for a in args} or op == "div" else value)
