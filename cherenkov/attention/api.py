@@ -90,6 +90,10 @@ def _unit_stride(x: torch.Tensor) -> torch.Tensor:
     return x if x.stride(-1) == 1 else x.contiguous()
 
 
+# Inside a torch.compile'd function the call runs as itself between compiled graphs (a graph
+# break): Dynamo would otherwise trace into the mods' Python and the Triton launches (on the
+# CPU, into Triton's interpreter, which it cannot run). Autograd flows through the break.
+@torch.compiler.disable
 def attention(q, k, v, score_mod=None, mask_mod=None, block_mask: BlockMask | None = None,
               scale: float | None = None, enable_gqa: bool = False, return_lse: bool = False):
     """Attention of q (B, H, Q, D) over k, v (B, HK, KV, D) with a score_mod and a mask_mod."""

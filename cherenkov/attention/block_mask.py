@@ -202,6 +202,7 @@ def _state_triton(mask_mod, B, H, Q_LEN, KV_LEN, block, device) -> torch.Tensor:
     return state
 
 
+@torch.compiler.disable           # built eagerly inside compiled code (see api.attention)
 def block_mask(mask_mod, B: int, H: int, Q_LEN: int, KV_LEN: int, block=(128, 64),
                device=None, use_kernel: bool | None = None) -> BlockMask:
     """Build the BlockMask of `mask_mod` for (B, H, Q_LEN, KV_LEN) attention.

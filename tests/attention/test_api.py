@@ -206,3 +206,24 @@ def test_random_shapes(B, HK, groups, Q, KV, D, mask, block, seed):
     torch.manual_seed(seed)
     mask_mod = {"none": None, "causal": causal, "window": sliding_window(7)}[mask]
     check(*make_qkv(B, HK * groups, HK, Q, KV, D), mask_mod=mask_mod, block=block)
+
+
+def test_attention_inside_a_compiled_function():
+    """cherenkov.attention and block_mask called in compiled code run as themselves between
+    the compiled graphs (Dynamo used to trace into the Triton interpreter and fail); values
+    and gradients as eager's."""
+    import cherenkov
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 40, 16, requires_grad=True) for _ in range(3))
+
+    def f(q, k, v):
+        bm = block_mask(causal, 1, 1, 40, 40, block=(16, 16))
+        return (attention(q * 2, k, v, block_mask=bm) * 3).sum()
+    torch._dynamo.reset()
+    out = cherenkov.compile(f, strict=True)(q, k, v)
+    grads = torch.autograd.grad(out, (q, k, v))
+    ref = (attention_math(q * 2, k, v, None, causal) * 3).sum()
+    want = torch.autograd.grad(ref, (q, k, v))
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-4)
+    for a, b in zip(grads, want):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
