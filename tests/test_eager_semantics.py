@@ -101,3 +101,29 @@ def test_copy_of_a_view_of_a_computed_value_has_eager_layout(f, shape, backend):
     assert torch.equal(got, want) and got.stride() == want.stride()
     got.add_(1)                                  # its own memory: no overlapping elements
     assert torch.equal(got, want + 1)
+
+
+def test_gpu_split_of_a_bf16_column_sum_accumulates_in_float32():
+    """Compiled for the H200 (split reductions on), run in the interpreter: a cancelling bf16
+    column sum's partials were rounded to bf16 each (off by over 100%)."""
+    torch.manual_seed(0)
+    x = torch.randn(4096, 8)
+    x[:2048] += 100.0
+    x[2048:] -= 100.0
+    x = x.bfloat16()
+    f = lambda x: x.sum(0)
+    torch._dynamo.reset()
+    got = cherenkov.compile(f, strict=True, device="h200", cpu_backend="triton")(x)
+    torch.testing.assert_close(got, f(x), rtol=1.6e-2, atol=1e-1)
+
+
+def test_gpu_row_loop_with_an_integer_column_max():
+    """An integer column max joining a row kernel (row loops on the H200) starts at the
+    dtype's least value (-inf in an int64 accumulator did not compile)."""
+    torch.manual_seed(0)
+    x = torch.randint(-50, 50, (1024, 64))
+    f = lambda x: (x.sum(-1), x.amax(0), x.amin(0))
+    torch._dynamo.reset()
+    got = cherenkov.compile(f, strict=True, device="h200", cpu_backend="triton")(x)
+    for g, w in zip(got, f(x)):
+        assert torch.equal(g, w)

@@ -59,6 +59,19 @@ def arg_extreme_fill(op: Op, dtype: torch.dtype) -> str:
 
 IDENTITY = {Op.SUM: "0", Op.PROD: "1", Op.MAX: "float('-inf')", Op.MIN: "float('inf')",
             Op.ANY: "0", Op.ALL: "1"}
+
+
+def identity(op: Op, dtype: torch.dtype) -> str:
+    """The reduction's identity for values of `dtype`: an integer max starts at the dtype's
+    least value, not -inf (tl.full(-inf, tl.int64) does not compile)."""
+    if op in (Op.MAX, Op.MIN) and not dtype.is_floating_point:
+        if dtype == torch.bool:
+            return "0" if op == Op.MAX else "1"
+        info = torch.iinfo(dtype)
+        return str(info.min if op == Op.MAX else info.max)
+    return IDENTITY[op]
+
+
 # a running value `a` and the next values `v` of a reduction, combined elementwise
 COMBINE = {Op.SUM: "{a} + {v}", Op.PROD: "{a} * {v}", Op.MAX: "_maximum({a}, {v})",
            Op.MIN: "_minimum({a}, {v})", Op.ANY: "tl.maximum({a}, {v})",
@@ -239,7 +252,7 @@ class _Renderer:
             return
         if s.op in (Op.ANY, Op.ALL):
             v = f"({v} != 0).to(tl.int32)"
-        ident = IDENTITY[s.op]
+        ident = identity(s.op, self.k.dtypes[s.src])
         text = f"{REDUCE_FN[s.op]}({self.masked(s, v, ident)}, 1)[:, None]"
         if s.op in (Op.ANY, Op.ALL):
             text = f"({text} != 0)"
@@ -294,8 +307,8 @@ class _Renderer:
         self.lines += ["    rbase = tl.arange(0, RBLOCK)[None, :]", "    rindex = rbase",
                        f"    rmask = rindex < {k.R}"]
         for s in over.values():
-            self.lines.append(f"    {s.out}_acc = tl.full([1, RBLOCK], {IDENTITY[s.op]}, "
-                              f"{self.acc_type(s)})")
+            self.lines.append(f"    {s.out}_acc = tl.full([1, RBLOCK], "
+                              f"{identity(s.op, self.k.dtypes[s.src])}, {self.acc_type(s)})")
         ind = "        "
         self.lines += [f"    for xi in {self.loop_range(f'0, {rows}, XBLOCK')}:",
                        f"{ind}xindex = {start} + xi + tl.arange(0, XBLOCK)[:, None]",
@@ -303,7 +316,7 @@ class _Renderer:
         for s in k.body:
             if getattr(s, "out", None) in over:
                 a = f"{s.out}_acc"
-                v = f"tl.where(xmask & rmask, {s.src}, {IDENTITY[s.op]})"
+                v = f"tl.where(xmask & rmask, {s.src}, {identity(s.op, self.k.dtypes[s.src])})"
                 if step > 1:                  # the step's rows first, then the running value
                     v = f"{REDUCE_FN[s.op]}({v}, 0)[None, :]"
                 self.lines.append(f"{ind}{a} = " + COMBINE[s.op].format(a=a, v=v))
@@ -438,7 +451,8 @@ class _Renderer:
             self.lines.append(f"    {s.out}_acc = tl.full([XBLOCK, RBLOCK], {fill}, {t})")
             self.lines.append(f"    {s.out}_idx = tl.zeros([XBLOCK, RBLOCK], tl.int64)")
             return
-        self.lines.append(f"    {s.out}_acc = tl.full([XBLOCK, RBLOCK], {IDENTITY[s.op]}, {t})")
+        self.lines.append(f"    {s.out}_acc = tl.full([XBLOCK, RBLOCK], "
+                          f"{identity(s.op, self.k.dtypes[s.src])}, {t})")
 
     def update_acc(self, s: Reduce) -> None:
         m, v, a = "xmask & rmask", s.src, f"{s.out}_acc"
@@ -464,7 +478,7 @@ class _Renderer:
             return
         if s.op in (Op.ANY, Op.ALL):
             v = f"({v} != 0).to(tl.int32)"
-        masked = self.masked(s, v, IDENTITY[s.op])
+        masked = self.masked(s, v, identity(s.op, self.k.dtypes[s.src]))
         self.lines.append(f"{ind}{a} = " + COMBINE[s.op].format(a=a, v=masked))
 
     def finish_acc(self, s: Reduce) -> None:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import torch
+
 from cherenkov.ir.graph import Graph, Node, numel
 from cherenkov.ir.ops import Op
 
@@ -107,8 +109,12 @@ def _split(node: Node, sm_count: int, rows: set = frozenset()) -> Node | None:
     flat = Node(Op.RESHAPE, (src,), ((X, S, R // S),), meta.replace(shape=(X, S, R // S), stride=None))
     # (S, X, R/S): neighbouring partial reductions read neighbouring outputs' data
     swapped = Node(Op.PERMUTE, (flat,), ((1, 0, 2),), meta.replace(shape=(S, X, R // S), stride=None))
-    partial = Node(node.op, (swapped,), (1,), node.meta.replace(shape=(S, X), stride=None))
-    back = Node(Op.PERMUTE, (partial,), ((1, 0),), node.meta.replace(shape=(X, S), stride=None))
+    # a 16-bit float sum keeps its partial sums in float32: eager accumulates the whole
+    # reduction in float32 and rounds once (bf16 partials of a cancelling sum were off by 100%)
+    low = node.op == Op.SUM and node.meta.dtype in (torch.bfloat16, torch.float16)
+    part_meta = node.meta.replace(dtype=torch.float32) if low else node.meta
+    partial = Node(node.op, (swapped,), (1,), part_meta.replace(shape=(S, X), stride=None))
+    back = Node(Op.PERMUTE, (partial,), ((1, 0),), part_meta.replace(shape=(X, S), stride=None))
     total = Node(node.op, (back,), (1,), node.meta.replace(shape=(X,), stride=None))
     if tuple(kept) == (X,):
         return total
