@@ -121,10 +121,11 @@ def plan_training(req: Request, progress=None, top: int = SIMULATE_TOP) -> Predi
             continue
         if best is None or pred.step_time_s < best.step_time_s:
             best = pred
-    if best is None:  # the simulator's memory peaks exceed the estimate: fall back to the first
-        est, plan = ranked[0]
-        best = simulate_plan(plan, planner.costs)
-        best.estimate_s = est
+    if best is None:  # every simulated peak exceeds memory: no plan is returned that does not fit
+        raise Infeasible(f"the {min(top, len(ranked))} best layouts fit the memory estimate but "
+                         f"their simulated peaks exceed the usable "
+                         f"{req.usable_memory / 2**30:.1f} GiB per device; try more devices, "
+                         "more recomputation or a smaller microbatch")
     return best
 
 

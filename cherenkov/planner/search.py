@@ -153,7 +153,10 @@ class Planner:
                     head, split_layers(req.model.layers, ch.pp * ch.virtual))
 
     def peak_memory(self, plan: Plan) -> float:
-        return max(stage_memory(plan, p).total for p in {0, plan.choice.pp - 1})
+        """The fullest stage: the first holds the embedding and the most microbatches in
+        flight, the last the head, and a middle one may hold the extra layers of an uneven
+        split (checking only the ends let a plan that does not fit through)."""
+        return max(stage_memory(plan, p).total for p in range(plan.choice.pp))
 
     def estimate(self, plan: Plan) -> float:
         """Closed-form step time: pipeline of (F+B) per microbatch, bubble, exposed syncs."""
