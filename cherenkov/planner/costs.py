@@ -71,7 +71,11 @@ def achievable_device(device):
     fraction of its datasheet figure; measured figures are kept as they are."""
     measured = dict(device.measured_flops)
     for key, peak in device.peak_flops.items():
-        if key.endswith("_tensor") and key not in measured:
+        dtype = key.rsplit("_", 1)[0]
+        # a matmul runs on the tensor rate, or on the vector rate of a dtype without one (a
+        # CPU): either is derated (an un-derated vector rate gave a CPU plan MFU above 100%)
+        matmul_rate = key.endswith("_tensor") or f"{dtype}_tensor" not in device.peak_flops
+        if matmul_rate and key not in measured:
             measured[key] = peak * MATMUL_EFFICIENCY
     bandwidth = device.measured_copy_bandwidth or device.memory_bandwidth * BANDWIDTH_EFFICIENCY
     return device.replace(measured_flops=measured, measured_copy_bandwidth=bandwidth)

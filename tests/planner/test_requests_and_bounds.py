@@ -1,0 +1,47 @@
+"""The planner never answers a bad request with a plan, nor a plan with impossible numbers
+(each case was a fuzzing find): requests are validated up front, naming the argument;
+context parallelism counts each device's queries against the whole sequence; a plan's peak is
+its fullest stage's and a plan that does not fit is never returned; a device with vector
+rates only is derated like one with tensor cores."""
+import dataclasses
+
+import pytest
+
+from cherenkov.hw import cluster
+from cherenkov.models import ModelConfig, preset
+from cherenkov.planner import Infeasible, Request, plan_training
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"global_batch": -8}, "global_batch"), ({"global_batch": 0}, "global_batch"),
+    ({"seq": 0}, "seq"), ({"fixed": {"tp": 0}}, "tp"), ({"fixed": {"pp": -1}}, "pp"),
+    ({"fixed": {"microbatch": 0}}, "microbatch"), ({"fixed": {"tensor_parallel": 8}}, "unknown"),
+])
+def test_bad_requests_name_the_argument(kwargs, match):
+    args = {"model": preset("gpt2"), "cluster": cluster("8xH100"), "global_batch": 8,
+            "seq": 1024} | kwargs
+    with pytest.raises(ValueError, match=match):
+        Request(**args)
+
+
+def test_context_parallel_attention_is_counted_against_the_whole_sequence():
+    p = plan_training(Request(preset("llama3-8b"), cluster("8xH100"), 8, 32768, {"cp": 8, "tp": 1}))
+    assert 0 < p.mfu <= 1.0
+
+
+def test_a_vector_only_device_is_derated_too():
+    p = plan_training(Request(preset("gpt2"), cluster("1xcpu"), 8, 1024))
+    assert 0 < p.mfu <= 1.0
+
+
+def test_a_returned_plan_fits_in_every_stage():
+    m = ModelConfig("llama", layers=10, hidden=4096, heads=32, vocab=1000, seq=4096, name="m10")
+    cl = cluster("8xH100")
+    cl = dataclasses.replace(cl, device=cl.device.replace(memory_bytes=9.44 * 2**30))
+    fixed = dict(pp=4, tp=2, dp=1, microbatch=1, recompute="none", schedule="1f1b", zero=0)
+    req = Request(m, cl, 8, 4096, fixed)
+    p = plan_training(req)        # the uneven split's middle stage counted: a leaner layout
+    assert p.peak_memory_bytes_per_device <= req.usable_memory
+    with pytest.raises(Infeasible, match="usable"):         # and nothing at half the memory
+        plan_training(dataclasses.replace(req, cluster=dataclasses.replace(
+            cl, device=cl.device.replace(memory_bytes=4.7 * 2**30))))
