@@ -107,8 +107,16 @@ def cluster_from_table(table: dict, origin: str = "table") -> ClusterSpec:
     if unknown:
         raise ValueError(f"{origin}: unknown field(s) {sorted(unknown)}; known: {sorted(_FILE_KEYS)}")
     values = dict(table)
+    for key in ("nodes", "gpus_per_node"):
+        if key in values and (isinstance(values[key], bool) or not isinstance(values[key], int)):
+            raise ValueError(f"{origin}: field {key!r} must be an integer, got {values[key]!r}")
+    if not isinstance(values.get("name", ""), str):
+        raise ValueError(f"{origin}: field 'name' must be a string, got {values['name']!r}")
     if "node" in values:
         node = catalog.node(values.pop("node"))
+        if values.get("gpus_per_node", node.gpus_per_node) != node.gpus_per_node:
+            raise ValueError(f"{origin}: field 'gpus_per_node' = {values['gpus_per_node']} "
+                             f"contradicts node preset {node.name!r} ({node.gpus_per_node} per node)")
         values.setdefault("device", node.device)
         values.setdefault("gpus_per_node", node.gpus_per_node)
         values.setdefault("intra", node.intra)

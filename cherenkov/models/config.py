@@ -36,6 +36,14 @@ class ModelConfig:
     def __post_init__(self):
         if self.arch not in ("gpt", "llama"):
             raise ValueError(f"arch must be 'gpt' or 'llama', got {self.arch!r}")
+        for name in ("layers", "hidden", "heads", "vocab", "seq"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        for name in ("kv_heads", "ffn"):          # 0: the default
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
         if self.kv_heads == 0:
             object.__setattr__(self, "kv_heads", self.heads)
         if self.ffn == 0:

@@ -75,22 +75,33 @@ def request_from_args(args):
     from cherenkov.planner.search import Request
     cfg = module_from_args(args) if args.module else model_from_args(args)
     cl = cluster(args.cluster)
-    if args.efficiency:
+    if args.efficiency is not None:
+        if not 0 < args.efficiency <= 1:
+            raise ValueError(f"--efficiency is a fraction of the datasheet peak in (0, 1], "
+                             f"got {args.efficiency}")
         dev = cl.device
         rates = {k: v * args.efficiency for k, v in dev.peak_flops.items() if k.endswith("_tensor")}
         cl = type(cl)(dev.replace(measured_flops=rates), cl.gpus_per_node, cl.nodes, cl.intra,
                       cl.inter, cl.name)
     fixed = {k: getattr(args, k) for k in ("tp", "pp", "dp", "cp", "microbatch", "zero",
                                             "recompute", "schedule") if getattr(args, k) is not None}
-    seq = args.seq or cfg.seq
-    gb = args.global_batch or max(cl.world_size, 8)
+    seq = cfg.seq if args.seq is None else args.seq          # 0 is an error, not "default"
+    gb = max(cl.world_size, 8) if args.global_batch is None else args.global_batch
     return Request(cfg, cl, gb, seq, fixed)
 
 
 def run(args) -> int:
     from cherenkov.planner.result import plan_training
     from cherenkov.planner.search import Infeasible
-    req = request_from_args(args)
+    try:
+        req = request_from_args(args)
+    except (ValueError, KeyError) as e:       # a bad flag, cluster or model: say which, no trace
+        msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
+        if args.json:
+            print(json.dumps({"error": "bad request", "message": str(msg)}))
+        else:
+            print(f"cherenkov plan: {msg}", file=sys.stderr)
+        return 2
     try:
         if args.json:
             pred = plan_training(req)

@@ -11,6 +11,7 @@ says what does not fit by how much and what would.
 """
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass, field, replace
 
@@ -18,12 +19,15 @@ from cherenkov.ir.placement import Shard
 from cherenkov.parallel.capture_model import model_graphs, model_param_count
 from cherenkov.parallel.mesh import layout
 from cherenkov.planner.costs import ClusterCosts
-from cherenkov.planner.intra_layer import InfeasibleLayer, SolveOptions, solve_layer
+from cherenkov.planner.intra_layer import (AnnotationError, InfeasibleLayer, SolveOptions,
+                                           solve_layer)
 from cherenkov.planner.memory import state_bytes_per_param
 from cherenkov.planner.plan import Choice, Plan, split_layers
 from cherenkov.planner.program import (OPTIMIZER_BYTES_MOVED, grad_axis, grad_axis_of, layer_times, p2p_seconds,
                                        stage_memory)
 from cherenkov.planner.schedule import bubble_fraction
+
+log = logging.getLogger("cherenkov")
 
 MEMORY_HEADROOM = 0.90   # plan to use at most this fraction of device memory (allocator, CUDA ctx)
 SIMULATE_TOP = 4
@@ -225,22 +229,33 @@ class Planner:
         degrees = list(candidate_degrees(self.req))
         ranked, rejects = [], []
         for i, (tp, cp, pp, dp) in enumerate(degrees):
-            for ch in candidate_choices(req, tp, cp, pp, dp):
-                plan = self.make_plan(ch)
-                if req.model.layers < ch.pp * ch.virtual:
-                    continue
-                peak = self.peak_memory(plan)
-                if peak > req.usable_memory and ch.tp > 1:  # try the memory-lean sharding
-                    plan = self.make_plan(ch, lean=True)
-                    peak = self.peak_memory(plan)
-                if peak > req.usable_memory:
-                    rejects.append((peak, plan))
-                    continue
-                ranked.append((self.estimate(plan), plan))
+            try:
+                self._rank(req, tp, cp, pp, dp, ranked, rejects)
+            except AnnotationError:
+                raise                   # the user's cherenkov.shard cannot hold: say so
+            except (InfeasibleLayer, ValueError) as e:
+                # a layout the mesh cannot make (a dp group over part of a node of 3 x 8), or a
+                # layer with no sharding for it: skip it, as the search skips any misfit
+                log.debug("planner: tp=%d cp=%d pp=%d dp=%d skipped: %s", tp, cp, pp, dp, e)
             if progress:
                 progress(i + 1, len(degrees))
         ranked.sort(key=lambda x: x[0])
         return ranked, rejects
+
+
+    def _rank(self, req, tp, cp, pp, dp, ranked: list, rejects: list) -> None:
+        for ch in candidate_choices(req, tp, cp, pp, dp):
+            plan = self.make_plan(ch)
+            if req.model.layers < ch.pp * ch.virtual:
+                continue
+            peak = self.peak_memory(plan)
+            if peak > req.usable_memory and ch.tp > 1:  # try the memory-lean sharding
+                plan = self.make_plan(ch, lean=True)
+                peak = self.peak_memory(plan)
+            if peak > req.usable_memory:
+                rejects.append((peak, plan))
+                continue
+            ranked.append((self.estimate(plan), plan))
 
 
 def min_state_bytes(model) -> float:

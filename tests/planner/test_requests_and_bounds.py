@@ -45,3 +45,47 @@ def test_a_returned_plan_fits_in_every_stage():
     with pytest.raises(Infeasible, match="usable"):         # and nothing at half the memory
         plan_training(dataclasses.replace(req, cluster=dataclasses.replace(
             cl, device=cl.device.replace(memory_bytes=4.7 * 2**30))))
+
+
+def test_layouts_the_mesh_cannot_make_are_skipped():
+    """3 nodes of 8 with a dp group over part of a node crashed in the collective model; a
+    tp=3 layer whose embedding has no matching sharding escaped as InfeasibleLayer."""
+    for cl, gb, seq in (("3x8xH100", 12, 1024), ("6xH100", 256, 2048)):
+        try:
+            p = plan_training(Request(preset("gpt2"), cluster(cl), gb, seq))
+        except Infeasible as e:
+            assert "fit" in str(e) or "layout" in str(e)
+        else:
+            assert 0 < p.mfu <= 1.0
+
+
+@pytest.mark.parametrize("field", ["layers", "hidden", "heads", "vocab", "seq"])
+def test_model_config_sizes_are_positive(field):
+    with pytest.raises(ValueError, match=field):
+        ModelConfig("llama", **({"layers": 2, "hidden": 64, "heads": 4, "vocab": 100,
+                                 "seq": 64} | {field: 0}))
+
+
+def test_cluster_tables_name_their_bad_fields():
+    from cherenkov.hw.cluster import cluster_from_table
+    for table, field in (({"node": "dgx-h100", "nodes": "4"}, "nodes"),
+                         ({"name": 5, "gpus_per_node": 8, "device": "h100", "intra": "nvlink4"},
+                          "name"),
+                         ({"node": "dgx-h100", "nodes": 2, "gpus_per_node": 16}, "gpus_per_node")):
+        with pytest.raises(ValueError, match=field):
+            cluster_from_table(table)
+
+
+@pytest.mark.parametrize("flags, match", [
+    (["--efficiency", "1.5"], "efficiency"), (["--efficiency", "-0.5"], "efficiency"),
+    (["--global-batch", "0"], "global_batch"), (["--seq", "0"], "seq"),
+    (["--cluster", "8xFOO"], "FOO"), (["--model", "nope"], "nope"),
+])
+def test_plan_cli_rejects_bad_flags_without_a_traceback(flags, match, capsys):
+    from cherenkov.cli import main
+    args = ["plan", "--model", "gpt2", "--cluster", "8xH100", "--json"]
+    for i in range(0, len(flags), 2):                 # a flag given twice: the later wins
+        args += flags[i:i + 2]
+    assert main(args) == 2
+    out = capsys.readouterr().out
+    assert '"error"' in out and match.lower() in out.lower()
