@@ -127,3 +127,13 @@ def test_gpu_row_loop_with_an_integer_column_max():
     got = cherenkov.compile(f, strict=True, device="h200", cpu_backend="triton")(x)
     for g, w in zip(got, f(x)):
         assert torch.equal(g, w)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_large_int64_max_and_min_stay_exact(backend):
+    """Masked lanes filled with +-inf promoted int64 values to float32 (rounded results)."""
+    torch.manual_seed(0)
+    x = torch.randint(2 ** 40, 2 ** 41, (4, 300))
+    f = lambda x: (x.amax(-1), x.amin(-1))
+    for got, want in zip(compiled(f, backend)(x), f(x)):
+        assert torch.equal(got, want)
