@@ -50,7 +50,9 @@ class SolveOptions:
     # data-parallel group once per step: weights kept whole on this axis cost more there.
     outer_sync_s_per_byte: float = 0.0
     fixed_output: Placement | None = None  # force the graph output's placement
-    lean: bool = False  # add a memory budget of 1.25x the least memory any choice could use
+    # add a memory budget of 1.25x the least memory any choice could use ("min": exactly the
+    # least, the last resort before a layout is rejected for memory)
+    lean: bool | str = False
     # ((weight name, placement), ...): weights pinned by cherenkov.shard annotations
     weight_placements: tuple = ()
 
@@ -211,7 +213,8 @@ def solve_layer(graph: LayerGraph, axis, costs, opts: SolveOptions = SolveOption
     budget = opts.memory_budget
     if opts.lean:
         least = sum(min(mem[index[(op.name, i)]] for i in range(len(strat[op.name]))) for op in ops)
-        budget = 1.25 * least if budget is None else min(budget, 1.25 * least)
+        factor = 1.0 if opts.lean == "min" else 1.25
+        budget = factor * least if budget is None else min(budget, factor * least)
     if budget is not None:
         add_row({col: mem[col] for col in range(n_node) if mem[col]}, -np.inf, budget)
     A = coo_matrix((vals, (rows, cols)), shape=(len(lo), n)).tocsr()

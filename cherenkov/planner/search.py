@@ -249,8 +249,10 @@ class Planner:
             if req.model.layers < ch.pp * ch.virtual:
                 continue
             peak = self.peak_memory(plan)
-            if peak > req.usable_memory and ch.tp > 1:  # try the memory-lean sharding
-                plan = self.make_plan(ch, lean=True)
+            for lean in (True, "min"):   # too big: the memory-lean shardings, then the leanest
+                if peak <= req.usable_memory or ch.tp == 1:
+                    break
+                plan = self.make_plan(ch, lean=lean)
                 peak = self.peak_memory(plan)
             if peak > req.usable_memory:
                 rejects.append((peak, plan))

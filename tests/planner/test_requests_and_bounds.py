@@ -89,3 +89,16 @@ def test_plan_cli_rejects_bad_flags_without_a_traceback(flags, match, capsys):
     assert main(args) == 2
     out = capsys.readouterr().out
     assert '"error"' in out and match.lower() in out.lower()
+
+
+def test_a_faster_link_never_loses_the_plan():
+    """A 1.5x faster NVLink turned a feasible small-memory request Infeasible: the lean
+    sharding's 1.25x-of-least budget picked heavier placements; the leanest is tried last."""
+    m = ModelConfig("llama", layers=32, hidden=1024, heads=32, kv_heads=8, vocab=128256,
+                    seq=4096, name="fz")
+    base = cluster("4x8xH100")
+    base = dataclasses.replace(base, device=base.device.replace(memory_bytes=0.8 * 2**30))
+    p = plan_training(Request(m, base, 12, 1024))
+    fast = dataclasses.replace(base, intra=base.intra.replace(bandwidth=base.intra.bandwidth * 1.5))
+    q = plan_training(Request(m, fast, 12, 1024))
+    assert q.step_time_s <= p.step_time_s * (1 + 1e-9)
