@@ -137,3 +137,17 @@ def test_large_int64_max_and_min_stay_exact(backend):
     f = lambda x: (x.amax(-1), x.amin(-1))
     for got, want in zip(compiled(f, backend)(x), f(x)):
         assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("op", [torch.floor_divide, torch.remainder,
+                                lambda a, b: torch.div(a, b, rounding_mode="trunc"), torch.fmod])
+def test_integer_division_by_zero_raises_on_the_cpp_backend(op):
+    """As eager (and Inductor-CPU) on the CPU: the C++ kernels flag a zero divisor."""
+    f = lambda a, b: op(a, b) + 1
+    a, b = torch.tensor([1, 2, 3]), torch.tensor([1, 0, 2])
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        f(a, b)
+    g = compiled(f, "cpp")
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        g(a, b)
+    assert torch.equal(g(a, b + 1), f(a, b + 1))          # and runs on once the divisor is not 0

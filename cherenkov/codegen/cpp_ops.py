@@ -176,6 +176,11 @@ template <class T, class F> static inline T ck_bit_cast(F v) { T t; std::memcpy(
 
 static int ck_num_threads = 1;
 extern "C" void cherenkov_set_num_threads(int n) { ck_num_threads = n > 0 ? n : 1; }
+// set by an integer division by zero; the runtime raises after the call, as eager does
+static int ck_zero_divisor = 0;
+extern "C" int cherenkov_take_zero_divisor() {
+    return __atomic_exchange_n(&ck_zero_divisor, 0, __ATOMIC_RELAXED);
+}
 
 // ---- bf16: the high 16 bits of an fp32 ------------------------------------------------------
 static inline float ck_bf16_to_f(uint16_t b) {
@@ -228,16 +233,17 @@ template <class T> static inline T ck_minimum(T a, T b) {
     return a < b ? a : b;
 }
 template <class T> static inline T ck_iabs(T a) { return a < 0 ? static_cast<T>(-a) : a; }
-// integer division: 0 for a zero divisor (C would trap), wrapping for MIN / -1
+// integer division: 0 for a zero divisor (C would trap) and the flag set, wrapping for MIN / -1
 template <class T, class U> static inline auto ck_truncdiv_i(T a, U b) {
     using R = std::common_type_t<T, U>;
-    if (b == 0) return R(0);
+    if (b == 0) { __atomic_store_n(&ck_zero_divisor, 1, __ATOMIC_RELAXED); return R(0); }
     if (b == -1) return static_cast<R>(R(0) - static_cast<R>(a));
     return static_cast<R>(a / b);
 }
 template <class T, class U> static inline auto ck_fmod_i(T a, U b) {
     using R = std::common_type_t<T, U>;
-    if (b == 0 || b == -1) return R(0);
+    if (b == 0) { __atomic_store_n(&ck_zero_divisor, 1, __ATOMIC_RELAXED); return R(0); }
+    if (b == -1) return R(0);
     return static_cast<R>(a % b);
 }
 template <class T, class U> static inline auto ck_floordiv_i(T a, U b) {

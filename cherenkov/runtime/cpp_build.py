@@ -180,10 +180,13 @@ def run_many(kernels: list["CppKernel"]):
     n = len(kernels)
     ids = (ctypes.c_int * n)(*[k.batch_id for k in kernels])
     first = kernels[0]
+    divides = any(k.divides for k in kernels)
 
     def call(ptrs: list) -> None:
         first.sync_threads()
         fn(n, ids, (ctypes.c_void_p * len(ptrs))(*ptrs))
+        if divides:
+            raise_zero_divisor(kernels)
     return call
 
 
@@ -206,11 +209,21 @@ def run_levels(kernels: list["CppKernel"], levels: list[list[int]]):
     ids = (ctypes.c_int * len(order))(*[kernels[i].batch_id for i in order])
     offsets = (ctypes.c_int * len(order))(*[starts[i] for i in order])
     first = kernels[0]
+    divides = any(k.divides for k in kernels)
 
     def call(ptrs: list) -> None:
         first.sync_threads()
         fn(len(ends), c_ends, ids, offsets, (ctypes.c_void_p * len(ptrs))(*ptrs))
+        if divides:
+            raise_zero_divisor(kernels)
     return call
+
+
+def raise_zero_divisor(kernels: list["CppKernel"]) -> None:
+    """Eager raises on an integer division by zero; the kernels flag it (and write 0)."""
+    if kernels[0].library.cherenkov_take_zero_divisor():
+        names = ", ".join(k.name for k in kernels if k.divides)
+        raise RuntimeError(f"ZeroDivisionError: integer division by zero (in {names})")
 
 
 class CppKernel:
@@ -230,6 +243,8 @@ class CppKernel:
         self.library_path = path
         self.source = source                   # this kernel's C++ function
         self.parallel_inside = "omp parallel" in source   # spreads its own loop over threads
+        self.divides = "ck_truncdiv_i(" in source or "ck_fmod_i(" in source \
+            or "ck_floordiv_i(" in source or "ck_mod_i(" in source   # may flag a zero divisor
         self._fn = getattr(library, kernel.name)
         self._fn.argtypes = [ctypes.c_void_p] * (len(self.inputs) + len(self.outputs))
         self._fn.restype = None
@@ -253,9 +268,11 @@ class CppKernel:
             ptrs = [t.data_ptr() - t.storage_offset() * t.element_size() for t in tensors]
             self.sync_threads()
             self._fn(*ptrs)
-            return
-        self._checked_call(*tensors)
-        self._checked = True
+        else:
+            self._checked_call(*tensors)
+            self._checked = True
+        if self.divides:
+            raise_zero_divisor([self])
 
     def _checked_call(self, *tensors: torch.Tensor) -> None:
         n_in = len(self.inputs)
