@@ -215,9 +215,11 @@ def _fuse_linear_cross_entropy(gm: torch.fx.GraphModule, example_inputs, config:
         log.warning("cherenkov: LM head + cross-entropy not fused: %s: %s", type(e).__name__, e)
 
 
-def cherenkov_backend(gm: torch.fx.GraphModule, example_inputs, **options):
-    """Entry point registered as torch.compile(backend="cherenkov")."""
-    config = current(**options)
+def cherenkov_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None = None,
+                      **kwargs):
+    """Entry point registered as torch.compile(backend="cherenkov"); torch.compile's
+    `options={...}` arrive as one dict, cherenkov.compile's as keywords."""
+    config = current(**{**(options or {}), **kwargs})
     if any(isinstance(x, torch.Tensor) and x.device.type == "cuda" for x in example_inputs) \
             and not config.interpret:
         from cherenkov.runtime import parallel_compile

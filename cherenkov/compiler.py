@@ -13,6 +13,7 @@ import hashlib
 import itertools
 import json
 import logging
+import warnings
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,7 +114,11 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
         # already live in the forward graph's buffers and are read in place
         compiled.use_cuda_graphs(warmup=2 if name.startswith("backward") else 1)
     if config.dump_dir:
-        _dump(Path(config.dump_dir) / name, gm, lowered, graph, fusion, sources, info)
+        try:
+            _dump(Path(config.dump_dir) / name, gm, lowered, graph, fusion, sources, info)
+        except OSError as e:    # a dump that cannot be written never costs the compiled graph
+            warnings.warn(f"cherenkov: dump_dir={config.dump_dir!r} not written: {e}",
+                          stacklevel=2)
     if config.log_fallbacks:
         for op, reason in report.externs:
             log.warning("cherenkov [%s] extern %s: %s", name, op, reason)

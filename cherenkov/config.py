@@ -40,8 +40,13 @@ import os
 from dataclasses import dataclass, field, fields
 
 
-def _flag(text: str) -> bool:
-    return text.strip().lower() in ("1", "true", "yes", "on")
+def _flag(name: str, text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{name}={text!r}: expected 1/true/yes/on or 0/false/no/off")
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,27 @@ class Config:
     linear_ce: str = field(default="auto", metadata={"env": "CHERENKOV_LINEAR_CE"})
 
     def __post_init__(self):
+        for f in fields(self):            # types first: "false" is a true string, 2.5 no count
+            value = getattr(self, f.name)
+            kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
+            if kind == "bool" and not isinstance(value, bool):
+                raise TypeError(f"{f.name}={value!r}: expected True or False")
+            if kind == "int" and (isinstance(value, bool) or not isinstance(value, int)):
+                raise TypeError(f"{f.name}={value!r}: expected an integer")
+            if kind == "float | None" and value is not None and (
+                    isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise TypeError(f"{f.name}={value!r}: expected a number (GB, or a fraction)")
+            if kind in ("str", "str | None") and not (value is None and "None" in kind) \
+                    and not isinstance(value, str):
+                raise TypeError(f"{f.name}={value!r}: expected a string")
+        if self.device != "auto":
+            from cherenkov.hw import catalog
+            if not catalog.is_device(self.device):
+                raise ValueError(f"device={self.device!r}: expected 'auto' or a hardware preset "
+                                 f"({', '.join(catalog.device_names())})")
+        if self.compile_workers < -1:
+            raise ValueError(f"compile_workers={self.compile_workers}: -1 (automatic), 0 (none) "
+                             "or a count")
         if self.attention not in ("cherenkov", "sdpa"):
             raise ValueError(f"attention={self.attention!r}: expected 'cherenkov' or 'sdpa'")
         if self.cpu_backend not in ("cpp", "triton"):
@@ -86,14 +112,20 @@ class Config:
         return dataclasses.replace(self, **changes)
 
     @classmethod
-    def from_env(cls, environ=os.environ) -> "Config":
+    def from_env(cls, environ=os.environ, **overrides) -> "Config":
+        """The environment's settings, then `overrides` (an explicit option wins over a bad
+        environment value of the same option)."""
+        unknown = set(overrides) - {f.name for f in fields(cls)}
+        if unknown:
+            raise TypeError(f"unknown Cherenkov option(s): {sorted(unknown)}; "
+                            f"known: {[f.name for f in fields(cls)]}")
         values = {}
         for f in fields(cls):
             raw = environ.get(f.metadata["env"])
-            if raw is None or raw == "":
+            if raw is None or raw == "" or f.name in overrides:
                 continue
             if f.type in ("bool", bool):
-                values[f.name] = _flag(raw)
+                values[f.name] = _flag(f.metadata["env"], raw)
             elif f.type in ("int", int):
                 try:
                     values[f.name] = int(raw)
@@ -106,9 +138,9 @@ class Config:
                     raise ValueError(f"{f.metadata['env']}={raw!r}: expected a number") from None
             else:
                 values[f.name] = raw
-        return cls(**values)
+        return cls(**values, **overrides)
 
 
 def current(**overrides) -> Config:
     """The configuration in force: environment over defaults, then explicit overrides."""
-    return Config.from_env().replace(**overrides)
+    return Config.from_env(**overrides)

@@ -98,6 +98,49 @@ def test_config_from_env_and_unknown_options():
         Config.from_env({"CHERENKOV_CACHE_SIZE": "many"})
 
 
+@pytest.mark.parametrize("options, error, match", [
+    ({"fusion": "false"}, TypeError, "fusion"), ({"strict": "0"}, TypeError, "strict"),
+    ({"cache_size": "8"}, TypeError, "cache_size"), ({"cache_size": 2.5}, TypeError, "cache_size"),
+    ({"memory_budget": "0.5"}, TypeError, "memory_budget"),
+    ({"compile_workers": -5}, ValueError, "compile_workers"),
+    ({"device": "bogus"}, ValueError, "h200"),
+])
+def test_bad_option_values_name_the_option_at_compile(options, error, match):
+    """A string "false" turned fusion on, "0" strict on; an unknown preset ran every graph in
+    eager at its first call."""
+    with pytest.raises(error, match=match):
+        cherenkov.compile(lambda x: x, **options)
+
+
+def test_environment_flags_are_checked_and_explicit_options_win():
+    with pytest.raises(ValueError, match="CHERENKOV_FUSION"):
+        Config.from_env({"CHERENKOV_FUSION": "enabled"})       # read as False before
+    assert not Config.from_env({"CHERENKOV_FUSION": "off"}).fusion
+    assert Config.from_env({"CHERENKOV_CACHE_SIZE": "0"}, cache_size=4).cache_size == 4
+
+
+def test_torch_compile_options_dict_reaches_the_config():
+    """torch.compile(backend="cherenkov", options={...}) hands the options as one dict."""
+    fn = lambda x: (x * 2).sum(0)
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend="cherenkov", options={"fusion": False, "strict": True})
+    x = torch.randn(4, 3)
+    torch.testing.assert_close(compiled(x), fn(x))
+    from cherenkov.backend import COMPILED
+    assert COMPILED[-1].info.kernels           # compiled by Cherenkov, not run in eager
+
+
+def test_an_unwritable_dump_dir_keeps_the_compiled_graph(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    fn = lambda x: x.tanh() + 1
+    torch._dynamo.reset()
+    x = torch.randn(5)
+    with pytest.warns(UserWarning, match="dump_dir"):
+        out = cherenkov.compile(fn, strict=True, dump_dir=str(blocker / "d"))(x)
+    torch.testing.assert_close(out, fn(x))
+
+
 def test_backend_name_is_registered():
     fn = torch.compile(lambda x: x.relu() * 2, backend="cherenkov")
     x = torch.randn(10)
