@@ -16,6 +16,17 @@ SUBCOMMANDS = {
 }
 
 
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (a step count of 0 or -5 ran, or meant 'default')."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive integer")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="cherenkov", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)

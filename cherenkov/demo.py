@@ -9,20 +9,19 @@ from __future__ import annotations
 
 import argparse
 import copy
+import sys
 import time
 
 import torch
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--steps", type=int, default=3)
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--hidden", type=int, default=64)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--seq", type=int, default=32)
-    p.add_argument("--batch", type=int, default=2)
-    p.add_argument("--vocab", type=int, default=128)
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    from cherenkov.cli import positive_int
+    for name, default in (("steps", 3), ("layers", 2), ("hidden", 64), ("heads", 4), ("seq", 32),
+                          ("batch", 2), ("vocab", 128)):
+        p.add_argument(f"--{name}", type=positive_int, default=default)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
+                   choices=["cpu", "cuda"])
 
 
 def _time_step(model, opt, idx, tgt, device, step=None) -> tuple[float, float]:
@@ -47,6 +46,13 @@ def run(args) -> int:
     from cherenkov.models import GPT, ModelConfig
 
     console = Console()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("cherenkov demo: --device cuda, but this torch sees no CUDA GPU", file=sys.stderr)
+        return 2
+    if args.hidden % args.heads:
+        print(f"cherenkov demo: --hidden {args.hidden} is not divisible by --heads {args.heads}",
+              file=sys.stderr)
+        return 2
     device = torch.device(args.device)
     torch.manual_seed(0)
     cfg = ModelConfig("gpt", layers=args.layers, hidden=args.hidden, heads=args.heads,

@@ -12,12 +12,15 @@ Without a GPU and without --cpu it says so and exits 0.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 
 import torch
 
 from cherenkov.bench.case import MODES
 from cherenkov.bench.suites import RUNNERS, SUITES
+from cherenkov.cli import positive_int
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="torch.cuda.graph's capture_error_mode for the timing captures")
     parser.add_argument("--isolate", action="store_true",
                         help="run each fwd+bwd variant in a fresh process (see bench/isolated.py)")
-    parser.add_argument("--steps", type=int, default=None,
+    parser.add_argument("--steps", type=positive_int, default=None,
                         help="train suite: steps per backend (default 50; 3 with --cpu/--smoke)")
 
 
@@ -68,6 +71,13 @@ def pick_device(args) -> torch.device | None:
 
 
 def run(args) -> int:
+    try:                      # before any suite runs: a run's results are never lost at the end
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        if not os.access(args.out, os.W_OK):
+            raise OSError("not writable")
+    except OSError as e:
+        print(f"cherenkov bench: --out {args.out!r}: {e}", file=sys.stderr)
+        return 2
     if args.suite in RUNNERS:
         return RUNNERS[args.suite](args)
     from cherenkov.bench.harness import IMPLEMENTATIONS, Settings, run_suite

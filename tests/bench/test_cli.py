@@ -2,6 +2,7 @@
 import json
 import subprocess
 
+import pytest
 import torch
 
 from cherenkov.bench import report
@@ -59,3 +60,24 @@ def test_commit_falls_back_to_the_environment(monkeypatch):
     assert report.commit() == "feedbee"
     monkeypatch.delenv("CHERENKOV_COMMIT")
     assert report.commit() == "unknown"
+
+
+@pytest.mark.parametrize("argv", [["demo", "--steps", "0"], ["demo", "--heads", "-1"],
+                                  ["demo", "--device", "bogus"],
+                                  ["bench", "train", "--cpu", "--smoke", "--steps", "-5"]])
+def test_bad_counts_and_devices_are_argparse_errors(argv):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+
+
+def test_demo_rejects_heads_not_dividing_hidden(capsys):
+    assert main(["demo", "--device", "cpu", "--hidden", "64", "--heads", "3"]) == 2
+    assert "divisible" in capsys.readouterr().err
+
+
+def test_bench_checks_its_output_folder_before_running(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    assert main(["bench", "memory", "--cpu", "--smoke", "--out", str(blocker / "out")]) == 2
+    assert "--out" in capsys.readouterr().err
