@@ -101,6 +101,9 @@ class Config:
             raise ValueError(f"partitioner={self.partitioner!r}: expected 'torch' or 'cherenkov'")
         if self.memory_budget is not None and not self.memory_budget >= 0:
             raise ValueError(f"memory_budget={self.memory_budget!r}: must be non-negative")
+        if self.memory_budget is not None and self.partitioner != "cherenkov":
+            raise ValueError(f"memory_budget={self.memory_budget!r} is the Cherenkov "
+                             "partitioner's: give partitioner='cherenkov' too (torch's ignores it)")
         if self.cache_size < 1:
             raise ValueError(f"cache_size={self.cache_size}: must be at least 1")
 

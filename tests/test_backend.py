@@ -295,3 +295,9 @@ def test_compiled_graphs_are_freed_when_dynamo_drops_them():
     gc.collect()
     assert all(g() is None for g in graphs)
     assert all(info is not None and graph is None for graph, info in entries)
+
+
+def test_memory_budget_needs_the_cherenkov_partitioner():
+    with pytest.raises(ValueError, match="partitioner='cherenkov'"):
+        cherenkov.compile(lambda x: x, memory_budget=0.5)
+    cherenkov.compile(lambda x: x, memory_budget=0.5, partitioner="cherenkov")

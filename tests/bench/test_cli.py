@@ -81,3 +81,11 @@ def test_bench_checks_its_output_folder_before_running(tmp_path, capsys):
     blocker.write_text("not a folder")
     assert main(["bench", "memory", "--cpu", "--smoke", "--out", str(blocker / "out")]) == 2
     assert "--out" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("suite", ["memory", "train"])
+def test_a_cases_pattern_matching_nothing_is_an_error(suite, tmp_path, capsys):
+    assert main(["bench", suite, "--cpu", "--smoke", "--cases", "nomatch",
+                 "--out", str(tmp_path)]) == 2
+    assert "no case matches" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
