@@ -13,8 +13,8 @@ import hashlib
 import itertools
 import json
 import logging
-import warnings
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 

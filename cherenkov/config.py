@@ -49,6 +49,19 @@ def _flag(name: str, text: str) -> bool:
     raise ValueError(f"{name}={text!r}: expected 1/true/yes/on or 0/false/no/off")
 
 
+# annotation -> (accepted types, as the error names them); a bool is no number here
+_TYPES = {"bool": (bool, "True or False"), "int": (int, "an integer"),
+          "float": ((int, float), "a number (GB, or a fraction)"),
+          "str": ((str, os.PathLike), "a string")}          # dump_dir may be a Path
+
+
+def _check_names(names) -> None:
+    known = [f.name for f in fields(Config)]
+    unknown = set(names) - set(known)
+    if unknown:
+        raise TypeError(f"unknown Cherenkov option(s): {sorted(unknown)}; known: {known}")
+
+
 @dataclass(frozen=True)
 class Config:
     strict: bool = field(default=False, metadata={"env": "CHERENKOV_STRICT"})
@@ -72,17 +85,12 @@ class Config:
     def __post_init__(self):
         for f in fields(self):            # types first: "false" is a true string, 2.5 no count
             value = getattr(self, f.name)
-            kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
-            if kind == "bool" and not isinstance(value, bool):
-                raise TypeError(f"{f.name}={value!r}: expected True or False")
-            if kind == "int" and (isinstance(value, bool) or not isinstance(value, int)):
-                raise TypeError(f"{f.name}={value!r}: expected an integer")
-            if kind == "float | None" and value is not None and (
-                    isinstance(value, bool) or not isinstance(value, (int, float))):
-                raise TypeError(f"{f.name}={value!r}: expected a number (GB, or a fraction)")
-            if kind in ("str", "str | None") and not (value is None and "None" in kind) \
-                    and not isinstance(value, str):
-                raise TypeError(f"{f.name}={value!r}: expected a string")
+            kind, _, optional = f.type.partition(" | ")     # "float | None": a float or None
+            if value is None and optional:
+                continue
+            accepted, what = _TYPES[kind]
+            if isinstance(value, bool) != (kind == "bool") or not isinstance(value, accepted):
+                raise TypeError(f"{f.name}={value!r}: expected {what}")
         if self.device != "auto":
             from cherenkov.hw import catalog
             if not catalog.is_device(self.device):
@@ -108,20 +116,14 @@ class Config:
             raise ValueError(f"cache_size={self.cache_size}: must be at least 1")
 
     def replace(self, **changes) -> "Config":
-        unknown = set(changes) - {f.name for f in fields(self)}
-        if unknown:
-            raise TypeError(f"unknown Cherenkov option(s): {sorted(unknown)}; "
-                            f"known: {[f.name for f in fields(self)]}")
+        _check_names(changes)
         return dataclasses.replace(self, **changes)
 
     @classmethod
     def from_env(cls, environ=os.environ, **overrides) -> "Config":
         """The environment's settings, then `overrides` (an explicit option wins over a bad
         environment value of the same option)."""
-        unknown = set(overrides) - {f.name for f in fields(cls)}
-        if unknown:
-            raise TypeError(f"unknown Cherenkov option(s): {sorted(unknown)}; "
-                            f"known: {[f.name for f in fields(cls)]}")
+        _check_names(overrides)
         values = {}
         for f in fields(cls):
             raw = environ.get(f.metadata["env"])

@@ -20,7 +20,7 @@ import torch
 
 from . import launch
 from .block_mask import BlockMask, block_mask as build_block_mask
-from .codegen import compile_mods, kernel_mode
+from .codegen import compile_mods, interpreter_dots_exact, kernel_mode
 from .reference import attention_math
 from .trace import TraceError
 
@@ -106,14 +106,13 @@ def attention(q, k, v, score_mod=None, mask_mod=None, block_mask: BlockMask | No
 
     mode, reason = kernel_mode(q.device)
     traced = None
-    if mode == "interpret" and q.dtype in (torch.bfloat16, torch.float16):
-        # Triton's CPU interpreter multiplies 16-bit tl.dot operands wrongly (3.9: bf16 as raw
-        # bits): run the kernels on float32 copies, differentiable back to the inputs
+    if q.dtype == torch.float64:
+        mode, reason = None, "float64 inputs (the kernels compute in float32)"
+    elif mode == "interpret" and not interpreter_dots_exact(q.dtype):
+        # 16-bit inputs on the CPU: the kernels on float32 copies, differentiable back
         out = attention(q.float(), k.float(), v.float(), score_mod, mask_mod, block_mask, scale,
                         enable_gqa, return_lse)
         return (out[0].to(q.dtype), out[1]) if return_lse else out.to(q.dtype)
-    if q.dtype == torch.float64:
-        mode, reason = None, "float64 inputs (the kernels compute in float32)"
     if mode is None:
         _log_once(reason)
     else:

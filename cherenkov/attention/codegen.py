@@ -9,13 +9,12 @@ Mode "interpret" builds the kernels with Triton's interpreter (CPU tensors, nump
 from __future__ import annotations
 
 import hashlib
-import types
 import importlib.util
 import os
 import sys
 import tempfile
 import threading
-from types import ModuleType
+from types import FunctionType, ModuleType
 
 import torch
 
@@ -92,6 +91,12 @@ def interpreter_ready() -> bool:
     return isinstance(tl.zeros, InterpretedFunction)
 
 
+def interpreter_dots_exact(dtype) -> bool:
+    """Whether Triton's CPU interpreter multiplies tl.dot operands of `dtype` right: float32
+    only (3.9 reads bf16 operands as raw bits; float64 goes through a float32 accumulator)."""
+    return dtype == torch.float32
+
+
 def kernel_mode(device) -> tuple[str | None, str]:
     """How kernels run for tensors on `device`: ("jit", ""), ("interpret", "") or
     (None, reason) when only the math implementation can.
@@ -160,7 +165,7 @@ def compile_mods(score_mod, mask_mod, interpret: bool) -> tuple[TracedMods, Modu
     forward recomputes), a partial or a callable object is traced again on every call (the
     kernels themselves are still cached by their source).
     """
-    if not all(m is None or isinstance(m, types.FunctionType) for m in (score_mod, mask_mod)):
+    if not all(m is None or isinstance(m, FunctionType) for m in (score_mod, mask_mod)):
         traced = trace_mods(score_mod, mask_mod)
         return traced, load_kernels(traced, interpret)
     key = (score_mod, mask_mod, interpret)

@@ -418,7 +418,8 @@ def _block_state(STATE, __CAPS__ Q_LEN, KV_LEN, HM, NUM_KV_BLOCKS,
     m = _mask_mod(b, h, q_idx, kv_idx, __CAPS__)
     # one reduction, not an any and an all: count the kept positions against the valid ones
     kept = tl.sum(tl.sum(tl.where(valid & m, 1, 0), 1), 0)
-    n_valid = tl.minimum(BLOCK_Q, Q_LEN - qb * BLOCK_Q) * tl.minimum(BLOCK_KV, KV_LEN - kb * BLOCK_KV)
+    n_valid = (tl.minimum(BLOCK_Q, Q_LEN - qb * BLOCK_Q)
+               * tl.minimum(BLOCK_KV, KV_LEN - kb * BLOCK_KV))
     state = tl.where(kept == n_valid, 2, tl.where(kept > 0, 1, 0))
     tl.store(STATE + bh * tl.num_programs(0) + pid, state.to(tl.int8))
 

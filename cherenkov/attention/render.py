@@ -211,9 +211,8 @@ def _score_result(traced: TracedMods, em: _Emitter) -> str:
     return em.name(traced.score)
 
 
-def render_score_mod(traced: TracedMods, target: str) -> str:
+def render_score_mod(traced: TracedMods, target: str, wide: bool = False) -> str:
     caps = capture_params(traced)
-    wide = needs_int64(traced)
     em = _Emitter(target, wide=wide)
     out = _score_result(traced, em)
     fwd = _function("_score_mod", f"score, b, h, q_idx, kv_idx, {caps}", em, out)
@@ -232,17 +231,17 @@ def render_score_mod(traced: TracedMods, target: str) -> str:
             d_score = em.name(d)
     grad = _function("_score_mod_grad", f"score, b, h, q_idx, kv_idx, {caps}", em,
                      f"{out}, {d_score}")
-    return fwd + "\n\n" + grad + "\n\n" + render_capture_grads(traced, target)
+    return fwd + "\n\n" + grad + "\n\n" + render_capture_grads(traced, target, wide)
 
 
-def render_capture_grads(traced: TracedMods, target: str) -> str:
+def render_capture_grads(traced: TracedMods, target: str, wide: bool = False) -> str:
     """Accumulate grad * d score_mod / d (captured value) into G buffers with atomics.
 
     `grad` and `valid` are (BLOCK_M, BLOCK_N) tiles laid out as (q, kv)."""
     params = (f"score, grad, valid, b, h, q_idx, kv_idx, {capture_params(traced)}"
               f"{grad_params(traced)}")
     loads = traced.grad_loads()
-    em = _Emitter(target, wide=needs_int64(traced))
+    em = _Emitter(target, wide=wide)
     if loads:
         for load, d in zip(loads, partials(traced.score, loads)):
             contrib, off = em.name(d), em.name(load.args[0])
@@ -269,8 +268,8 @@ def render_capture_grads(traced: TracedMods, target: str) -> str:
     return f"@triton.jit\ndef _capture_grads({params}):\n{em.body()}\n"
 
 
-def render_mask_mod(traced: TracedMods, target: str) -> str:
-    em = _Emitter(target, wide=needs_int64(traced))
+def render_mask_mod(traced: TracedMods, target: str, wide: bool = False) -> str:
+    em = _Emitter(target, wide=wide)
     if traced.mask is None or traced.mask.op == "const":
         keep = traced.mask is None or bool(traced.mask.value)
         out = "(q_idx >= 0) & (kv_idx >= 0)" if keep else "(q_idx < 0) & (kv_idx < 0)"
@@ -280,6 +279,8 @@ def render_mask_mod(traced: TracedMods, target: str) -> str:
 
 
 def render_mods(traced: TracedMods, target: str) -> str:
-    """All helper functions for one (score_mod, mask_mod) pair, as Triton source text."""
-    return (PRELUDE + "\n\n" + render_score_mod(traced, target) + "\n\n"
-            + render_mask_mod(traced, target))
+    """All helper functions for one (score_mod, mask_mod) pair, as Triton source text; `wide`
+    (int64 indices) is decided once for all of them."""
+    wide = needs_int64(traced)
+    return (PRELUDE + "\n\n" + render_score_mod(traced, target, wide) + "\n\n"
+            + render_mask_mod(traced, target, wide))

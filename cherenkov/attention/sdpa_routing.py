@@ -17,7 +17,7 @@ import torch
 
 from . import launch
 from .block_mask import block_mask as build_block_mask
-from .codegen import compile_mods, kernel_mode
+from .codegen import compile_mods, interpreter_dots_exact, kernel_mode
 from .mods import causal
 
 LN2 = math.log(2.0)
@@ -30,10 +30,8 @@ def supported(q_shape, k_shape, v_shape, dropout_p: float, attn_mask=None, dtype
     if device is not None and device.type == "cuda" and dtype not in (torch.bfloat16,
                                                                       torch.float16):
         return "fp32 on the GPU (the tensor-core kernels are tuned for bf16/fp16)"
-    if device is not None and device.type != "cuda" and dtype not in (torch.float32, None):
-        # Triton's CPU interpreter gets 16-bit dots wrong (3.9: bf16 as raw bits) and fp64
-        # dots through an fp32 accumulator; attention() works around it, a graph's library
-        # call keeps PyTorch's op
+    if device is not None and device.type != "cuda" and dtype is not None \
+            and not interpreter_dots_exact(dtype):        # a graph keeps PyTorch's op then
         return f"{dtype} on the CPU interpreter"
     if dropout_p:
         return "dropout"

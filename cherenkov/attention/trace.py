@@ -108,8 +108,8 @@ def make(op: str, *args: Node) -> Node:
         if args[0].dtype == "f":
             raise TraceError("~ of a float value")
         op = "not" if args[0].dtype == "b" else "bnot"
-    if op == "pow" and args[1].op != "const" and not (args[0].op == "const"
-                                                      and args[0].dtype == "f" and args[0].value > 0):
+    positive_base = args[0].op == "const" and args[0].dtype == "f" and args[0].value > 0
+    if op == "pow" and args[1].op != "const" and not positive_base:
         raise TraceError("pow with a traced exponent needs a positive float constant base "
                          "(an integer base to an integer power is integer arithmetic in torch)")
     if (op in FLOAT_UNARY and op != "abs") or (op == "pow" and args[1].op != "const"):
@@ -204,8 +204,6 @@ def lift(x) -> Node:
         return x.node
     if isinstance(x, (bool, int, float)):
         return const(x)
-    if isinstance(x, torch.SymInt) or isinstance(x, torch.SymFloat):
-        raise TraceError("symbolic sizes cannot be traced into a mod")
     if isinstance(x, torch.Tensor):
         if x.numel() != 1:
             raise TraceError(f"a captured tensor of shape {tuple(x.shape)} is used without "
@@ -506,9 +504,9 @@ _TORCH_EVAL = {
     "maximum": torch.maximum, "pow": torch.pow, "eq": torch.eq, "ne": torch.ne, "lt": torch.lt,
     "le": torch.le, "gt": torch.gt, "ge": torch.ge, "and": torch.bitwise_and,
     "or": torch.bitwise_or, "xor": torch.bitwise_xor, "neg": torch.neg,
-    "not": torch.logical_not, "bnot": torch.bitwise_not, "where": torch.where, "tanh": torch.tanh, "exp": torch.exp,
-    "exp2": torch.exp2, "log": torch.log, "sqrt": torch.sqrt, "abs": torch.abs,
-    "sigmoid": torch.sigmoid, "sin": torch.sin, "cos": torch.cos,
+    "not": torch.logical_not, "bnot": torch.bitwise_not, "where": torch.where,
+    "tanh": torch.tanh, "exp": torch.exp, "exp2": torch.exp2, "log": torch.log,
+    "sqrt": torch.sqrt, "abs": torch.abs, "sigmoid": torch.sigmoid, "sin": torch.sin, "cos": torch.cos,
 }
 
 

@@ -31,7 +31,7 @@ class KernelConfig:
 # Forward: 64 x 64 tiles of 4 warps beat 128 x 64 at every causal shape measured on the H200
 # (bench/results/2026-11-30_attention_shapes_h200_42d4a37.md, best of 3 interleaved rounds):
 # S=4096 D=64 0.402 vs 0.435 ms, D=128 0.748 vs 0.771, sliding window 0.382 vs 0.404, Llama's
-# S=2048 D=128 0.212 vs 0.236; forward+backward unchanged (within 1%). In the backward, 32-row
+# S=2048 D=128 0.212 vs 0.236; forward+backward the same or up to 2% faster. In the backward, 32-row
 # dK/dV steps helped at D=64 and hurt at D=128, and 128 x 128 mask tiles helped only D=128's
 # forward: neither is taken.
 _GPU_TABLE = {

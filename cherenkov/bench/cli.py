@@ -53,19 +53,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def select(cases, patterns):
-    """The cases whose name contains one of `patterns`; a pattern matching none is an error
-    (a typo wrote empty reports and exited 0)."""
+    """The cases whose name contains one of `patterns` (all without patterns)."""
     if not patterns:
         return cases
     pats = [p.lower() for p in patterns]
     return [c for c in cases if any(p in c.name.lower() for p in pats)]
 
 
-def check_selection(chosen, patterns) -> str | None:
-    """Why a --cases selection is unusable, or None."""
+def empty_selection(chosen, patterns) -> bool:
+    """True, having said so, when --cases matched nothing (a typo wrote empty reports and
+    exited 0)."""
     if patterns and not chosen:
-        return f"--cases {' '.join(patterns)}: no case matches (--list shows them)"
-    return None
+        print(f"cherenkov bench: --cases {' '.join(patterns)}: no case matches (--list shows "
+              "them)", file=sys.stderr)
+        return True
+    return False
 
 
 def pick_device(args) -> torch.device | None:
@@ -97,8 +99,7 @@ def run(args) -> int:
     scale = "smoke" if args.smoke else ("cpu" if args.cpu else "full")
     dtype = getattr(torch, args.dtype or ("float32" if args.cpu else "bfloat16"))
     cases = select(SUITES[args.suite](scale, dtype), args.cases)
-    if check_selection(cases, args.cases):
-        print(f"cherenkov bench: {check_selection(cases, args.cases)}", file=sys.stderr)
+    if empty_selection(cases, args.cases):
         return 2
     if args.list:
         for c in cases:

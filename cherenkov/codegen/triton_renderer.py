@@ -135,10 +135,15 @@ class _Renderer:
                 direct.add(s.out)
         return fills, direct
 
-    def masked(self, s: Reduce, v: str, fill: str) -> str:
-        """Reduction `s`'s input `v` with masked-off lanes at `fill` (its identity); as it is
-        when its load filled them (a prefilled reduction reads its source unchanged)."""
-        return v if s.out in self.prefilled else f"tl.where(xmask & rmask, {v}, {fill})"
+    def identity(self, s: Reduce) -> str:
+        return identity(s.op, self.k.dtypes[s.src])
+
+    def masked(self, s: Reduce, v: str, fill: str | None = None) -> str:
+        """Reduction `s`'s input `v` with masked-off lanes at `fill` (default: its identity);
+        as it is when its load filled them (a prefilled reduction reads its source unchanged)."""
+        if s.out in self.prefilled:
+            return v
+        return f"tl.where(xmask & rmask, {v}, {self.identity(s) if fill is None else fill})"
 
     # ---- shapes of levels -----------------------------------------------------------------
     def mask_of(self, level: str) -> str | None:
@@ -252,8 +257,7 @@ class _Renderer:
             return
         if s.op in (Op.ANY, Op.ALL):
             v = f"({v} != 0).to(tl.int32)"
-        ident = identity(s.op, self.k.dtypes[s.src])
-        text = f"{REDUCE_FN[s.op]}({self.masked(s, v, ident)}, 1)[:, None]"
+        text = f"{REDUCE_FN[s.op]}({self.masked(s, v)}, 1)[:, None]"
         if s.op in (Op.ANY, Op.ALL):
             text = f"({text} != 0)"
         self.emit(indent, s.out, text)
@@ -308,7 +312,7 @@ class _Renderer:
                        f"    rmask = rindex < {k.R}"]
         for s in over.values():
             self.lines.append(f"    {s.out}_acc = tl.full([1, RBLOCK], "
-                              f"{identity(s.op, self.k.dtypes[s.src])}, {self.acc_type(s)})")
+                              f"{self.identity(s)}, {self.acc_type(s)})")
         ind = "        "
         self.lines += [f"    for xi in {self.loop_range(f'0, {rows}, XBLOCK')}:",
                        f"{ind}xindex = {start} + xi + tl.arange(0, XBLOCK)[:, None]",
@@ -316,7 +320,7 @@ class _Renderer:
         for s in k.body:
             if getattr(s, "out", None) in over:
                 a = f"{s.out}_acc"
-                v = f"tl.where(xmask & rmask, {s.src}, {identity(s.op, self.k.dtypes[s.src])})"
+                v = f"tl.where(xmask & rmask, {s.src}, {self.identity(s)})"
                 if step > 1:                  # the step's rows first, then the running value
                     v = f"{REDUCE_FN[s.op]}({v}, 0)[None, :]"
                 self.lines.append(f"{ind}{a} = " + COMBINE[s.op].format(a=a, v=v))
@@ -452,7 +456,7 @@ class _Renderer:
             self.lines.append(f"    {s.out}_idx = tl.zeros([XBLOCK, RBLOCK], tl.int64)")
             return
         self.lines.append(f"    {s.out}_acc = tl.full([XBLOCK, RBLOCK], "
-                          f"{identity(s.op, self.k.dtypes[s.src])}, {t})")
+                          f"{self.identity(s)}, {t})")
 
     def update_acc(self, s: Reduce) -> None:
         m, v, a = "xmask & rmask", s.src, f"{s.out}_acc"
@@ -478,7 +482,7 @@ class _Renderer:
             return
         if s.op in (Op.ANY, Op.ALL):
             v = f"({v} != 0).to(tl.int32)"
-        masked = self.masked(s, v, identity(s.op, self.k.dtypes[s.src]))
+        masked = self.masked(s, v)
         self.lines.append(f"{ind}{a} = " + COMBINE[s.op].format(a=a, v=masked))
 
     def finish_acc(self, s: Reduce) -> None:
@@ -558,7 +562,7 @@ def _min(x, axis):
     return tl.reduce(x, axis, _minimum)
 
 
-''' + "\n\n" + FLOORDIV_F
+''' + FLOORDIV_F
 
 
 def render_triton(kernel: Kernel, config: BlockConfig) -> RenderedKernel:

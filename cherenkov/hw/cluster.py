@@ -116,7 +116,8 @@ def cluster_from_table(table: dict, origin: str = "table") -> ClusterSpec:
         node = catalog.node(values.pop("node"))
         if values.get("gpus_per_node", node.gpus_per_node) != node.gpus_per_node:
             raise ValueError(f"{origin}: field 'gpus_per_node' = {values['gpus_per_node']} "
-                             f"contradicts node preset {node.name!r} ({node.gpus_per_node} per node)")
+                             f"contradicts node preset {node.name!r} "
+                             f"({node.gpus_per_node} per node)")
         values.setdefault("device", node.device)
         values.setdefault("gpus_per_node", node.gpus_per_node)
         values.setdefault("intra", node.intra)

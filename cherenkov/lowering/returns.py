@@ -27,23 +27,18 @@ def as_eager_returns(returned: list, fx_returned: list, env: dict, fake_env: dic
     root and are all the caller's: they are rebased onto it."""
     roots = [(view_root(v), _fx_view_root(fx)) if isinstance(v, Node) else (None, None)
              for v, fx in zip(returned, fx_returned)]
-    fx_roots_of: dict[Node, list] = {}       # IR root -> its FX roots, in output order
+    fx_roots_of: dict[Node, set] = {}
     for ir_root, fx_root in roots[:visible]:
-        if ir_root is not None and fx_root not in fx_roots_of.setdefault(ir_root, []):
-            fx_roots_of[ir_root].append(fx_root)
+        if ir_root is not None:
+            fx_roots_of.setdefault(ir_root, set()).add(fx_root)
 
-    def shared(i, ir_root, fx_root) -> bool:
-        return i < visible and len(fx_roots_of[ir_root]) > 1
-
-    # a copy the IR elided -- of an input, of a value another output shares, or of a view the
-    # caller gets ((a * 2).t().contiguous() is dense in eager, a transposed view here) -- or a
-    # second FX root CSE merged into the first's IR value (a + 1 returned twice): eager's
-    # outputs are distinct tensors, in their own layout
-    copied = [isinstance(v, Node) and (
-                  (_elided_copy(fx_root, env) and (
-                      ir_root.op == Op.INPUT or shared(i, ir_root, fx_root)
-                      or (i < visible and env[fx_root] is not ir_root)))
-                  or (shared(i, ir_root, fx_root) and fx_root is not fx_roots_of[ir_root][0]))
+    # a copy the IR elided -- of an input, of a value another FX root's output shares, or of
+    # a view the caller gets ((a * 2).t().contiguous() is dense in eager, a transposed view
+    # here): eager's outputs are distinct tensors, in their own layout (equal outputs that are
+    # no copies, a + 1 returned twice, CSE keeps apart)
+    copied = [isinstance(v, Node) and _elided_copy(fx_root, env) and (
+                  ir_root.op == Op.INPUT or (i < visible and (
+                      len(fx_roots_of[ir_root]) > 1 or env[fx_root] is not ir_root)))
               for i, (v, (ir_root, fx_root)) in enumerate(zip(returned, roots))]
     # an IR value (or a copy) may be stored in eager's layout when every output over it
     # views one FX root and the caller gets them all: the views are rebased onto it

@@ -36,14 +36,11 @@ class ModelConfig:
     def __post_init__(self):
         if self.arch not in ("gpt", "llama"):
             raise ValueError(f"arch must be 'gpt' or 'llama', got {self.arch!r}")
-        for name in ("layers", "hidden", "heads", "vocab", "seq"):
+        for name, least in (("layers", 1), ("hidden", 1), ("heads", 1), ("vocab", 1), ("seq", 1),
+                            ("kv_heads", 0), ("ffn", 0)):          # kv_heads, ffn: 0 = default
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        for name in ("kv_heads", "ffn"):          # 0: the default
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
         if self.kv_heads == 0:
             object.__setattr__(self, "kv_heads", self.heads)
         if self.ffn == 0:

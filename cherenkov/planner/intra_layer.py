@@ -50,9 +50,9 @@ class SolveOptions:
     # data-parallel group once per step: weights kept whole on this axis cost more there.
     outer_sync_s_per_byte: float = 0.0
     fixed_output: Placement | None = None  # force the graph output's placement
-    # add a memory budget of 1.25x the least memory any choice could use ("min": exactly the
-    # least, the last resort before a layout is rejected for memory)
-    lean: bool | str = False
+    # > 0: a memory budget of `lean` times the least memory any choice could use (1.25: the
+    # memory-lean sharding; 1.0: the leanest, the last resort before a layout is rejected)
+    lean: float = 0.0
     # ((weight name, placement), ...): weights pinned by cherenkov.shard annotations
     weight_placements: tuple = ()
 
@@ -213,8 +213,7 @@ def solve_layer(graph: LayerGraph, axis, costs, opts: SolveOptions = SolveOption
     budget = opts.memory_budget
     if opts.lean:
         least = sum(min(mem[index[(op.name, i)]] for i in range(len(strat[op.name]))) for op in ops)
-        factor = 1.0 if opts.lean == "min" else 1.25
-        budget = factor * least if budget is None else min(budget, factor * least)
+        budget = opts.lean * least if budget is None else min(budget, opts.lean * least)
     if budget is not None:
         add_row({col: mem[col] for col in range(n_node) if mem[col]}, -np.inf, budget)
     A = coo_matrix((vals, (rows, cols)), shape=(len(lo), n)).tocsr()

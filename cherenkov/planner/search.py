@@ -19,8 +19,7 @@ from cherenkov.ir.placement import Shard
 from cherenkov.parallel.capture_model import model_graphs, model_param_count
 from cherenkov.parallel.mesh import layout
 from cherenkov.planner.costs import ClusterCosts
-from cherenkov.planner.intra_layer import (AnnotationError, InfeasibleLayer, SolveOptions,
-                                           solve_layer)
+from cherenkov.planner.intra_layer import InfeasibleLayer, SolveOptions, solve_layer
 from cherenkov.planner.memory import state_bytes_per_param
 from cherenkov.planner.plan import Choice, Plan, split_layers
 from cherenkov.planner.program import (OPTIMIZER_BYTES_MOVED, grad_axis, grad_axis_of, layer_times, p2p_seconds,
@@ -31,8 +30,6 @@ log = logging.getLogger("cherenkov")
 
 MEMORY_HEADROOM = 0.90   # plan to use at most this fraction of device memory (allocator, CUDA ctx)
 SIMULATE_TOP = 4
-
-
 FIXED_KEYS = {"dp", "tp", "pp", "cp", "microbatch", "recompute", "schedule", "zero"}
 
 
@@ -49,17 +46,15 @@ class Request:
     def __post_init__(self):
         """Bad requests fail here, naming the argument (a negative batch planned a negative
         MFU; zeros divided by zero deep in the search; an unknown key was ignored)."""
-        for name in ("global_batch", "seq"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
         unknown = set(self.fixed) - FIXED_KEYS
         if unknown:
-            raise ValueError(f"unknown fixed choices {sorted(unknown)}; known: {sorted(FIXED_KEYS)}")
-        for name in ("dp", "tp", "pp", "cp", "microbatch"):
-            value = self.fixed.get(name, 1)
+            raise ValueError(f"unknown fixed choices {sorted(unknown)}; "
+                             f"known: {sorted(FIXED_KEYS)}")
+        counts = [("global_batch", self.global_batch), ("seq", self.seq)] + [
+            (f"fixed {k}", self.fixed.get(k, 1)) for k in ("dp", "tp", "pp", "cp", "microbatch")]
+        for name, value in counts:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"fixed {name} must be a positive integer, got {value!r}")
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
     @property
     def usable_memory(self) -> float:
@@ -98,9 +93,17 @@ def candidate_degrees(req: Request):
                 dp = rest // pp
                 if "dp" in fx and fx["dp"] != dp:
                     continue
-                if req.global_batch % dp:
+                if req.global_batch % dp or not _whole_groups(req.cluster, tp, cp, pp, dp):
                     continue
                 yield tp, cp, pp, dp
+
+
+def _whole_groups(cluster, tp: int, cp: int, pp: int, dp: int) -> bool:
+    """Whether every group that spans nodes (a mesh axis, the gradient axis dp x cp) has the
+    same number of members on each of its nodes, as the collectives' cost model needs (a dp
+    group of 12 over nodes of 8 on 3 x 8 crashed the search)."""
+    axes = layout(cluster, pp=pp, dp=dp, cp=cp, tp=tp).axes + (grad_axis_of(cluster, tp, cp, dp),)
+    return all(not a.spans_nodes or a.size % a.per_node == 0 for a in axes)
 
 
 def candidate_choices(req: Request, tp, cp, pp, dp):
@@ -147,7 +150,7 @@ class Planner:
         self.costs = costs or ClusterCosts(req.cluster, head_dim=req.model.head_dim)
         self._solutions: dict = {}
 
-    def solutions(self, tp: int, cp: int, dp: int, mb: int, num_mb: int, lean: bool = False):
+    def solutions(self, tp: int, cp: int, dp: int, mb: int, num_mb: int, lean: float = 0.0):
         """Embedding, layer and head solved on a tp axis for microbatch mb (cached). `lean`
         solves the layer under a tight memory budget (weights sharded wherever possible)."""
         key = (tp, cp, dp, mb, num_mb, lean)
@@ -167,7 +170,7 @@ class Planner:
             try:
                 layer = solve_layer(layer_g, axis, self.costs, opts)
             except InfeasibleLayer:
-                return self.solutions(tp, cp, dp, mb, num_mb, lean=False)
+                return self.solutions(tp, cp, dp, mb, num_mb, lean=0.0)
             fixed = SolveOptions(microbatches=num_mb, fixed_io=layer.input_placement,
                                  outer_sync_s_per_byte=per_byte)
             embed = solve_layer(embed_g, axis, self.costs,
@@ -177,7 +180,7 @@ class Planner:
             self._solutions[key] = (embed, layer, head)
         return self._solutions[key]
 
-    def make_plan(self, ch: Choice, lean: bool = False) -> Plan:
+    def make_plan(self, ch: Choice, lean: float = 0.0) -> Plan:
         req = self.req
         embed, layer, head = self.solutions(ch.tp, ch.cp, ch.dp, ch.microbatch_size,
                                             ch.num_microbatches, lean)
@@ -231,17 +234,14 @@ class Planner:
         for i, (tp, cp, pp, dp) in enumerate(degrees):
             try:
                 self._rank(req, tp, cp, pp, dp, ranked, rejects)
-            except AnnotationError:
-                raise                   # the user's cherenkov.shard cannot hold: say so
-            except (InfeasibleLayer, ValueError) as e:
-                # a layout the mesh cannot make (a dp group over part of a node of 3 x 8), or a
-                # layer with no sharding for it: skip it, as the search skips any misfit
+            except InfeasibleLayer as e:
+                # no sharding of a layer for this tp (gpt2's embedding at tp=3): a misfit like
+                # any other the search skips
                 log.debug("planner: tp=%d cp=%d pp=%d dp=%d skipped: %s", tp, cp, pp, dp, e)
             if progress:
                 progress(i + 1, len(degrees))
         ranked.sort(key=lambda x: x[0])
         return ranked, rejects
-
 
     def _rank(self, req, tp, cp, pp, dp, ranked: list, rejects: list) -> None:
         for ch in candidate_choices(req, tp, cp, pp, dp):
@@ -249,7 +249,7 @@ class Planner:
             if req.model.layers < ch.pp * ch.virtual:
                 continue
             peak = self.peak_memory(plan)
-            for lean in (True, "min"):   # too big: the memory-lean shardings, then the leanest
+            for lean in (1.25, 1.0):     # too big: the memory-lean sharding, then the leanest
                 if peak <= req.usable_memory or ch.tp == 1:
                     break
                 plan = self.make_plan(ch, lean=lean)

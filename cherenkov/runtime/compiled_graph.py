@@ -385,19 +385,20 @@ class CompiledGraph:
         """Copy each updated value into its input (a kernel that wrote it in place only bumps
         its version, as copy_ would); return the graph's own outputs."""
         written, copies = [], []
-        storages = {t.untyped_storage().data_ptr() for t in targets}
         for dst, (_, position) in zip(targets, self.graph.mutations):
             value = outs[position]
             if value is dst:
                 written.append(dst)
-                continue
+            else:
+                copies.append((dst, value))
+        if copies:
             # a value on any target's storage (an input passed through: t = a.clone();
             # a.copy_(b); b.copy_(t) hands back a itself for b) is read before any copy lands
-            if value.untyped_storage().data_ptr() in storages:
-                value = value.clone()
-            copies.append((dst, value))
-        for dst, value in copies:
-            dst.copy_(value)
+            storages = {t.untyped_storage().data_ptr() for t in targets}
+            copies = [(dst, value.clone() if value.untyped_storage().data_ptr() in storages
+                       else value) for dst, value in copies]
+            for dst, value in copies:
+                dst.copy_(value)
         if written:
             _bump_versions(written)
         return outs[: len(outs) - len(targets)]

@@ -19,6 +19,7 @@ import itertools
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import tempfile
@@ -243,8 +244,8 @@ class CppKernel:
         self.library_path = path
         self.source = source                   # this kernel's C++ function
         self.parallel_inside = "omp parallel" in source   # spreads its own loop over threads
-        self.divides = "ck_truncdiv_i(" in source or "ck_fmod_i(" in source \
-            or "ck_floordiv_i(" in source or "ck_mod_i(" in source   # may flag a zero divisor
+        # integer division or remainder: may flag a zero divisor (raise_zero_divisor)
+        self.divides = re.search(r"ck_(truncdiv|fmod|floordiv|mod)_i\(", source) is not None
         self._fn = getattr(library, kernel.name)
         self._fn.argtypes = [ctypes.c_void_p] * (len(self.inputs) + len(self.outputs))
         self._fn.restype = None

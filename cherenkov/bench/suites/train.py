@@ -484,7 +484,7 @@ def run(args) -> int:
     --time-budget --dtype --list, and --steps where the bench CLI offers it."""
     import sys
     from cherenkov import hw
-    from cherenkov.bench.cli import check_selection, pick_device, select
+    from cherenkov.bench.cli import empty_selection, pick_device, select
     from cherenkov.bench.report import metadata
 
     scale = "smoke" if (args.smoke or args.cpu) else "full"
@@ -492,8 +492,7 @@ def run(args) -> int:
     named = {p.lower() for p in args.cases or ()}
     chosen = select(cases(scale, dtype), args.cases) + [
         c for c in extra_cases(scale) if c.name in named]
-    if check_selection(chosen, args.cases):
-        print(f"cherenkov bench: {check_selection(chosen, args.cases)}", file=sys.stderr)
+    if empty_selection(chosen, args.cases):
         return 2
     if args.list:
         for c in chosen:
