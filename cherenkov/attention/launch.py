@@ -14,6 +14,7 @@ from types import ModuleType
 import torch
 
 from .block_mask import EMPTY, FULL, BlockMask
+from .kernel_launch import launcher
 from .trace import TracedMods
 from .tuning import choose_config, next_power_of_2
 
@@ -72,16 +73,18 @@ def forward(plan: Plan, q, k, v, captured) -> tuple[torch.Tensor, torch.Tensor]:
     o = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = torch.empty(B, H, Q_LEN, device=q.device, dtype=torch.float32)
     n_m = triton_cdiv(Q_LEN, cfg.block_m)
-    plan.kernels._attn_fwd[(n_m, B * H)](
-        q, k, v, o, lse, *capture_args(captured, q.device),
-        m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices,
-        *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3],
-        *_mask_strides(m.kv_num_blocks, m.kv_indices, B, H),
-        plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m,
-        D=D, D_PAD=max(16, next_power_of_2(D)), BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
-        SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % cfg.block_m == 0,
-        EVEN_N=KV_LEN % m.block[1] == 0, HAS_SCORE_MOD=plan.has_score_mod,
-        DOT_PREC=_dot_precision(q.dtype), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    launcher(plan.kernels._attn_fwd)(
+        (n_m, B * H),
+        (q, k, v, o, lse, *capture_args(captured, q.device),
+         m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices,
+         *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3],
+         *_mask_strides(m.kv_num_blocks, m.kv_indices, B, H),
+         plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m),
+        dict(D=D, D_PAD=max(16, next_power_of_2(D)), BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
+             SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % cfg.block_m == 0,
+             EVEN_N=KV_LEN % m.block[1] == 0, HAS_SCORE_MOD=plan.has_score_mod,
+             DOT_PREC=_dot_precision(q.dtype)),
+        (o, lse), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     return o, lse
 
 
@@ -97,23 +100,26 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad):
 
     delta = torch.empty(B, H, Q_LEN, device=q.device, dtype=torch.float32)
     bm = 32 if plan.interpret else 64
-    plan.kernels._attn_bwd_delta[(triton_cdiv(Q_LEN, bm), B * H)](
-        o, do, delta, *o.stride()[:3], *do.stride()[:3], Q_LEN, H, D=D, D_PAD=D_PAD, BLOCK_M=bm)
+    launcher(plan.kernels._attn_bwd_delta)(
+        (triton_cdiv(Q_LEN, bm), B * H),
+        (o, do, delta, *o.stride()[:3], *do.stride()[:3], Q_LEN, H),
+        dict(D=D, D_PAD=D_PAD, BLOCK_M=bm), (delta,))
 
     dk = torch.empty_like(k, memory_format=torch.contiguous_format)
     dv = torch.empty_like(v, memory_format=torch.contiguous_format)
     cfg = choose_config("dkdv", D, q.dtype, m.block, plan.interpret)
-    plan.kernels._attn_bwd_dkdv[(triton_cdiv(KV_LEN, cfg.block_n), B * HK)](
-        q, k, v, do, dk, dv, lse, delta, *caps,
-        m.q_num_blocks, m.q_indices, m.full_q_num_blocks, m.full_q_indices,
-        *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3],
-        *dk.stride()[:3], *dv.stride()[:3],
-        *_mask_strides(m.q_num_blocks, m.q_indices, B, H),
-        plan.scale, Q_LEN, KV_LEN, H, HK, H // HK,
-        D=D, D_PAD=D_PAD, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
-        SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % m.block[0] == 0,
-        EVEN_N=KV_LEN % cfg.block_n == 0, HAS_SCORE_MOD=plan.has_score_mod, DOT_PREC=prec,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    launcher(plan.kernels._attn_bwd_dkdv)(
+        (triton_cdiv(KV_LEN, cfg.block_n), B * HK),
+        (q, k, v, do, dk, dv, lse, delta, *caps,
+         m.q_num_blocks, m.q_indices, m.full_q_num_blocks, m.full_q_indices,
+         *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3],
+         *dk.stride()[:3], *dv.stride()[:3],
+         *_mask_strides(m.q_num_blocks, m.q_indices, B, H),
+         plan.scale, Q_LEN, KV_LEN, H, HK, H // HK),
+        dict(D=D, D_PAD=D_PAD, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
+             SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % m.block[0] == 0,
+             EVEN_N=KV_LEN % cfg.block_n == 0, HAS_SCORE_MOD=plan.has_score_mod, DOT_PREC=prec),
+        (dk, dv), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
     grad_ks = sorted({n.value for n in plan.traced.grad_loads()})
     grad_bufs = {k_: torch.zeros(captured[k_].numel(), device=q.device, dtype=torch.float32)
@@ -121,17 +127,18 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad):
     dq = torch.empty_like(q, memory_format=torch.contiguous_format)
     cfg = choose_config("dq", D, q.dtype, m.block, plan.interpret)
     n_m = triton_cdiv(Q_LEN, cfg.block_m)
-    plan.kernels._attn_bwd_dq[(n_m, B * H)](
-        q, k, v, do, dq, lse, delta, *caps, *(grad_bufs[k_] for k_ in grad_ks),
-        m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices,
-        *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], *dq.stride()[:3],
-        *_mask_strides(m.kv_num_blocks, m.kv_indices, B, H),
-        plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m,
-        D=D, D_PAD=D_PAD, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
-        SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % cfg.block_m == 0,
-        EVEN_N=KV_LEN % m.block[1] == 0, HAS_SCORE_MOD=plan.has_score_mod,
-        HAS_CAPTURE_GRADS=bool(grad_ks), DOT_PREC=prec,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    launcher(plan.kernels._attn_bwd_dq)(
+        (n_m, B * H),
+        (q, k, v, do, dq, lse, delta, *caps, *(grad_bufs[k_] for k_ in grad_ks),
+         m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices,
+         *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], *dq.stride()[:3],
+         *_mask_strides(m.kv_num_blocks, m.kv_indices, B, H),
+         plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m),
+        dict(D=D, D_PAD=D_PAD, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
+             SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % cfg.block_m == 0,
+             EVEN_N=KV_LEN % m.block[1] == 0, HAS_SCORE_MOD=plan.has_score_mod,
+             HAS_CAPTURE_GRADS=bool(grad_ks), DOT_PREC=prec),
+        () if grad_ks else (dq,), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
     capture_grads = []
     for k_, t in enumerate(captured):
@@ -179,20 +186,22 @@ def decode(plan: Plan, q, k, v, captured, num_splits: int | None = None):
     num_splits = triton_cdiv(n_kv, per_split)
     o_part = torch.empty(B * HK, num_splits, ROWS, D_PAD, device=q.device, dtype=torch.float32)
     lse_part = torch.empty(B * HK, num_splits, ROWS, device=q.device, dtype=torch.float32)
-    plan.kernels._attn_decode_split[(num_splits, B * HK)](
-        q, k, v, o_part, lse_part, *capture_args(captured, q.device), num, idx, full,
-        *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
-        plan.scale, Q_LEN, KV_LEN, HK, G, num_splits, per_split, n_kv,
-        D=D, D_PAD=D_PAD, ROWS=ROWS, BLOCK_N=cfg.block_n, SPARSE_N=m.block[1],
-        EVEN_N=KV_LEN % m.block[1] == 0, HAS_SCORE_MOD=plan.has_score_mod,
-        HAS_MASK=plan.traced.mask is not None, DOT_PREC=_dot_precision(q.dtype),
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    launcher(plan.kernels._attn_decode_split)(
+        (num_splits, B * HK),
+        (q, k, v, o_part, lse_part, *capture_args(captured, q.device), num, idx, full,
+         *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
+         plan.scale, Q_LEN, KV_LEN, HK, G, num_splits, per_split, n_kv),
+        dict(D=D, D_PAD=D_PAD, ROWS=ROWS, BLOCK_N=cfg.block_n, SPARSE_N=m.block[1],
+             EVEN_N=KV_LEN % m.block[1] == 0, HAS_SCORE_MOD=plan.has_score_mod,
+             HAS_MASK=plan.traced.mask is not None, DOT_PREC=_dot_precision(q.dtype)),
+        (o_part, lse_part), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     o = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = torch.empty(B, H, Q_LEN, device=q.device, dtype=torch.float32)
-    plan.kernels._attn_decode_combine[(G * Q_LEN, B * HK)](
-        o_part, lse_part, o, lse, *o.stride()[:3], Q_LEN, HK, G, num_splits,
-        D=D, D_PAD=D_PAD, ROWS=ROWS, SPLITS_PAD=max(2, next_power_of_2(num_splits)),
-        num_warps=4)
+    launcher(plan.kernels._attn_decode_combine)(
+        (G * Q_LEN, B * HK),
+        (o_part, lse_part, o, lse, *o.stride()[:3], Q_LEN, HK, G, num_splits),
+        dict(D=D, D_PAD=D_PAD, ROWS=ROWS, SPLITS_PAD=max(2, next_power_of_2(num_splits))),
+        (o, lse), num_warps=4)
     return o, lse
 
 

@@ -81,8 +81,26 @@ def _int_power(x: str, e: int, one: str = "1.0") -> str:
     return f"({sq} * {x})" if e % 2 else sq
 
 
+def _reciprocal(node: Node) -> float | None:
+    """1 / c for `x / c` that may multiply instead (a division is ~10 ALU instructions per
+    score): a float dividend (scores: the product is within 1 ulp of the quotient, as in
+    Inductor's lowering of a division by a constant), or a power-of-two c (exact for any x;
+    an integer x / 3 stays a division, so floor(x / 3) cannot drop below an exact integer)."""
+    x, c = node.args
+    if c.op != "const" or isinstance(c.value, bool) or not c.value or \
+            not math.isfinite(c.value):
+        return None
+    m, _ = math.frexp(float(c.value))
+    if x.dtype != "f" and abs(m) != 0.5:
+        return None
+    r = 1.0 / float(c.value)
+    return r if 2.0 ** -126 <= abs(r) <= 2.0 ** 126 else None
+
+
 def _expr(node: Node, a: list[str], target: str) -> str:
     op = node.op
+    if op == "div" and (r := _reciprocal(node)) is not None:
+        return f"({a[0]} * {_literal(r)})"
     if op in ("floordiv", "mod"):
         kind = "f" if node.dtype == "f" else "i"
         return f"_{op}_{kind}({a[0]}, {a[1]})"

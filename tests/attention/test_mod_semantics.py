@@ -34,6 +34,10 @@ MODS = {
     "small tanh argument": (lambda s, b, h, q, kv: 1e4 * torch.tanh(s / 1e4), None),
     "bitwise not of an integer": (None, lambda b, h, q, kv: (~(q - kv)) < -3),
     "integer base, traced power": (lambda s, b, h, q, kv: s + 2 ** -(q - kv).abs(), None),
+    # an integer divided by 3 stays a division (a reciprocal product could land just under
+    # the exact quotient and floor one lower); by 4 it multiplies, exactly
+    "floor of integer true division": (None, lambda b, h, q, kv: torch.floor(kv / 3)
+                                       == torch.floor(q / 3) + torch.floor(kv / 4) % 2),
     "integer powers stay integers": (None, lambda b, h, q, kv: ((q - kv) ** 2 + (kv ** 0 | q)) % 3
                                      == 0),
 }
@@ -170,3 +174,11 @@ def test_bad_inputs_and_double_backward_raise_clearly():
     out = attention(qg, k, v)
     with pytest.raises(RuntimeError, match="no double backward"):
         torch.autograd.grad(out.sum(), qg, create_graph=True)
+
+
+def test_constant_divisors_multiply_where_exact_enough():
+    from cherenkov.attention.render import render_mods
+    text = render_mods(trace_mods(lambda s, b, h, q, kv: s / 30.0 + kv / 4 + q / 3, None), "cuda")
+    assert "(score * 0.03333333333333333)" in text          # a float dividend: reciprocal
+    assert "(kv_idx * 0.25)" in text                        # a power of two: exact
+    assert "(q_idx / 3)" in text                            # an integer by 3: a division

@@ -1,0 +1,127 @@
+"""Launch an attention kernel with little Python once it is compiled for the arguments' kind.
+
+`fn[grid](*args, **constexprs)` binds and specializes every argument on each call: with the
+~40 arguments of an attention kernel that is tens of microseconds, and a decode call (two
+launches over 0.14 ms of kernels) was bound by it. Here the compiled kernel is remembered per
+specialization key -- what Triton specializes on: each tensor's dtype and 16-byte alignment,
+each integer's being 1, its divisibility by 16 and its width -- and later calls with the same
+key call the kernel's launcher directly, as Triton's own `run` does at its end.
+
+Before trusting the direct path, the first direct launch in the process runs both paths on
+the same inputs and compares the outputs bit for bit (the compiler's launcher,
+`runtime/triton_launch.py`, does the same and its verdict counts here too); a mismatch or an
+error (a Triton whose launcher differs) keeps the regular path for good. Kernels on the CPU
+interpreter always take the regular path.
+"""
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from cherenkov.runtime.triton_launch import TritonLaunch
+
+log = logging.getLogger("cherenkov.attention")
+
+CHECK_BYTES = 64 << 20          # outputs larger than this are not copied for the check
+_MAX_KEYS = 256                 # specializations remembered per kernel before starting over
+_state = {"direct": None}       # None: not yet checked, True: direct launches match, False: off
+
+
+def _kind(a) -> object:
+    """What Triton specializes a runtime argument on (conservatively)."""
+    if isinstance(a, torch.Tensor):
+        return a.dtype, a.data_ptr() % 16 == 0
+    if isinstance(a, bool):
+        return bool
+    if isinstance(a, int):
+        return a == 1, a % 16 == 0, -2 ** 31 <= a < 2 ** 31, a >= 2 ** 63
+    if isinstance(a, float):
+        return float
+    if a is None:
+        return None
+    raise TypeError(type(a))
+
+
+def _on_gpu(t) -> bool:
+    return isinstance(t, torch.Tensor) and t.is_cuda
+
+
+def _raw_stream() -> int:
+    return torch._C._cuda_getCurrentRawStream(torch.cuda.current_device())
+
+
+def direct_ok() -> bool:
+    return bool(_state["direct"] or TritonLaunch.verified) and _state["direct"] is not False
+
+
+class Launcher:
+    """Launches one @triton.jit kernel: `launcher(grid, args, constexprs, outputs, **options)`.
+
+    `args` are the runtime arguments in parameter order, `constexprs` the constexpr ones (a
+    dict in parameter order: they come last in every attention kernel), `outputs` the tensors
+    the kernel only writes (for the one-time check; () when it accumulates into them).
+    """
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.compiled: dict = {}
+
+    def slow(self, grid, args, constexprs, options):
+        return self.fn[grid](*args, **constexprs, **options)
+
+    def __call__(self, grid, args, constexprs: dict, outputs=(), **options):
+        if _state["direct"] is False or not _on_gpu(args[0]):
+            return self.slow(grid, args, constexprs, options)
+        try:
+            key = (torch.cuda.current_device(), tuple(map(_kind, args)),
+                   tuple(constexprs.values()), tuple(options.items()))
+        except TypeError:
+            return self.slow(grid, args, constexprs, options)
+        kernel = self.compiled.get(key)
+        if kernel is None:
+            if len(self.compiled) >= _MAX_KEYS:
+                self.compiled.clear()
+            self.compiled[key] = self.slow(grid, args, constexprs, options)
+            return None
+        if direct_ok():
+            self._direct(kernel, grid, args, constexprs)
+        elif outputs and sum(o.numel() * o.element_size() for o in outputs) <= CHECK_BYTES:
+            self._check(kernel, grid, args, constexprs, options, outputs)
+        else:
+            self.slow(grid, args, constexprs, options)
+        return None
+
+    @staticmethod
+    def _direct(kernel, grid, args, constexprs):
+        stream = _raw_stream()
+        g1 = grid[1] if len(grid) > 1 else 1
+        g2 = grid[2] if len(grid) > 2 else 1
+        kernel.run(grid[0], g1, g2, stream, kernel.function, kernel.packed_metadata, None,
+                   None, None, *args, *constexprs.values())
+
+    def _check(self, kernel, grid, args, constexprs, options, outputs):
+        try:
+            self._direct(kernel, grid, args, constexprs)
+            direct = [o.clone() for o in outputs]
+            self.slow(grid, args, constexprs, options)
+            same = all(torch.equal(a.nan_to_num(), b.nan_to_num()) if a.is_floating_point()
+                       else torch.equal(a, b) for a, b in zip(direct, outputs))
+        except Exception as e:  # noqa: BLE001 -- a Triton whose launcher differs: stay slow
+            log.info("cherenkov.attention: direct Triton launch unavailable (%s)", e)
+            same = False
+            self.slow(grid, args, constexprs, options)
+        if not same:
+            log.info("cherenkov.attention: direct Triton launch differs; using fn[grid]")
+        _state["direct"] = same
+
+
+_LAUNCHERS: dict = {}
+
+
+def launcher(fn) -> Launcher:
+    """The one Launcher of a kernel function (kept per function object)."""
+    la = _LAUNCHERS.get(fn)
+    if la is None:
+        la = _LAUNCHERS[fn] = Launcher(fn)
+    return la

@@ -1,0 +1,120 @@
+"""The attention kernels' direct launcher (kernel_launch.py), with a fake Triton kernel:
+which calls compile, when the direct path is checked and trusted, and what it keys on."""
+import pytest
+import torch
+
+from cherenkov.attention import kernel_launch as kl
+
+
+class FakeCompiled:
+    """What `fn[grid](...)` returns: a kernel whose launcher `run` takes Triton's 9 leading args."""
+    function = "fn-handle"
+    packed_metadata = "meta"
+
+    def __init__(self, owner, wrong=False):
+        self.owner, self.wrong = owner, wrong
+
+    def run(self, g0, g1, g2, stream, function, meta, launch_meta, enter, exit_, *args):
+        assert (function, meta, launch_meta, enter, exit_) == ("fn-handle", "meta", None, None,
+                                                               None)
+        self.owner.direct_calls.append(((g0, g1, g2), args))
+        x, out, scale, n, block = args
+        out.copy_(x * scale + (1 if self.wrong else 0))
+
+
+class FakeFn:
+    """A @triton.jit stand-in: out = x * scale (n and BLOCK unused)."""
+
+    def __init__(self, wrong=False):
+        self.slow_calls, self.direct_calls, self.wrong = [], [], wrong
+
+    def __getitem__(self, grid):
+        def call(x, out, scale, n, BLOCK, num_warps):
+            self.slow_calls.append(grid)
+            out.copy_(x * scale)
+            return FakeCompiled(self, self.wrong)
+        return call
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """CPU tensors treated as CUDA ones; the direct-path verdict reset around each test."""
+    monkeypatch.setattr(kl, "_on_gpu", lambda t: True)
+    monkeypatch.setattr(kl, "_raw_stream", lambda: 7)
+    monkeypatch.setattr(kl.torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setitem(kl._state, "direct", None)
+    monkeypatch.setattr(kl.TritonLaunch, "verified", False)
+
+
+def _launch(la, x, out, n=64, scale=2.0):
+    la((3, 1), (x, out, scale, n), {"BLOCK": 16}, (out,), num_warps=4)
+
+
+def test_compiles_then_checks_once_then_launches_directly(fake_gpu):
+    fn, x, out = FakeFn(), torch.arange(8.0), torch.empty(8)
+    la = kl.Launcher(fn)
+    _launch(la, x, out)                         # compiles through fn[grid]
+    assert len(fn.slow_calls) == 1 and not fn.direct_calls
+    _launch(la, x, out)                         # the check: both paths, outputs compared
+    assert len(fn.slow_calls) == 2 and len(fn.direct_calls) == 1
+    assert kl._state["direct"] is True
+    _launch(la, x + 1, out, scale=3.0)          # trusted: the direct path only
+    assert len(fn.slow_calls) == 2 and len(fn.direct_calls) == 2
+    assert torch.equal(out, (x + 1) * 3.0)
+    grid, args = fn.direct_calls[-1]
+    assert grid == (3, 1, 1) and args[-1] == 16    # constexprs follow the runtime arguments
+
+
+def test_mismatch_keeps_the_regular_path(fake_gpu):
+    fn, x, out = FakeFn(wrong=True), torch.arange(8.0), torch.empty(8)
+    la = kl.Launcher(fn)
+    _launch(la, x, out)
+    _launch(la, x, out)
+    assert kl._state["direct"] is False
+    assert torch.equal(out, x * 2.0)            # the regular launch wrote last
+    _launch(la, x, out)
+    assert len(fn.direct_calls) == 1 and len(fn.slow_calls) == 3
+
+
+@pytest.mark.parametrize("change", ["int_one", "int_div16", "int_wide", "misaligned", "dtype",
+                                    "constexpr"])
+def test_a_new_specialization_compiles_again(fake_gpu, change):
+    fn, x, out = FakeFn(), torch.arange(8.0), torch.empty(8)
+    la = kl.Launcher(fn)
+    kl._state["direct"] = True
+    _launch(la, x, out, n=24)
+    _launch(la, x, out, n=40)                   # 24 and 40: same kind (not 1, not 16k, int32)
+    assert len(fn.slow_calls) == 1 and len(fn.direct_calls) == 1
+    if change == "int_one":
+        _launch(la, x, out, n=1)
+    elif change == "int_div16":
+        _launch(la, x, out, n=32)
+    elif change == "int_wide":
+        _launch(la, x, out, n=2 ** 31 + 3)
+    elif change == "misaligned":
+        _launch(la, torch.arange(9.0)[1:], out, n=24)
+    elif change == "dtype":
+        _launch(la, x.double(), out.double(), n=24)
+    else:
+        la((3, 1), (x, out, 2.0, 24), {"BLOCK": 32}, (out,), num_warps=4)
+    assert len(fn.slow_calls) == 2 and len(fn.direct_calls) == 1
+
+
+def test_accumulating_kernels_wait_for_a_verdict(fake_gpu):
+    fn, x, out = FakeFn(), torch.arange(8.0), torch.empty(8)
+    la = kl.Launcher(fn)
+    for _ in range(3):                          # no outputs to compare: regular launches
+        la((1,), (x, out, 2.0, 8), {"BLOCK": 16}, (), num_warps=4)
+    assert len(fn.slow_calls) == 3 and not fn.direct_calls
+    kl.TritonLaunch.verified = True             # the compiler's launcher passed its check
+    la((1,), (x, out, 2.0, 8), {"BLOCK": 16}, (), num_warps=4)
+    assert len(fn.direct_calls) == 1
+
+
+def test_cpu_tensors_take_the_regular_path():
+    fn, x, out = FakeFn(), torch.arange(8.0), torch.empty(8)
+    la = kl.Launcher(fn)
+    for _ in range(3):
+        _launch(la, x, out)
+    assert len(fn.slow_calls) == 3 and not fn.direct_calls
+    assert kl.launcher(fn) is kl.launcher(fn)
