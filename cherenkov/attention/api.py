@@ -22,6 +22,7 @@ from . import launch
 from .block_mask import BlockMask, block_mask as build_block_mask
 from .codegen import compile_mods, interpreter_dots_exact, kernel_mode
 from .reference import attention_math
+from .render import FLOAT_INDEX_MAX_LEN
 from .trace import TraceError
 
 log = logging.getLogger("cherenkov.attention")
@@ -117,7 +118,9 @@ def attention(q, k, v, score_mod=None, mask_mod=None, block_mask: BlockMask | No
         _log_once(reason)
     else:
         try:
-            traced, kernels = compile_mods(score_mod, mask_mod, interpret=mode == "interpret")
+            traced, kernels = compile_mods(
+                score_mod, mask_mod, interpret=mode == "interpret",
+                float_index=max(Q_LEN, KV_LEN) < FLOAT_INDEX_MAX_LEN)
         except TraceError as e:
             _log_once(f"the mods cannot be traced ({e})")
     if traced is None:

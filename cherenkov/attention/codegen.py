@@ -36,9 +36,9 @@ _LOADED: dict[tuple[str, str], ModuleType] = {}
 _LOCK = threading.Lock()
 
 
-def kernel_source(traced: TracedMods, target: str = "cuda") -> str:
+def kernel_source(traced: TracedMods, target: str = "cuda", float_index: bool = False) -> str:
     text = _HEADER.format(score=traced.score, mask=traced.mask)
-    text += render_mods(traced, target) + "\n" + KERNELS
+    text += render_mods(traced, target, float_index) + "\n" + KERNELS
     return (text.replace("__CAPS__ ", capture_params(traced))
                 .replace("__CAPS__", capture_params(traced))
                 .replace("__GRADS__ ", grad_params(traced))
@@ -127,10 +127,11 @@ def _dump(name: str, text: str) -> None:
         _write(os.path.join(dump_dir, "attention", name), text)
 
 
-def load_kernels(traced: TracedMods, interpret: bool) -> ModuleType:
-    """The imported kernel module for `traced` (cached by source hash and mode)."""
+def load_kernels(traced: TracedMods, interpret: bool, float_index: bool = False) -> ModuleType:
+    """The imported kernel module for `traced` (cached by source hash and mode);
+    `float_index`: only for sequences shorter than render.FLOAT_INDEX_MAX_LEN."""
     target = "interpret" if interpret else "hip" if torch.version.hip else "cuda"
-    text = kernel_source(traced, target)
+    text = kernel_source(traced, target, float_index)
     digest = hashlib.sha256(text.encode()).hexdigest()[:20]
     key = (digest, target)
     with _LOCK:
@@ -155,7 +156,8 @@ _COMPILED: "dict[tuple, tuple[TracedMods, tuple, ModuleType]]" = {}
 _COMPILED_MAX = 128
 
 
-def compile_mods(score_mod, mask_mod, interpret: bool) -> tuple[TracedMods, ModuleType]:
+def compile_mods(score_mod, mask_mod, interpret: bool,
+                 float_index: bool = False) -> tuple[TracedMods, ModuleType]:
     """Trace, render and load the kernels for a mod pair, remembered per function object.
 
     A hit skips tracing and rendering (tens of microseconds that matter for decode); it is
@@ -167,15 +169,15 @@ def compile_mods(score_mod, mask_mod, interpret: bool) -> tuple[TracedMods, Modu
     """
     if not all(m is None or isinstance(m, FunctionType) for m in (score_mod, mask_mod)):
         traced = trace_mods(score_mod, mask_mod)
-        return traced, load_kernels(traced, interpret)
-    key = (score_mod, mask_mod, interpret)
+        return traced, load_kernels(traced, interpret, float_index)
+    key = (score_mod, mask_mod, interpret, float_index)
     hit = _COMPILED.get(key)
     if hit is not None:
         traced, flags, module = hit
         if tuple(t.requires_grad for t in traced.captured) == flags:
             return traced, module
     traced = trace_mods(score_mod, mask_mod)
-    module = load_kernels(traced, interpret)
+    module = load_kernels(traced, interpret, float_index)
     if len(_COMPILED) >= _COMPILED_MAX:
         _COMPILED.pop(next(iter(_COMPILED)))
     _COMPILED[key] = (traced, tuple(t.requires_grad for t in traced.captured), module)

@@ -86,6 +86,8 @@ class Launcher:
             return None
         if direct_ok():
             self._direct(kernel, grid, args, constexprs)
+        elif torch.cuda.is_current_stream_capturing():   # the check syncs: not while capturing
+            self.slow(grid, args, constexprs, options)
         elif outputs and sum(o.numel() * o.element_size() for o in outputs) <= CHECK_BYTES:
             self._check(kernel, grid, args, constexprs, options, outputs)
         else:

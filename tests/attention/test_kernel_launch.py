@@ -42,6 +42,7 @@ def fake_gpu(monkeypatch):
     monkeypatch.setattr(kl, "_on_gpu", lambda t: True)
     monkeypatch.setattr(kl, "_raw_stream", lambda: 7)
     monkeypatch.setattr(kl.torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(kl.torch.cuda, "is_current_stream_capturing", lambda: False)
     monkeypatch.setitem(kl._state, "direct", None)
     monkeypatch.setattr(kl.TritonLaunch, "verified", False)
 
@@ -118,3 +119,13 @@ def test_cpu_tensors_take_the_regular_path():
         _launch(la, x, out)
     assert len(fn.slow_calls) == 3 and not fn.direct_calls
     assert kl.launcher(fn) is kl.launcher(fn)
+
+
+def test_no_check_while_a_cuda_graph_is_captured(fake_gpu, monkeypatch):
+    """The check compares outputs on the host (a sync), which would break a capture."""
+    fn, x, out = FakeFn(), torch.arange(8.0), torch.empty(8)
+    la = kl.Launcher(fn)
+    monkeypatch.setattr(kl.torch.cuda, "is_current_stream_capturing", lambda: True)
+    for _ in range(3):
+        _launch(la, x, out)
+    assert len(fn.slow_calls) == 3 and not fn.direct_calls and kl._state["direct"] is None

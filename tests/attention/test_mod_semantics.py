@@ -182,3 +182,43 @@ def test_constant_divisors_multiply_where_exact_enough():
     assert "(score * 0.03333333333333333)" in text          # a float dividend: reciprocal
     assert "(kv_idx * 0.25)" in text                        # a power of two: exact
     assert "(q_idx / 3)" in text                            # an integer by 3: a division
+
+
+def test_index_differences_under_float_ops_convert_the_index_vectors():
+    """ALiBi's slope * (kv_idx - q_idx): with float_index the difference is taken in float32
+    from the converted q/kv vectors (no per-score int-to-float conversion); an integer use of
+    the same difference (here % 3) still builds it as integers."""
+    from cherenkov.attention.render import render_mods
+    mod = lambda s, b, h, q, kv: s + 0.5 * (kv - q) + (kv - q) % 3
+    fast = render_mods(trace_mods(mod, None), "cuda", float_index=True)
+    assert "(kv_idx).to(tl.float32)" in fast and "(q_idx).to(tl.float32)" in fast
+    assert fast.count("(kv_idx - q_idx)") == 2            # forward and gradient helpers: for % 3
+    plain = render_mods(trace_mods(lambda s, b, h, q, kv: s + 0.5 * (kv - q), None), "cuda")
+    assert "(kv_idx).to(tl.float32)" not in plain and "(kv_idx - q_idx)" in plain
+
+
+@pytest.mark.parametrize("limit", [1 << 22, 16])
+def test_float_indices_only_below_the_exact_length(monkeypatch, limit):
+    """Sequences at or past the limit get kernels that keep index arithmetic in integers; both
+    match the reference (the limit is lowered to 16 here to take the other path)."""
+    from cherenkov.attention import api, codegen
+    seen = []
+    real = codegen.compile_mods
+
+    def spy(score_mod, mask_mod, interpret, float_index=False):
+        seen.append(float_index)
+        return real(score_mod, mask_mod, interpret, float_index)
+
+    monkeypatch.setattr(api, "compile_mods", spy)
+    monkeypatch.setattr(api, "FLOAT_INDEX_MAX_LEN", limit)
+    q, k, v = qkv(requires_grad=True)
+    mod = lambda s, b, h, q_, kv: s + 0.25 * (kv - q_ - 3)
+    ours = attention(q, k, v, score_mod=mod)
+    ref = attention_math(q.double(), k.double(), v.double(), mod, None)
+    assert seen == [limit > 40] and close(ours, ref)
+    ours.sum().backward()
+    dq = q.grad.clone()
+    q.grad = None
+    ref_q = q.detach().double().requires_grad_()
+    attention_math(ref_q, k.double(), v.double(), mod, None).sum().backward()
+    assert close(dq, ref_q.grad)
