@@ -15,6 +15,7 @@ import torch
 
 from .block_mask import EMPTY, FULL, BlockMask
 from .kernel_launch import launcher
+from .render import score_derivative_varies
 from .trace import TracedMods
 from .tuning import choose_config, next_power_of_2
 
@@ -32,6 +33,10 @@ class Plan:
     @property
     def has_score_mod(self) -> bool:
         return self.traced.score is not None
+
+    @property
+    def score_grad_varies(self) -> bool:
+        return score_derivative_varies(self.traced)
 
 
 def capture_args(captured, device) -> list:
@@ -107,7 +112,8 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad):
 
     dk = torch.empty_like(k, memory_format=torch.contiguous_format)
     dv = torch.empty_like(v, memory_format=torch.contiguous_format)
-    cfg = choose_config("dkdv", D, q.dtype, m.block, plan.interpret)
+    cfg = choose_config("dkdv", D, q.dtype, m.block, plan.interpret,
+                        score_grad=plan.score_grad_varies)
     launcher(plan.kernels._attn_bwd_dkdv)(
         (triton_cdiv(KV_LEN, cfg.block_n), B * HK),
         (q, k, v, do, dk, dv, lse, delta, *caps,

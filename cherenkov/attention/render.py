@@ -294,6 +294,21 @@ def _score_result(traced: TracedMods, em: _Emitter) -> str:
     return em.name(traced.score)
 
 
+def score_derivative(traced: TracedMods) -> Node | None:
+    """d score_mod / d score as a node (None: no score_mod, or one not reading the score)."""
+    if traced.score is None:
+        return None
+    score_leaf = next((n for n in topo_order([traced.score]) if n.op == "score"), None)
+    return partials(traced.score, [score_leaf])[0] if score_leaf is not None else None
+
+
+def score_derivative_varies(traced: TracedMods) -> bool:
+    """Whether the backward kernels hold a per-score derivative tile (softcap: yes; additive
+    biases such as ALiBi: no, their derivative is the constant 1)."""
+    d = score_derivative(traced)
+    return d is not None and d.op != "const"
+
+
 def render_score_mod(traced: TracedMods, target: str, wide: bool = False,
                      float_index: bool = False) -> str:
     caps = capture_params(traced)
@@ -304,15 +319,12 @@ def render_score_mod(traced: TracedMods, target: str, wide: bool = False,
     em = _Emitter(target, wide=wide, float_index=float_index)
     out = _score_result(traced, em)
     # A constant derivative is returned as a tile (older Triton cannot return constexprs).
-    d_score = "tl.full(score.shape, 1.0, tl.float32)"
-    if traced.score is not None:
-        score_leaf = next((n for n in topo_order([traced.score]) if n.op == "score"), None)
-        d = partials(traced.score, [score_leaf])[0] if score_leaf is not None else None
-        if d is None or d.op == "const":
-            value = 0.0 if d is None else float(d.value)
-            d_score = f"tl.full(score.shape, {_literal(value)}, tl.float32)"
-        else:
-            d_score = em.name(d)
+    d = score_derivative(traced)
+    if d is None or d.op == "const":
+        value = 1.0 if traced.score is None else 0.0 if d is None else float(d.value)
+        d_score = f"tl.full(score.shape, {_literal(value)}, tl.float32)"
+    else:
+        d_score = em.name(d)
     grad = _function("_score_mod_grad", f"score, b, h, q_idx, kv_idx, {caps}", em,
                      f"{out}, {d_score}")
     return fwd + "\n\n" + grad + "\n\n" + render_capture_grads(traced, target, wide)

@@ -33,11 +33,16 @@ class KernelConfig:
 # S=4096 D=64 0.402 vs 0.435 ms, D=128 0.748 vs 0.771, sliding window 0.382 vs 0.404, Llama's
 # S=2048 D=128 0.212 vs 0.236; forward+backward the same or up to 2% faster. In the backward, 32-row
 # dK/dV steps helped at D=64 and hurt at D=128, and 128 x 128 mask tiles helped only D=128's
-# forward: neither is taken.
+# forward: neither is taken. D=128's dQ in 64 x 64 tiles of 4 warps (was 128 x 64 of 8): backward
+# 1.933 vs 1.970 ms causal, 2.536 vs 2.652 softcap, 2.107 vs 2.131 ALiBi; and a score mod whose
+# derivative varies per score (softcap) holds one more tile through the dK/dV step, where the
+# 64-row step (255 registers) spills: 32 rows, 2.413 vs 2.536 ms with softcap
+# (bench/results/2026-11-30_attention_mods_h200_454117d.md). The dK/dV kernel's block_n is
+# clipped to the mask's 64-column tile (then one warpgroup), so its 128 here rarely applies.
 _GPU_TABLE = {
     "fwd": {64: KernelConfig(64, 64, 4, 3), 128: KernelConfig(64, 64, 4, 3),
             256: KernelConfig(64, 32, 4, 2)},
-    "dq": {64: KernelConfig(128, 64, 8, 3), 128: KernelConfig(128, 64, 8, 2),
+    "dq": {64: KernelConfig(128, 64, 8, 3), 128: KernelConfig(64, 64, 4, 2),
            256: KernelConfig(64, 32, 4, 1)},
     "dkdv": {64: KernelConfig(64, 128, 8, 3), 128: KernelConfig(64, 128, 8, 2),
              256: KernelConfig(32, 64, 4, 1)},
@@ -59,12 +64,15 @@ def stages_that_fit(cfg: KernelConfig, d_pad: int, elem_bytes: int, sram_bytes: 
 
 
 def choose_config(kernel: str, head_dim: int, dtype: torch.dtype, sparse_block=(128, 64),
-                  interpret: bool = False, device=None) -> KernelConfig:
+                  interpret: bool = False, device=None, score_grad: bool = False) -> KernelConfig:
     """Tiles for `kernel` in {"fwd", "dq", "dkdv", "decode"} at this head dim and dtype;
-    `device` is a `cherenkov.hw.DeviceSpec` (default: the live device)."""
+    `device` is a `cherenkov.hw.DeviceSpec` (default: the live device); `score_grad`: the
+    score mod's derivative varies per score (one more live tile in the backward)."""
     if interpret:
         return _INTERPRETER.clip(sparse_block)
     cfg = _table_config(kernel, head_dim, dtype, sparse_block)
+    if kernel == "dkdv" and score_grad and head_dim > 64:
+        cfg = KernelConfig(min(cfg.block_m, 32), cfg.block_n, cfg.num_warps, cfg.num_stages)
     if device is None:
         from cherenkov import hw
         device = hw.current_device()

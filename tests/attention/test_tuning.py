@@ -22,3 +22,18 @@ def test_stages_shrink_with_shared_memory():
 def test_interpreter_tiles_are_small():
     cfg = choose_config("fwd", 80, torch.float32, interpret=True)
     assert cfg.block_m <= 32 and cfg.block_n <= 32
+
+
+def test_score_mods_with_a_varying_derivative_take_shorter_dkdv_steps():
+    from cherenkov.attention import alibi, alibi_slopes, tanh_softcap
+    from cherenkov.attention.render import score_derivative_varies
+    from cherenkov.attention.trace import trace_mods
+    h200 = hw.device("h200")
+    assert score_derivative_varies(trace_mods(tanh_softcap(30.0), None))
+    assert not score_derivative_varies(trace_mods(alibi(alibi_slopes(4)), None))
+    assert not score_derivative_varies(trace_mods(None, None))
+    plain = choose_config("dkdv", 128, torch.bfloat16, device=h200)
+    capped = choose_config("dkdv", 128, torch.bfloat16, device=h200, score_grad=True)
+    assert capped.block_m == 32 < plain.block_m and capped.block_n == plain.block_n
+    assert choose_config("dkdv", 64, torch.bfloat16, device=h200, score_grad=True) == \
+        choose_config("dkdv", 64, torch.bfloat16, device=h200)
