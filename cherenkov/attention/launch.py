@@ -13,6 +13,8 @@ from types import ModuleType
 
 import torch
 
+from cherenkov import hw
+
 from .block_mask import EMPTY, FULL, BlockMask
 from .kernel_launch import launcher
 from .render import score_derivative_varies
@@ -167,6 +169,17 @@ def _decode_blocks(mask: BlockMask, B: int, H: int, HK: int):
     return num, idx.to(torch.int32).contiguous(), full
 
 
+def _decode_splits(cfg, programs_per_split: int, d_pad: int, rows: int, elem: int, dev) -> int:
+    """KV splits for one wave of programs: as many as fit on the SMs at once (by shared memory:
+    each pipeline stage holds a K and a V tile) over the (batch, kv head) pairs. On the H200
+    (B=8, 4 kv heads, KV=32k, D=128) 8 splits (256 programs, 2 per SM) read K and V at 92% of
+    the copy bandwidth where 17 splits (4 x SMs programs: a second, nearly empty wave) read at
+    83%; 12, 24 and 33 splits 88-91% (bench/results/2026-11-30_decode_splits_h200_4270a78.md)."""
+    per_cta = (cfg.num_stages * 2 * cfg.block_n + rows) * d_pad * elem
+    slots = max(1, int(dev.sram_per_sm_bytes // per_cta)) * dev.sm_count
+    return max(1, slots // programs_per_split)
+
+
 def decode(plan: Plan, q, k, v, captured, num_splits: int | None = None):
     """Split-KV attention for a few query rows over a long KV: each program reduces a slice."""
     B, H, Q_LEN, D = q.shape
@@ -182,11 +195,8 @@ def decode(plan: Plan, q, k, v, captured, num_splits: int | None = None):
     num, idx, full = cache[(B, H, HK)]
     n_kv = idx.shape[-1]
     if num_splits is None:
-        if plan.interpret:
-            num_splits = 2
-        else:
-            sms = torch.cuda.get_device_properties(q.device).multi_processor_count
-            num_splits = triton_cdiv(4 * sms, B * HK)
+        num_splits = 2 if plan.interpret else _decode_splits(
+            cfg, B * HK, D_PAD, ROWS, q.element_size(), hw.current_device(q.device))
     num_splits = max(1, min(num_splits, n_kv))
     per_split = triton_cdiv(n_kv, num_splits)
     num_splits = triton_cdiv(n_kv, per_split)

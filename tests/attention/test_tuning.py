@@ -37,3 +37,15 @@ def test_score_mods_with_a_varying_derivative_take_shorter_dkdv_steps():
     assert capped.block_m == 32 < plain.block_m and capped.block_n == plain.block_n
     assert choose_config("dkdv", 64, torch.bfloat16, device=h200, score_grad=True) == \
         choose_config("dkdv", 64, torch.bfloat16, device=h200)
+
+
+def test_decode_splits_fill_one_wave():
+    """The attention bench's decode (B=8, 4 kv heads, D=128 bf16) on the H200: two programs fit
+    per SM by shared memory, so 264 slots over 32 (batch, kv head) pairs: 8 splits."""
+    from cherenkov.attention.launch import _decode_splits
+    h200 = hw.device("h200")
+    cfg = choose_config("decode", 128, torch.bfloat16, (128, 64), device=h200)
+    per_cta = (cfg.num_stages * 2 * cfg.block_n + 16) * 128 * 2
+    assert int(h200.sram_per_sm_bytes // per_cta) == 2
+    assert _decode_splits(cfg, 32, 128, 16, 2, h200) == 2 * h200.sm_count // 32 == 8
+    assert _decode_splits(cfg, 4096, 128, 16, 2, h200) == 1     # many pairs: no split
