@@ -70,12 +70,18 @@ class Launcher:
     def slow(self, grid, args, constexprs, options):
         return self.fn[grid](*args, **constexprs, **options)
 
-    def __call__(self, grid, args, constexprs: dict, outputs=(), **options):
+    def __call__(self, grid, args, constexprs: dict, outputs=(), static_key=None, **options):
+        """`static_key` (from `static_key()`): the caller vouches that every argument but the
+        tensors is of the kind it was built from; then only the tensors are looked at."""
         if _state["direct"] is False or not _on_gpu(args[0]):
             return self.slow(grid, args, constexprs, options)
         try:
-            key = (torch.cuda.current_device(), tuple(map(_kind, args)),
-                   tuple(constexprs.values()), tuple(options.items()))
+            if static_key is None:
+                key = (torch.cuda.current_device(), tuple(map(_kind, args)),
+                       tuple(constexprs.values()), tuple(options.items()))
+            else:
+                key = (static_key, tuple([(a.dtype, a.data_ptr() % 16 == 0) for a in args
+                                          if isinstance(a, torch.Tensor)]))
         except TypeError:
             return self.slow(grid, args, constexprs, options)
         kernel = self.compiled.get(key)
@@ -116,6 +122,14 @@ class Launcher:
         if not same:
             log.info("cherenkov.attention: direct Triton launch differs; using fn[grid]")
         _state["direct"] = same
+
+
+def static_key(args, constexprs: dict, **options) -> tuple:
+    """What a launch's non-tensor arguments, constexprs and options specialize on, computed
+    once for callers that launch with the same ones again (Launcher's `static_key`)."""
+    return (torch.cuda.current_device(),
+            tuple(_kind(a) for a in args if not isinstance(a, torch.Tensor)),
+            tuple(constexprs.values()), tuple(options.items()))
 
 
 _LAUNCHERS: dict = {}
