@@ -80,6 +80,7 @@ class variant:
 
     def __enter__(self):
         self.saved = {k: dict(v) for k, v in tuning._GPU_TABLE.items()}
+        tuning._LIVE.clear()
         if self.name is not None:
             key = max(16, tuning.next_power_of_2(self.D))
             for kernel, cfg in VARIANTS[self.D][self.name][1].items():
@@ -88,6 +89,7 @@ class variant:
     def __exit__(self, *exc):
         tuning._GPU_TABLE.clear()
         tuning._GPU_TABLE.update(self.saved)
+        tuning._LIVE.clear()
 
 
 def main() -> int:

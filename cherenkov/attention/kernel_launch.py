@@ -5,7 +5,10 @@
 launches over 0.14 ms of kernels) was bound by it. Here the compiled kernel is remembered per
 specialization key -- what Triton specializes on: each tensor's dtype and 16-byte alignment,
 each integer's being 1, its divisibility by 16 and its width -- and later calls with the same
-key call the kernel's launcher directly, as Triton's own `run` does at its end.
+key call the kernel's launcher directly, as Triton's own `run` does at its end. A call whose
+non-tensor arguments are the very numbers of an earlier call (a training loop's, a decode
+loop's) finds its kernel by those values first, without classifying each argument. (Argument
+positions keep their types in the attention kernels, so 1 and True never meet in one slot.)
 
 Before trusting the direct path, the first direct launch in the process runs both paths on
 the same inputs and compares the outputs bit for bit (the compiler's launcher,
@@ -65,31 +68,37 @@ class Launcher:
 
     def __init__(self, fn):
         self.fn = fn
-        self.compiled: dict = {}
+        self.compiled: dict = {}        # specialization kinds -> compiled kernel
+        self.by_value: dict = {}        # exact non-tensor arguments (+ tensor kinds) -> kernel
 
     def slow(self, grid, args, constexprs, options):
         return self.fn[grid](*args, **constexprs, **options)
 
-    def __call__(self, grid, args, constexprs: dict, outputs=(), static_key=None, **options):
-        """`static_key` (from `static_key()`): the caller vouches that every argument but the
-        tensors is of the kind it was built from; then only the tensors are looked at."""
+    def __call__(self, grid, args, constexprs: dict, outputs=(), **options):
         if _state["direct"] is False or not _on_gpu(args[0]):
             return self.slow(grid, args, constexprs, options)
-        try:
-            if static_key is None:
+        # first by value (one pass, no call per argument: a repeated call's arguments are
+        # the same numbers), then by kind (a new sequence length of an already compiled kind)
+        Tensor = torch.Tensor
+        vkey = (tuple([(a.dtype, a.data_ptr() % 16 == 0) if isinstance(a, Tensor) else a
+                       for a in args]), tuple(constexprs.values()), tuple(options.items()))
+        kernel = self.by_value.get(vkey)
+        if kernel is None:
+            try:
                 key = (torch.cuda.current_device(), tuple(map(_kind, args)),
                        tuple(constexprs.values()), tuple(options.items()))
-            else:
-                key = (static_key, tuple([(a.dtype, a.data_ptr() % 16 == 0) for a in args
-                                          if isinstance(a, torch.Tensor)]))
-        except TypeError:
-            return self.slow(grid, args, constexprs, options)
-        kernel = self.compiled.get(key)
-        if kernel is None:
-            if len(self.compiled) >= _MAX_KEYS:
-                self.compiled.clear()
-            self.compiled[key] = self.slow(grid, args, constexprs, options)
-            return None
+            except TypeError:
+                return self.slow(grid, args, constexprs, options)
+            kernel = self.compiled.get(key)
+            if len(self.by_value) >= _MAX_KEYS:
+                self.by_value.clear()
+            if kernel is None:
+                if len(self.compiled) >= _MAX_KEYS:
+                    self.compiled.clear()
+                self.compiled[key] = self.by_value[vkey] = self.slow(grid, args, constexprs,
+                                                                     options)
+                return None
+            self.by_value[vkey] = kernel
         if direct_ok():
             self._direct(kernel, grid, args, constexprs)
         elif torch.cuda.is_current_stream_capturing():   # the check syncs: not while capturing
@@ -122,14 +131,6 @@ class Launcher:
         if not same:
             log.info("cherenkov.attention: direct Triton launch differs; using fn[grid]")
         _state["direct"] = same
-
-
-def static_key(args, constexprs: dict, **options) -> tuple:
-    """What a launch's non-tensor arguments, constexprs and options specialize on, computed
-    once for callers that launch with the same ones again (Launcher's `static_key`)."""
-    return (torch.cuda.current_device(),
-            tuple(_kind(a) for a in args if not isinstance(a, torch.Tensor)),
-            tuple(constexprs.values()), tuple(options.items()))
 
 
 _LAUNCHERS: dict = {}

@@ -16,7 +16,7 @@ import torch
 from cherenkov import hw
 
 from .block_mask import EMPTY, FULL, BlockMask
-from .kernel_launch import launcher, static_key
+from .kernel_launch import launcher
 from .render import score_derivative_varies
 from .trace import TracedMods
 from .tuning import choose_config, next_power_of_2
@@ -189,8 +189,6 @@ class _DecodeSetup:
     per_split: int
     split_const: dict
     combine_const: dict
-    split_key: tuple | None = None          # kernel_launch.static_key, set at the first launch
-    combine_key: tuple | None = None
 
 
 def _decode_setup(plan: Plan, q, k, v, num_splits) -> _DecodeSetup:
@@ -223,8 +221,7 @@ def decode(plan: Plan, q, k, v, captured, num_splits: int | None = None):
     """Split-KV attention for a few query rows over a long KV: each program reduces a slice.
 
     A call is host-bound unless its Python is short (the kernels take ~0.14 ms at the bench's
-    32k-token shape): everything derived from shapes is kept per shape (_DecodeSetup), and
-    without captured tensors the launches look only at the tensors' kinds."""
+    32k-token shape): everything derived from shapes is kept per shape (_DecodeSetup)."""
     B, H, Q_LEN, D = q.shape
     HK, KV_LEN = k.shape[1], k.shape[2]
     G = H // HK
@@ -243,20 +240,14 @@ def decode(plan: Plan, q, k, v, captured, num_splits: int | None = None):
     args = (q, k, v, o_part, lse_part, *capture_args(captured, q.device), num, idx, full,
             *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
             plan.scale, Q_LEN, KV_LEN, HK, G, ns, st.per_split, idx.shape[-1])
-    options = dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages)
-    if not captured and st.split_key is None and not plan.interpret:
-        st.split_key = static_key(args, st.split_const, **options)
     launcher(plan.kernels._attn_decode_split)(
-        (ns, B * HK), args, st.split_const, (o_part, lse_part),
-        static_key=st.split_key if not captured else None, **options)
+        (ns, B * HK), args, st.split_const, (o_part, lse_part), num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages)
     o = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = torch.empty(B, H, Q_LEN, device=q.device, dtype=torch.float32)
-    args = (o_part, lse_part, o, lse, *o.stride()[:3], Q_LEN, HK, G, ns)
-    if st.combine_key is None and not plan.interpret:
-        st.combine_key = static_key(args, st.combine_const, num_warps=4)
     launcher(plan.kernels._attn_decode_combine)(
-        (G * Q_LEN, B * HK), args, st.combine_const, (o, lse), static_key=st.combine_key,
-        num_warps=4)
+        (G * Q_LEN, B * HK), (o_part, lse_part, o, lse, *o.stride()[:3], Q_LEN, HK, G, ns),
+        st.combine_const, (o, lse), num_warps=4)
     return o, lse
 
 

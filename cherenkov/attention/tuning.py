@@ -50,6 +50,7 @@ _GPU_TABLE = {
                256: KernelConfig(16, 64, 4, 2)},
 }
 _INTERPRETER = KernelConfig(32, 32, 1, 1)
+_LIVE: dict = {}          # choose_config answers for the live device
 
 
 def next_power_of_2(n: int) -> int:
@@ -70,12 +71,21 @@ def choose_config(kernel: str, head_dim: int, dtype: torch.dtype, sparse_block=(
     score mod's derivative varies per score (one more live tile in the backward)."""
     if interpret:
         return _INTERPRETER.clip(sparse_block)
+    if device is None:
+        # the live device's answers are remembered per current CUDA device: looking the device
+        # up cost a decode call ~20 us of its host time (bench scripts that edit _GPU_TABLE
+        # clear _LIVE)
+        key = (kernel, head_dim, dtype, tuple(sparse_block), score_grad,
+               torch.cuda.current_device() if torch.cuda.is_available() else -1)
+        cfg = _LIVE.get(key)
+        if cfg is None:
+            from cherenkov import hw
+            cfg = _LIVE[key] = choose_config(kernel, head_dim, dtype, sparse_block, False,
+                                             hw.current_device(), score_grad)
+        return cfg
     cfg = _table_config(kernel, head_dim, dtype, sparse_block)
     if kernel == "dkdv" and score_grad and head_dim > 64:
         cfg = KernelConfig(min(cfg.block_m, 32), cfg.block_n, cfg.num_warps, cfg.num_stages)
-    if device is None:
-        from cherenkov import hw
-        device = hw.current_device()
     d_pad = max(16, next_power_of_2(head_dim))
     stages = stages_that_fit(cfg, d_pad, torch.empty((), dtype=dtype).element_size(),
                              device.sram_per_sm_bytes)

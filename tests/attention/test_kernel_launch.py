@@ -129,3 +129,20 @@ def test_no_check_while_a_cuda_graph_is_captured(fake_gpu, monkeypatch):
     for _ in range(3):
         _launch(la, x, out)
     assert len(fn.slow_calls) == 3 and not fn.direct_calls and kl._state["direct"] is None
+
+
+def test_repeated_values_skip_classifying_arguments(fake_gpu, monkeypatch):
+    fn, x, out = FakeFn(), torch.arange(8.0), torch.empty(8)
+    la = kl.Launcher(fn)
+    kl._state["direct"] = True
+    calls = []
+    real = kl._kind
+    monkeypatch.setattr(kl, "_kind", lambda a: calls.append(a) or real(a))
+    _launch(la, x, out, n=24)
+    n_first = len(calls)
+    assert n_first == 4                       # x, out, scale, n: classified once
+    for _ in range(3):
+        _launch(la, x, out, n=24)
+    assert len(calls) == n_first and len(fn.direct_calls) == 3
+    _launch(la, x, out, n=40)                 # new value, same kind: classified, no compile
+    assert len(calls) == 2 * n_first and len(fn.slow_calls) == 1
