@@ -80,12 +80,17 @@ class Launcher:
         # first by value (one pass, no call per argument: a repeated call's arguments are
         # the same numbers), then by kind (a new sequence length of an already compiled kind)
         Tensor = torch.Tensor
-        vkey = (tuple([(a.dtype, a.data_ptr() % 16 == 0) if isinstance(a, Tensor) else a
-                       for a in args]), tuple(constexprs.values()), tuple(options.items()))
-        kernel = self.by_value.get(vkey)
+        device = torch.cuda.current_device()
+        vkey = (device, tuple([(a.dtype, a.data_ptr() % 16 == 0) if isinstance(a, Tensor)
+                               else a for a in args]),
+                tuple(constexprs.values()), tuple(options.items()))
+        try:
+            kernel = self.by_value.get(vkey)
+        except TypeError:                         # an unhashable argument: Triton decides
+            return self.slow(grid, args, constexprs, options)
         if kernel is None:
             try:
-                key = (torch.cuda.current_device(), tuple(map(_kind, args)),
+                key = (device, tuple(map(_kind, args)),
                        tuple(constexprs.values()), tuple(options.items()))
             except TypeError:
                 return self.slow(grid, args, constexprs, options)

@@ -146,3 +146,15 @@ def test_repeated_values_skip_classifying_arguments(fake_gpu, monkeypatch):
     assert len(calls) == n_first and len(fn.direct_calls) == 3
     _launch(la, x, out, n=40)                 # new value, same kind: classified, no compile
     assert len(calls) == 2 * n_first and len(fn.slow_calls) == 1
+
+
+def test_another_current_device_compiles_for_itself(fake_gpu, monkeypatch):
+    fn, x, out = FakeFn(), torch.arange(8.0), torch.empty(8)
+    la = kl.Launcher(fn)
+    kl._state["direct"] = True
+    _launch(la, x, out)
+    _launch(la, x, out)
+    assert (len(fn.slow_calls), len(fn.direct_calls)) == (1, 1)
+    monkeypatch.setattr(kl.torch.cuda, "current_device", lambda: 1)
+    _launch(la, x, out)                       # same values, other device: Triton's own path
+    assert (len(fn.slow_calls), len(fn.direct_calls)) == (2, 1)
