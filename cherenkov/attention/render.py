@@ -83,15 +83,17 @@ def _int_power(x: str, e: int, one: str = "1.0") -> str:
 
 def _reciprocal(node: Node) -> float | None:
     """1 / c for `x / c` that may multiply instead (a division is ~10 ALU instructions per
-    score): a float dividend (scores: the product is within 1 ulp of the quotient, as in
-    Inductor's lowering of a division by a constant), or a power-of-two c (exact for any x;
-    an integer x / 3 stays a division, so floor(x / 3) cannot drop below an exact integer)."""
+    score): a dividend that varies with the score (the product is within 1 ulp of the
+    quotient, as in Inductor's lowering of a division by a constant), or a power-of-two c
+    (exact for any x). Anything else stays a division: (kv_idx - q_idx).float() / 41 must be
+    exactly 1 at 41, or a floor, truncation or comparison of it (the block mask's exact
+    division included) would flip."""
     x, c = node.args
     if c.op != "const" or isinstance(c.value, bool) or not c.value or \
             not math.isfinite(c.value):
         return None
     m, _ = math.frexp(float(c.value))
-    if x.dtype != "f" and abs(m) != 0.5:
+    if "score" not in depends_on(x) and abs(m) != 0.5:
         return None
     r = 1.0 / float(c.value)
     return r if 2.0 ** -126 <= abs(r) <= 2.0 ** 126 else None
@@ -99,8 +101,10 @@ def _reciprocal(node: Node) -> float | None:
 
 def _expr(node: Node, a: list[str], target: str) -> str:
     op = node.op
-    if op == "div" and (r := _reciprocal(node)) is not None:
-        return f"({a[0]} * {_literal(r)})"
+    if op == "div":         # true division: a bool operand counts as 0 / 1 (int1 cannot divide)
+        a = [f"({x}).to(tl.float32)" if arg.dtype == "b" else x for x, arg in zip(a, node.args)]
+        if (r := _reciprocal(node)) is not None:
+            return f"({a[0]} * {_literal(r)})"
     if op in ("floordiv", "mod"):
         kind = "f" if node.dtype == "f" else "i"
         return f"_{op}_{kind}({a[0]}, {a[1]})"
@@ -158,28 +162,32 @@ def needs_int64(traced: TracedMods) -> bool:
 
 
 # Largest sequence length for which a float consumer of an index difference may compute it in
-# float32 from the index vectors (exact: two indices below 2**22 plus constants below 2**20
-# stay below 2**24).
+# float32 from the index vectors (exact: see _index_linear's bounds).
 FLOAT_INDEX_MAX_LEN = 1 << 22
 _FLOAT_OPS = ("add", "sub", "mul", "div", "minimum", "maximum", "where")
 
 
 def _index_linear(n: Node) -> bool:
-    """An integer sum/difference of at most two q/kv indices, b, h and small constants (ALiBi's
-    kv_idx - q_idx): its float32 value is exact when computed from converted index vectors."""
+    """An integer sum/difference of at most two q/kv indices, a few b, h and constants summing
+    below 2**22 (ALiBi's kv_idx - q_idx): its float32 value is exact when computed from
+    converted index vectors."""
     if n.dtype != "i" or n.op not in ("add", "sub", "neg"):
         return False
-    seq, stack = 0, [n]
+    seq, bh, consts, stack = 0, 0, 0, [n]
     while stack:
         m = stack.pop()
         if m.op in ("add", "sub", "neg") and m.dtype == "i":
             stack.extend(m.args)
         elif m.op in ("q_idx", "kv_idx"):
             seq += 1
-        elif not (m.op in ("b", "h") or (m.op == "const" and not isinstance(m.value, bool)
-                                         and isinstance(m.value, int) and abs(m.value) < 1 << 20)):
+        elif m.op in ("b", "h"):
+            bh += 1
+        elif m.op == "const" and isinstance(m.value, int) and not isinstance(m.value, bool):
+            consts += abs(m.value)
+        else:
             return False
-    return seq <= 2
+    # every partial sum stays below 2**24: two indices < 2**22, eight b/h < 2**16, constants
+    return seq <= 2 and bh <= 8 and consts < 1 << 22
 
 
 class _Emitter:

@@ -8,6 +8,14 @@ from cherenkov.attention import attention, attention_math
 from cherenkov.attention.trace import TraceError, trace_mods
 
 TABLE = torch.randn(1, 40)
+
+
+def _plus_many(x, n=17):
+    """x + 1048575 + ... (n times): past 2**24 after 16 terms."""
+    for _ in range(n):
+        x = x + 1048575
+    return x
+
 BUCKETS = torch.arange(40) // 10
 
 MODS = {
@@ -38,6 +46,14 @@ MODS = {
     # the exact quotient and floor one lower); by 4 it multiplies, exactly
     "floor of integer true division": (None, lambda b, h, q, kv: torch.floor(kv / 3)
                                        == torch.floor(q / 3) + torch.floor(kv / 4) % 2),
+    # an integer-valued float divided by 41 is exactly 1 at 41 (a reciprocal product gave
+    # 0.99999994 and flipped the comparison against the block mask's exact division)
+    "float of integers over 41": (lambda s, b, h, q, kv: s + ((kv + q) * 1.0 / 41).int() * 5,
+                                  lambda b, h, q, kv: (kv + q).float() / 41 < 1),
+    # float32 partial sums of many large constants would round: kept in integers
+    "index sum with many constants": (
+        lambda s, b, h, q, kv: s + (_plus_many(kv) - _plus_many(q)) * 1.0, None),
+    "bool over a constant": (lambda s, b, h, q, kv: s + (q > kv) / 3, None),
     "integer powers stay integers": (None, lambda b, h, q, kv: ((q - kv) ** 2 + (kv ** 0 | q)) % 3
                                      == 0),
 }
