@@ -108,6 +108,10 @@ def _expr(node: Node, a: list[str], target: str) -> str:
     if op in ("floordiv", "mod"):
         kind = "f" if node.dtype == "f" else "i"
         return f"_{op}_{kind}({a[0]}, {a[1]})"
+    if op in ("and", "or", "xor") and node.dtype == "b" and target == "interpret":
+        # Triton's interpreter cannot | a scalar bool from a float comparison (tl.exp(h * 0.5)
+        # >= 3) with a tile; compared with 0 it can
+        return f"(({a[0]} != 0) {_INFIX[op]} ({a[1]} != 0))"
     if op in _INFIX:
         return f"({a[0]} {_INFIX[op]} {a[1]})"
     if op in _CALL:

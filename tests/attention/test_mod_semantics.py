@@ -53,6 +53,9 @@ MODS = {
     # float32 partial sums of many large constants would round: kept in integers
     "index sum with many constants": (
         lambda s, b, h, q, kv: s + (_plus_many(kv) - _plus_many(q)) * 1.0, None),
+    # the CPU interpreter could not | a scalar bool from a float comparison with a tile
+    "float test of the head or a tile test": (None, lambda b, h, q, kv: (torch.exp(h * 0.5) >= 3)
+                                              | (kv <= q)),
     "bool over a constant": (lambda s, b, h, q, kv: s + (q > kv) / 3, None),
     "integer powers stay integers": (None, lambda b, h, q, kv: ((q - kv) ** 2 + (kv ** 0 | q)) % 3
                                      == 0),
