@@ -38,7 +38,20 @@ class Plan:
 
     @property
     def score_grad_varies(self) -> bool:
-        return score_derivative_varies(self.traced)
+        """(kept on the traced mods: deriving it walks the graph, ~20 us of a call's host time)"""
+        memo = self.traced.__dict__.setdefault("_memo", {})
+        if "grad_varies" not in memo:
+            memo["grad_varies"] = score_derivative_varies(self.traced)
+        return memo["grad_varies"]
+
+    def grad_captures(self) -> list[int]:
+        """Indices of the captured tensors that get gradients (by their requires_grad now)."""
+        memo = self.traced.__dict__.setdefault("_memo", {})
+        flags = tuple(t.requires_grad for t in self.traced.captured)
+        if memo.get("grad_flags") != flags:
+            memo["grad_flags"] = flags
+            memo["grad_ks"] = sorted({n.value for n in self.traced.grad_loads()})
+        return memo["grad_ks"]
 
 
 def capture_args(captured, device) -> list:
@@ -59,9 +72,9 @@ def _dot_precision(dtype: torch.dtype) -> str:
 
 def _mask_strides(num: torch.Tensor, idx: torch.Tensor, B: int, H: int) -> tuple:
     """(b, h, row) strides of a count tensor and an index tensor, 0 on broadcast dims."""
-    n = num.expand(B, H, num.shape[2]).stride()
-    i = idx.expand(B, H, *idx.shape[2:]).stride()
-    return (*n, *i[:3])
+    b, h = (0 if num.shape[0] == 1 else num.stride(0)), (0 if num.shape[1] == 1 else num.stride(1))
+    ib, ih = (0 if idx.shape[0] == 1 else idx.stride(0)), (0 if idx.shape[1] == 1 else idx.stride(1))
+    return b, h, num.stride(2), ib, ih, idx.stride(2)
 
 
 def check_mask(mask: BlockMask, B: int, H: int, Q_LEN: int, KV_LEN: int) -> None:
@@ -129,7 +142,7 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad):
              EVEN_N=KV_LEN % cfg.block_n == 0, HAS_SCORE_MOD=plan.has_score_mod, DOT_PREC=prec),
         (dk, dv), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
-    grad_ks = sorted({n.value for n in plan.traced.grad_loads()})
+    grad_ks = plan.grad_captures()
     grad_bufs = {k_: torch.zeros(captured[k_].numel(), device=q.device, dtype=torch.float32)
                  for k_ in grad_ks}
     dq = torch.empty_like(q, memory_format=torch.contiguous_format)

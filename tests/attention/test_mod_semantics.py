@@ -241,3 +241,17 @@ def test_float_indices_only_below_the_exact_length(monkeypatch, limit):
     ref_q = q.detach().double().requires_grad_()
     attention_math(ref_q, k.double(), v.double(), mod, None).sum().backward()
     assert close(dq, ref_q.grad)
+
+
+def test_gradient_captures_follow_requires_grad_on_one_traced_object():
+    """The backward remembers which captured tensors get gradients per traced mods, keyed by
+    their requires_grad flags: a flag flipped on the same object is noticed."""
+    from cherenkov.attention import launch
+    table = torch.randn(40)
+    traced = trace_mods(lambda s, b, h, q, kv: s + table[kv], None)
+    plan = launch.Plan(None, traced, None, 1.0, True)
+    assert plan.grad_captures() == [] and plan.score_grad_varies is False
+    table.requires_grad_(True)
+    assert plan.grad_captures() == [0]
+    table.requires_grad_(False)
+    assert plan.grad_captures() == []
