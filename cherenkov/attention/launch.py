@@ -70,11 +70,13 @@ def _dot_precision(dtype: torch.dtype) -> str:
     return "ieee" if dtype == torch.float32 else "tf32"
 
 
-def _mask_strides(num: torch.Tensor, idx: torch.Tensor, B: int, H: int) -> tuple:
-    """(b, h, row) strides of a count tensor and an index tensor, 0 on broadcast dims."""
-    b, h = (0 if num.shape[0] == 1 else num.stride(0)), (0 if num.shape[1] == 1 else num.stride(1))
-    ib, ih = (0 if idx.shape[0] == 1 else idx.stride(0)), (0 if idx.shape[1] == 1 else idx.stride(1))
-    return b, h, num.stride(2), ib, ih, idx.stride(2)
+def _mask_strides(num: torch.Tensor, idx: torch.Tensor) -> tuple:
+    """(b, h, row) strides of a count tensor and an index tensor, 0 on size-1 (broadcast)
+    dims."""
+    def bcast(t, dim):
+        return 0 if t.shape[dim] == 1 else t.stride(dim)
+    return (bcast(num, 0), bcast(num, 1), num.stride(2), bcast(idx, 0), bcast(idx, 1),
+            idx.stride(2))
 
 
 def check_mask(mask: BlockMask, B: int, H: int, Q_LEN: int, KV_LEN: int) -> None:
@@ -98,7 +100,7 @@ def forward(plan: Plan, q, k, v, captured) -> tuple[torch.Tensor, torch.Tensor]:
         (q, k, v, o, lse, *capture_args(captured, q.device),
          m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices,
          *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3],
-         *_mask_strides(m.kv_num_blocks, m.kv_indices, B, H),
+         *_mask_strides(m.kv_num_blocks, m.kv_indices),
          plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m),
         dict(D=D, D_PAD=max(16, next_power_of_2(D)), BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
              SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % cfg.block_m == 0,
@@ -135,7 +137,7 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad):
          m.q_num_blocks, m.q_indices, m.full_q_num_blocks, m.full_q_indices,
          *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3],
          *dk.stride()[:3], *dv.stride()[:3],
-         *_mask_strides(m.q_num_blocks, m.q_indices, B, H),
+         *_mask_strides(m.q_num_blocks, m.q_indices),
          plan.scale, Q_LEN, KV_LEN, H, HK, H // HK),
         dict(D=D, D_PAD=D_PAD, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
              SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % m.block[0] == 0,
@@ -153,7 +155,7 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad):
         (q, k, v, do, dq, lse, delta, *caps, *(grad_bufs[k_] for k_ in grad_ks),
          m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices,
          *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], *dq.stride()[:3],
-         *_mask_strides(m.kv_num_blocks, m.kv_indices, B, H),
+         *_mask_strides(m.kv_num_blocks, m.kv_indices),
          plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m),
         dict(D=D, D_PAD=D_PAD, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
              SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % cfg.block_m == 0,
