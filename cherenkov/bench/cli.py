@@ -6,6 +6,8 @@
     cherenkov bench memory --cpu --smoke        # tiny shapes on the CPU (harness check)
     cherenkov bench memory --smoke              # tiny shapes on the GPU
     cherenkov bench memory --cases softmax rope --modes fwd
+    cherenkov bench train                       # GPT-2 and Llama training steps
+    cherenkov bench attention                   # attention variants vs SDPA and flex
 
 Without a GPU and without --cpu it says so and exits 0.
 """

@@ -89,3 +89,26 @@ def test_a_cases_pattern_matching_nothing_is_an_error(suite, tmp_path, capsys):
                  "--out", str(tmp_path)]) == 2
     assert "no case matches" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_attention_suite_runs_in_the_interpreter(tmp_path, capsys):
+    """`cherenkov bench attention --cpu --smoke`: our kernels checked against the math
+    reference and timed (SDPA and flex skipped at these sizes), targets listed, files dated."""
+    code = main(["bench", "attention", "--cpu", "--smoke", "--cases", "softcap", "decode",
+                 "--out", str(tmp_path)])
+    assert code == 0
+    [js] = tmp_path.glob("*_attention_cpu-smoke.json")
+    data = json.loads(js.read_text())
+    ours = [r for r in data["results"] if r["impl"] == "cherenkov"]
+    assert {r["case"] for r in ours} == {"causal+softcap30", "decode B8 Hq32 Hkv4 KV32k D128"}
+    assert all("error" not in r for r in ours)
+    assert all(r["fwd_ms"] > 0 for r in ours)
+    assert [c["ok"] for c in data["checks"] if "ok" in c] == [True]
+    assert any("softcap fwd+bwd vs flex" in t for t in data["targets"])
+    assert (tmp_path / js.name.replace(".json", ".md")).exists()
+
+
+def test_attention_suite_lists_and_rejects_unknown_cases(tmp_path, capsys):
+    assert main(["bench", "attention", "--list"]) == 0
+    assert "document block mask" in capsys.readouterr().out
+    assert main(["bench", "attention", "--cases", "nomatch", "--out", str(tmp_path)]) == 2

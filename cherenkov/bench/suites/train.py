@@ -458,13 +458,15 @@ def markdown(meta: dict, settings: dict, rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def result_paths(meta: dict, out_dir) -> tuple:
-    """<date>_train_<device>.md and .json under out_dir, numbered so nothing is overwritten."""
+def result_paths(meta: dict, out_dir, suite: str = "train") -> tuple:
+    """<date>_<suite>_<device>.md and .json under out_dir, numbered so nothing is
+    overwritten."""
     from pathlib import Path
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     slug = "".join(c if c.isalnum() else "-" for c in meta["device_spec"].lower()).strip("-")
-    base = stem = f"{meta['date'][:10]}_train_{slug}"
+    slug = "-".join(p for p in slug.split("-") if p)
+    base = stem = f"{meta['date'][:10]}_{suite}_{slug}"
     n = 1
     while (out / f"{stem}.md").exists() or (out / f"{stem}.json").exists():
         n += 1
