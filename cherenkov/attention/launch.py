@@ -184,6 +184,33 @@ def _decode_blocks(mask: BlockMask, B: int, H: int, HK: int):
     return num, idx.to(torch.int32).contiguous(), full
 
 
+class _Dense:
+    """The block mask of an unmasked decode call: every KV block listed, none partial. Its
+    lists depend only on the number of 64-token blocks, so a KV cache growing by a token per
+    call builds nothing (a block mask per length cost a decode step several kernel launches
+    and ~0.1-0.3 ms of host time)."""
+    block = (128, 64)
+
+
+DENSE = _Dense()
+_DENSE_BLOCKS: dict = {}
+_SPLITS: dict = {}          # default KV splits per (tiles, pairs, dims, dtype size, device)
+
+
+def _dense_blocks(pairs: int, n_kv: int, device):
+    """(count, index list, full flags) of every KV block for `pairs` (batch, kv head) pairs."""
+    key = (pairs, n_kv, str(device))
+    hit = _DENSE_BLOCKS.get(key)
+    if hit is None:
+        if len(_DENSE_BLOCKS) >= 16:
+            _DENSE_BLOCKS.clear()
+        num = torch.full((pairs,), n_kv, dtype=torch.int32, device=device)
+        idx = torch.arange(n_kv, dtype=torch.int32, device=device).repeat(pairs, 1)
+        full = torch.ones(pairs, n_kv, dtype=torch.int8, device=device)
+        hit = _DENSE_BLOCKS[key] = (num, idx, full)
+    return hit
+
+
 def _decode_splits(cfg, programs_per_split: int, d_pad: int, rows: int, elem: int, dev) -> int:
     """KV splits for one wave of programs: as many as fit on the SMs at once (by shared memory:
     each pipeline stage holds a K and a V tile) over the (batch, kv head) pairs. On the H200
@@ -214,18 +241,26 @@ def _decode_setup(plan: Plan, q, k, v, num_splits) -> _DecodeSetup:
     cfg = choose_config("decode", D, q.dtype, m.block, plan.interpret)
     D_PAD = max(16, next_power_of_2(D))
     ROWS = max(16, next_power_of_2(G * Q_LEN))
-    lists = m.__dict__.setdefault("_decode_lists", {})     # per mask: built once per (B, H, HK)
-    if (B, H, HK) not in lists:
-        lists[(B, H, HK)] = _decode_blocks(m, B, H, HK)
-    n_kv = lists[(B, H, HK)][1].shape[-1]
-    if num_splits is None:
-        num_splits = 2 if plan.interpret else _decode_splits(
-            cfg, B * HK, D_PAD, ROWS, q.element_size(), hw.current_device(q.device))
+    if m is DENSE:
+        blocks = _dense_blocks(B * HK, triton_cdiv(KV_LEN, m.block[1]), q.device)
+    else:
+        lists = m.__dict__.setdefault("_decode_lists", {})     # per mask: once per (B, H, HK)
+        if (B, H, HK) not in lists:
+            lists[(B, H, HK)] = _decode_blocks(m, B, H, HK)
+        blocks = lists[(B, H, HK)]
+    n_kv = blocks[1].shape[-1]
+    if num_splits is None and plan.interpret:
+        num_splits = 2
+    elif num_splits is None:
+        key = (cfg, B * HK, D_PAD, ROWS, q.element_size(), str(q.device))
+        if key not in _SPLITS:          # (the device lookup costs a decode step ~20 us)
+            _SPLITS[key] = _decode_splits(*key[:5], hw.current_device(q.device))
+        num_splits = _SPLITS[key]
     num_splits = max(1, min(num_splits, n_kv))
     per_split = triton_cdiv(n_kv, num_splits)
     num_splits = triton_cdiv(n_kv, per_split)
     return _DecodeSetup(
-        cfg, lists[(B, H, HK)], num_splits, per_split,
+        cfg, blocks, num_splits, per_split,
         dict(D=D, D_PAD=D_PAD, ROWS=ROWS, BLOCK_N=cfg.block_n, SPARSE_N=m.block[1],
              EVEN_N=KV_LEN % m.block[1] == 0, HAS_SCORE_MOD=plan.has_score_mod,
              HAS_MASK=plan.traced.mask is not None, DOT_PREC=_dot_precision(q.dtype)),

@@ -227,3 +227,23 @@ def test_attention_inside_a_compiled_function():
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-4)
     for a, b in zip(grads, want):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_unmasked_decode_over_a_growing_cache_builds_no_block_mask(monkeypatch):
+    """A decode loop (a token appended to a KV cache per call, no mask): every length runs the
+    decode kernels over all KV blocks, matching the math reference, and no block mask is
+    built per length."""
+    from cherenkov.attention import api
+    monkeypatch.setattr(api, "_full_mask", lambda *a: pytest.fail("built a full block mask"))
+    monkeypatch.setattr(api, "build_block_mask", lambda *a: pytest.fail("built a block mask"))
+    torch.manual_seed(0)
+    B, HK, G, D, MAX = 1, 2, 2, 32, 300
+    k_cache, v_cache = torch.randn(B, HK, MAX, D), torch.randn(B, HK, MAX, D)
+    for L in (256, 257, 300):          # within one 64-token block count, and across
+        q = torch.randn(B, HK * G, 1, D)
+        k, v = k_cache[:, :, :L], v_cache[:, :, :L]
+        out, lse = attention(q, k, v, enable_gqa=True, return_lse=True)
+        ref, ref_lse = attention_math(q.double(), k.double(), v.double(), enable_gqa=True,
+                                      return_lse=True)
+        torch.testing.assert_close(out.double(), ref, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(lse.double(), ref_lse, rtol=1e-4, atol=1e-4)
