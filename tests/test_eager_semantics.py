@@ -151,3 +151,18 @@ def test_integer_division_by_zero_raises_on_the_cpp_backend(op):
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):
         g(a, b)
     assert torch.equal(g(a, b + 1), f(a, b + 1))          # and runs on once the divisor is not 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("f, error", [
+    (lambda a: torch.abs(a > 0) + 0, "not implemented for 'Bool'"),
+    (lambda a: a.long() ** -2 + 1, "negative integer powers"),
+], ids=["abs of bool", "integer to a negative power"])
+def test_ops_eager_refuses_raise_as_in_eager(f, error, backend):
+    """Run as aten (their lowering declines), so compiled code raises eager's error instead
+    of returning values (it returned a | 0 and 1 / a**2 truncated)."""
+    a = torch.randn(8)
+    with pytest.raises((RuntimeError, NotImplementedError), match=error):
+        f(a)
+    with pytest.raises((RuntimeError, NotImplementedError), match=error):
+        compiled(f, backend)(a)

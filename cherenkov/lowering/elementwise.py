@@ -46,6 +46,8 @@ def _register_unary(target, op):
             raise Unsupported("complex dtypes")
         if op == Op.SIGN and x.dtype == torch.bool:
             return x
+        if op == Op.ABS and x.dtype == torch.bool:
+            raise Unsupported("abs of bool (eager raises: runs as aten)")
         if op in (Op.FLOOR, Op.CEIL, Op.TRUNC) and not x.dtype.is_floating_point \
                 and ctx.out.dtype == x.dtype:
             return x            # integers are whole already (returns.py copies an output)
@@ -252,6 +254,9 @@ def _pow_scalar(ctx, x, exponent):
     """Strength-reduce small constant exponents: x**2 is a multiply, not a libdevice pow."""
     if ctx.out.dtype.is_complex or x.dtype.is_complex:
         raise Unsupported("complex dtypes")
+    if not ctx.out.dtype.is_floating_point and not isinstance(exponent, bool) and \
+            isinstance(exponent, int) and exponent < 0:
+        raise Unsupported("an integer to a negative power (eager raises: runs as aten)")
     if exponent == 2:
         return ctx.binary(Op.MUL, x, x)
     if exponent == 3:
