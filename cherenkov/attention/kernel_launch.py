@@ -54,6 +54,19 @@ def _raw_stream() -> int:
     return torch._C._cuda_getCurrentRawStream(torch.cuda.current_device())
 
 
+def _hooked() -> bool:
+    """Triton debug mode or a launch hook (a profiler such as Proton) is on: launches then take
+    Triton's own path, which honours them (the direct call passes no hooks)."""
+    try:
+        from triton import knobs
+        rt = knobs.runtime
+    except Exception:  # noqa: BLE001 -- a Triton without knobs: nothing to honour here
+        return False
+    hooks = (getattr(rt, "launch_enter_hook", None), getattr(rt, "launch_exit_hook", None))
+    return bool(getattr(rt, "debug", False)) or any(
+        h is not None and getattr(h, "calls", True) for h in hooks)
+
+
 def direct_ok() -> bool:
     return bool(_state["direct"] or TritonLaunch.verified) and _state["direct"] is not False
 
@@ -75,7 +88,7 @@ class Launcher:
         return self.fn[grid](*args, **constexprs, **options)
 
     def __call__(self, grid, args, constexprs: dict, outputs=(), **options):
-        if _state["direct"] is False or not _on_gpu(args[0]):
+        if _state["direct"] is False or not _on_gpu(args[0]) or _hooked():
             return self.slow(grid, args, constexprs, options)
         # first by value (one pass, no call per argument: a repeated call's arguments are
         # the same numbers), then by kind (a new sequence length of an already compiled kind)
@@ -123,19 +136,27 @@ class Launcher:
                    None, None, *args, *constexprs.values())
 
     def _check(self, kernel, grid, args, constexprs, options, outputs):
+        """Direct launch, then the regular one on the same inputs: the outputs must agree bit
+        for bit (NaN payloads included). Only an error of the direct call itself (a Triton
+        whose launcher differs) turns the direct path off; others propagate."""
         try:
             self._direct(kernel, grid, args, constexprs)
-            direct = [o.clone() for o in outputs]
-            self.slow(grid, args, constexprs, options)
-            same = all(torch.equal(a.nan_to_num(), b.nan_to_num()) if a.is_floating_point()
-                       else torch.equal(a, b) for a, b in zip(direct, outputs))
-        except Exception as e:  # noqa: BLE001 -- a Triton whose launcher differs: stay slow
+        except Exception as e:  # noqa: BLE001 -- a launcher of another calling convention
             log.info("cherenkov.attention: direct Triton launch unavailable (%s)", e)
-            same = False
+            _state["direct"] = False
             self.slow(grid, args, constexprs, options)
+            return
+        direct = [o.clone() for o in outputs]
+        self.slow(grid, args, constexprs, options)
+        same = all(torch.equal(_bits(a), _bits(b)) for a, b in zip(direct, outputs))
         if not same:
             log.info("cherenkov.attention: direct Triton launch differs; using fn[grid]")
         _state["direct"] = same
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """The tensor's bytes, for an exact comparison (NaN == NaN with the same payload)."""
+    return t.contiguous().view(torch.uint8)
 
 
 _LAUNCHERS: dict = {}

@@ -48,10 +48,10 @@ class Plan:
         """Indices of the captured tensors that get gradients (by their requires_grad now)."""
         memo = self.traced.__dict__.setdefault("_memo", {})
         flags = tuple(t.requires_grad for t in self.traced.captured)
-        if memo.get("grad_flags") != flags:
-            memo["grad_flags"] = flags
-            memo["grad_ks"] = sorted({n.value for n in self.traced.grad_loads()})
-        return memo["grad_ks"]
+        hit = memo.get("grad")                  # one tuple: threads see a consistent pair
+        if hit is None or hit[0] != flags:
+            hit = memo["grad"] = (flags, sorted({n.value for n in self.traced.grad_loads()}))
+        return hit[1]
 
 
 def capture_args(captured, device) -> list:
@@ -193,22 +193,35 @@ class _Dense:
 
 
 DENSE = _Dense()
-_DENSE_BLOCKS: dict = {}
+# per (pairs, device): the block lists of the largest block count so far (rows of `cap`
+# blocks; smaller counts read a prefix of each row) and the counts tensors per block count.
+# Nothing is ever freed: a captured CUDA graph may hold these pointers.
+_DENSE_LISTS: dict = {}
+_DENSE_COUNTS: dict = {}
 _SPLITS: dict = {}          # default KV splits per (tiles, pairs, dims, dtype size, device)
 
 
 def _dense_blocks(pairs: int, n_kv: int, device):
-    """(count, index list, full flags) of every KV block for `pairs` (batch, kv head) pairs."""
-    key = (pairs, n_kv, str(device))
-    hit = _DENSE_BLOCKS.get(key)
-    if hit is None:
-        if len(_DENSE_BLOCKS) >= 16:
-            _DENSE_BLOCKS.clear()
+    """(count, index list, full flags) of every KV block for `pairs` (batch, kv head) pairs;
+    the lists' row length (the kernel's NUM_KV_BLOCKS) may exceed n_kv."""
+    key = (pairs, str(device))
+    lists = _DENSE_LISTS.get(key)
+    capturing = device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+    if lists is None or lists[0].shape[-1] < n_kv:
+        cap = max(n_kv, 2 * lists[0].shape[-1] if lists is not None else 64)
+        new = (torch.arange(cap, dtype=torch.int32, device=device).repeat(pairs, 1),
+               torch.ones(pairs, cap, dtype=torch.int8, device=device))
+        if capturing:           # made inside a capture: filled only when the graph replays
+            return (torch.full((pairs,), n_kv, dtype=torch.int32, device=device), *new)
+        _DENSE_LISTS.setdefault(("old",) + key, []).extend(lists or ())   # kept alive
+        lists = _DENSE_LISTS[key] = new
+    num = _DENSE_COUNTS.get((pairs, n_kv, str(device)))
+    if num is None:
         num = torch.full((pairs,), n_kv, dtype=torch.int32, device=device)
-        idx = torch.arange(n_kv, dtype=torch.int32, device=device).repeat(pairs, 1)
-        full = torch.ones(pairs, n_kv, dtype=torch.int8, device=device)
-        hit = _DENSE_BLOCKS[key] = (num, idx, full)
-    return hit
+        if capturing:
+            return (num, *lists)
+        _DENSE_COUNTS[(pairs, n_kv, str(device))] = num
+    return (num, *lists)
 
 
 def _decode_splits(cfg, programs_per_split: int, d_pad: int, rows: int, elem: int, dev) -> int:
@@ -242,18 +255,21 @@ def _decode_setup(plan: Plan, q, k, v, num_splits) -> _DecodeSetup:
     D_PAD = max(16, next_power_of_2(D))
     ROWS = max(16, next_power_of_2(G * Q_LEN))
     if m is DENSE:
-        blocks = _dense_blocks(B * HK, triton_cdiv(KV_LEN, m.block[1]), q.device)
+        n_kv = triton_cdiv(KV_LEN, m.block[1])
+        blocks = _dense_blocks(B * HK, n_kv, q.device)
     else:
         lists = m.__dict__.setdefault("_decode_lists", {})     # per mask: once per (B, H, HK)
         if (B, H, HK) not in lists:
             lists[(B, H, HK)] = _decode_blocks(m, B, H, HK)
         blocks = lists[(B, H, HK)]
-    n_kv = blocks[1].shape[-1]
+        n_kv = blocks[1].shape[-1]
     if num_splits is None and plan.interpret:
         num_splits = 2
     elif num_splits is None:
         key = (cfg, B * HK, D_PAD, ROWS, q.element_size(), str(q.device))
         if key not in _SPLITS:          # (the device lookup costs a decode step ~20 us)
+            if len(_SPLITS) >= 256:
+                _SPLITS.clear()
             _SPLITS[key] = _decode_splits(*key[:5], hw.current_device(q.device))
         num_splits = _SPLITS[key]
     num_splits = max(1, min(num_splits, n_kv))
@@ -289,7 +305,7 @@ def decode(plan: Plan, q, k, v, captured, num_splits: int | None = None):
     lse_part = torch.empty(B * HK, ns, rows, device=q.device, dtype=torch.float32)
     args = (q, k, v, o_part, lse_part, *capture_args(captured, q.device), num, idx, full,
             *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
-            plan.scale, Q_LEN, KV_LEN, HK, G, ns, st.per_split, idx.shape[-1])
+            plan.scale, Q_LEN, KV_LEN, HK, G, ns, st.per_split, idx.shape[-1])  # row stride
     launcher(plan.kernels._attn_decode_split)(
         (ns, B * HK), args, st.split_const, (o_part, lse_part), num_warps=cfg.num_warps,
         num_stages=cfg.num_stages)

@@ -59,6 +59,12 @@ def _mod_i(a, b):
 
 
 @triton.jit
+def _div_const(x, c, r):
+    y = x * r
+    return tl.fma(tl.fma(-y, c, x), r, y)
+
+
+@triton.jit
 def _mod_f(a, b):
     r = a % b
     return tl.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
@@ -83,20 +89,20 @@ def _int_power(x: str, e: int, one: str = "1.0") -> str:
 
 def _reciprocal(node: Node) -> float | None:
     """1 / c for `x / c` that may multiply instead (a division is ~10 ALU instructions per
-    score): a dividend that varies with the score (the product is within 1 ulp of the
-    quotient, as in Inductor's lowering of a division by a constant), or a power-of-two c
-    (exact for any x). Anything else stays a division: (kv_idx - q_idx).float() / 41 must be
-    exactly 1 at 41, or a floor, truncation or comparison of it (the block mask's exact
-    division included) would flip."""
+    score): a float dividend (scores, or floats of indices) or a power-of-two c (exact for any
+    x). An integer x / 3 stays a division. See _expr for how exactness is kept."""
     x, c = node.args
     if c.op != "const" or isinstance(c.value, bool) or not c.value or \
             not math.isfinite(c.value):
         return None
-    m, _ = math.frexp(float(c.value))
-    if "score" not in depends_on(x) and abs(m) != 0.5:
+    if x.dtype != "f" and not _power_of_two(c.value):
         return None
     r = 1.0 / float(c.value)
     return r if 2.0 ** -126 <= abs(r) <= 2.0 ** 126 else None
+
+
+def _power_of_two(c) -> bool:
+    return abs(math.frexp(float(c))[0]) == 0.5
 
 
 def _expr(node: Node, a: list[str], target: str) -> str:
@@ -104,7 +110,16 @@ def _expr(node: Node, a: list[str], target: str) -> str:
     if op == "div":         # true division: a bool operand counts as 0 / 1 (int1 cannot divide)
         a = [f"({x}).to(tl.float32)" if arg.dtype == "b" else x for x, arg in zip(a, node.args)]
         if (r := _reciprocal(node)) is not None:
-            return f"({a[0]} * {_literal(r)})"
+            c = float(node.args[1].value)
+            if _power_of_two(c):
+                return f"({a[0]} * {_literal(r)})"          # exact
+            if target != "interpret":
+                # x * r, corrected once with an exact residual (fma): the quotient rounded as
+                # a division would be in all but rare ties; an exact quotient ((kv + q) / 41
+                # at 82) comes out exact, where x * r alone gave 1.9999999 and a floor of it
+                # flipped
+                return f"_div_const({a[0]}, {_literal(c)}, {_literal(r)})"
+        # (the CPU interpreter keeps the division: it has no fma and its speed is moot)
     if op in ("floordiv", "mod"):
         kind = "f" if node.dtype == "f" else "i"
         return f"_{op}_{kind}({a[0]}, {a[1]})"

@@ -55,11 +55,13 @@ def compile_one(fn, constexprs, captured_types, num_warps, num_stages):
 def main() -> int:
     slopes = torch.randn(16, requires_grad=True)
     ids = torch.zeros(64, dtype=torch.int64)
-    variants = [(None, mods.causal), (mods.tanh_softcap(30.0), mods.document(ids)),
-                (mods.alibi(slopes), mods.causal)]
-    for score_mod, mask_mod in variants:
+    # float_index as the API renders sequences below 2**22 (the ALiBi one without it too);
+    # softcap's score / 30 is the fma-corrected reciprocal product
+    variants = [(None, mods.causal, True), (mods.tanh_softcap(30.0), mods.document(ids), True),
+                (mods.alibi(slopes), mods.causal, True), (mods.alibi(slopes), mods.causal, False)]
+    for score_mod, mask_mod, float_index in variants:
         traced = trace_mods(score_mod, mask_mod)
-        kernels = load_kernels(traced, interpret=False)
+        kernels = load_kernels(traced, interpret=False, float_index=float_index)
         captured_types = {}
         for k, t in enumerate(traced.captured):
             captured_types[f"C{k}"] = "*fp32" if t.is_floating_point() else "*i64"

@@ -237,13 +237,16 @@ def test_unmasked_decode_over_a_growing_cache_builds_no_block_mask(monkeypatch):
     monkeypatch.setattr(api, "_full_mask", lambda *a: pytest.fail("built a full block mask"))
     monkeypatch.setattr(api, "build_block_mask", lambda *a: pytest.fail("built a block mask"))
     torch.manual_seed(0)
-    B, HK, G, D, MAX = 1, 2, 2, 32, 300
+    B, HK, G, D, MAX = 1, 2, 2, 32, 600
     k_cache, v_cache = torch.randn(B, HK, MAX, D), torch.randn(B, HK, MAX, D)
-    for L in (256, 257, 300):          # within one 64-token block count, and across
+    slopes = alibi_slopes(HK * G)
+    # within one 64-token block count and across; a shorter cache after a longer one reads a
+    # prefix of the grown block lists
+    for L, mod in ((256, None), (257, None), (300, alibi(slopes)), (600, None), (270, None)):
         q = torch.randn(B, HK * G, 1, D)
         k, v = k_cache[:, :, :L], v_cache[:, :, :L]
-        out, lse = attention(q, k, v, enable_gqa=True, return_lse=True)
-        ref, ref_lse = attention_math(q.double(), k.double(), v.double(), enable_gqa=True,
-                                      return_lse=True)
+        out, lse = attention(q, k, v, score_mod=mod, enable_gqa=True, return_lse=True)
+        ref, ref_lse = attention_math(q.double(), k.double(), v.double(), score_mod=mod,
+                                      enable_gqa=True, return_lse=True)
         torch.testing.assert_close(out.double(), ref, rtol=1e-4, atol=1e-4)
         torch.testing.assert_close(lse.double(), ref_lse, rtol=1e-4, atol=1e-4)

@@ -43,6 +43,7 @@ def fake_gpu(monkeypatch):
     monkeypatch.setattr(kl, "_raw_stream", lambda: 7)
     monkeypatch.setattr(kl.torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(kl.torch.cuda, "is_current_stream_capturing", lambda: False)
+    monkeypatch.setattr(kl, "_hooked", lambda: False)
     monkeypatch.setitem(kl._state, "direct", None)
     monkeypatch.setattr(kl.TritonLaunch, "verified", False)
 
@@ -158,3 +159,34 @@ def test_another_current_device_compiles_for_itself(fake_gpu, monkeypatch):
     monkeypatch.setattr(kl.torch.cuda, "current_device", lambda: 1)
     _launch(la, x, out)                       # same values, other device: Triton's own path
     assert (len(fn.slow_calls), len(fn.direct_calls)) == (2, 1)
+
+
+def test_nan_outputs_must_match_bit_for_bit(fake_gpu):
+    """A direct launch writing 0 where the regular one writes NaN fails the check."""
+    class NanFn(FakeFn):
+        def __getitem__(self, grid):
+            def call(x, out, scale, n, BLOCK, num_warps):
+                self.slow_calls.append(grid)
+                out.copy_(x * scale)
+                out[0] = float("nan")
+                return FakeCompiled(self)
+            return call
+    fn, x, out = NanFn(), torch.arange(8.0), torch.empty(8)
+    la = kl.Launcher(fn)
+    _launch(la, x, out)
+    _launch(la, x, out)              # direct writes x * 2 (0 at [0]), regular NaN at [0]
+    assert kl._state["direct"] is False
+
+
+def test_launch_hooks_take_the_regular_path(fake_gpu, monkeypatch):
+    fn, x, out = FakeFn(), torch.arange(8.0), torch.empty(8)
+    la = kl.Launcher(fn)
+    kl._state["direct"] = True
+    _launch(la, x, out)
+    monkeypatch.setattr(kl, "_hooked", lambda: True)
+    _launch(la, x, out)
+    assert len(fn.slow_calls) == 2 and not fn.direct_calls
+
+
+def test_hook_detection_reads_tritons_knobs():
+    assert kl._hooked() is False                  # no hook set in this process

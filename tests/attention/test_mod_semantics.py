@@ -197,10 +197,13 @@ def test_bad_inputs_and_double_backward_raise_clearly():
 
 def test_constant_divisors_multiply_where_exact_enough():
     from cherenkov.attention.render import render_mods
-    text = render_mods(trace_mods(lambda s, b, h, q, kv: s / 30.0 + kv / 4 + q / 3, None), "cuda")
-    assert "(score * 0.03333333333333333)" in text          # a float dividend: reciprocal
+    mod = lambda s, b, h, q, kv: s / 30.0 + kv / 4 + q / 3
+    text = render_mods(trace_mods(mod, None), "cuda")
+    # a float dividend: reciprocal product with one fma correction
+    assert "_div_const(score, 30.0, 0.03333333333333333)" in text
     assert "(kv_idx * 0.25)" in text                        # a power of two: exact
     assert "(q_idx / 3)" in text                            # an integer by 3: a division
+    assert "(score / 30.0)" in render_mods(trace_mods(mod, None), "interpret")
 
 
 def test_index_differences_under_float_ops_convert_the_index_vectors():
