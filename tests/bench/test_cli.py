@@ -112,3 +112,11 @@ def test_attention_suite_lists_and_rejects_unknown_cases(tmp_path, capsys):
     assert main(["bench", "attention", "--list"]) == 0
     assert "document block mask" in capsys.readouterr().out
     assert main(["bench", "attention", "--cases", "nomatch", "--out", str(tmp_path)]) == 2
+
+
+def test_attention_suite_time_budget_skips_everything(tmp_path):
+    assert main(["bench", "attention", "--cpu", "--smoke", "--time-budget", "-1",
+                 "--out", str(tmp_path)]) == 0
+    [js] = tmp_path.glob("*_attention_*.json")
+    rows = json.loads(js.read_text())["results"]
+    assert rows and all(r.get("error") == "skipped: time budget" for r in rows)
