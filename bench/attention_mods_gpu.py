@@ -43,20 +43,8 @@ BUDGET_S = float(os.environ.get("ATTN_BUDGET_S", 420))
 START = time.time()
 
 
-class variant:
-    def __init__(self, name):
-        self.name = name
-
-    def __enter__(self):
-        self.saved = {k: dict(v) for k, v in tuning._GPU_TABLE.items()}
-        tuning._LIVE.clear()
-        for kernel, cfg in VARIANTS[self.name].items():
-            tuning._GPU_TABLE[kernel][128] = cfg
-
-    def __exit__(self, *exc):
-        tuning._GPU_TABLE.clear()
-        tuning._GPU_TABLE.update(self.saved)
-        tuning._LIVE.clear()
+def variant(name):
+    return tuning.override(D, VARIANTS[name])
 
 
 def regs_and_spills() -> dict:

@@ -73,23 +73,9 @@ def qkv(B, H, S, D, strided: bool):
 ROUNDS = 3
 
 
-class variant:
+def variant(D: int, name: str | None):
     """The tile table as `name` has it, while in the block (choose_config reads it per call)."""
-    def __init__(self, D: int, name: str | None):
-        self.D, self.name = D, name
-
-    def __enter__(self):
-        self.saved = {k: dict(v) for k, v in tuning._GPU_TABLE.items()}
-        tuning._LIVE.clear()
-        if self.name is not None:
-            key = max(16, tuning.next_power_of_2(self.D))
-            for kernel, cfg in VARIANTS[self.D][self.name][1].items():
-                tuning._GPU_TABLE[kernel][key] = cfg
-
-    def __exit__(self, *exc):
-        tuning._GPU_TABLE.clear()
-        tuning._GPU_TABLE.update(self.saved)
-        tuning._LIVE.clear()
+    return tuning.override(D, VARIANTS[D][name][1] if name is not None else {})
 
 
 def main() -> int:

@@ -131,21 +131,20 @@ def attention(q, k, v, score_mod=None, mask_mod=None, block_mask: BlockMask | No
     needs_grad = torch.is_grad_enabled() and any(
         t.requires_grad for t in (q, k, v, *captured))
     decode = not needs_grad and Q_LEN <= DECODE_MAX_Q
-    interpret = mode == "interpret"
     if block_mask is None and mask_mod is None and decode and \
             KV_LEN >= 4 * launch.DENSE.block[1]:
-        # an unmasked decode step (a KV cache growing by a token a call): no block mask to
-        # build per length, every KV block listed (the lists change every 64 tokens)
-        out, lse = launch.decode(launch.Plan(kernels, traced, launch.DENSE, scale, interpret),
-                                 q, k, v, captured)
-        return (out, launch.natural_lse(lse)) if return_lse else out
-    if block_mask is None:
-        block_mask = (_full_mask(B, H, Q_LEN, KV_LEN, q.device) if mask_mod is None else
-                      build_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, DEFAULT_BLOCK, q.device))
-    launch.check_mask(block_mask, B, H, Q_LEN, KV_LEN)
-    if block_mask.device != q.device:
-        raise ValueError(f"block mask on {block_mask.device}, q, k, v on {q.device}")
-    plan = launch.Plan(kernels, traced, block_mask, scale, interpret)
+        # an unmasked decode step (a KV cache growing by a token a call): the kernel walks
+        # every KV block, no block mask is built per length
+        block_mask = launch.DENSE
+    else:
+        if block_mask is None:
+            block_mask = (_full_mask(B, H, Q_LEN, KV_LEN, q.device) if mask_mod is None else
+                          build_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, DEFAULT_BLOCK,
+                                           q.device))
+        launch.check_mask(block_mask, B, H, Q_LEN, KV_LEN)
+        if block_mask.device != q.device:
+            raise ValueError(f"block mask on {block_mask.device}, q, k, v on {q.device}")
+    plan = launch.Plan(kernels, traced, block_mask, scale, mode == "interpret")
     if decode and KV_LEN >= 4 * block_mask.block[1]:
         out, lse = launch.decode(plan, q, k, v, captured)
     else:

@@ -22,7 +22,7 @@ import logging
 
 import torch
 
-from cherenkov.runtime.triton_launch import TritonLaunch
+from cherenkov.runtime.triton_launch import TritonLaunch, same_bits
 
 log = logging.getLogger("cherenkov.attention")
 
@@ -54,13 +54,22 @@ def _raw_stream() -> int:
     return torch._C._cuda_getCurrentRawStream(torch.cuda.current_device())
 
 
+def _runtime_knobs():
+    try:
+        from triton import knobs
+        return knobs.runtime
+    except Exception:  # noqa: BLE001 -- a Triton without knobs: nothing to honour
+        return None
+
+
+_RUNTIME = _runtime_knobs()
+
+
 def _hooked() -> bool:
     """Triton debug mode or a launch hook (a profiler such as Proton) is on: launches then take
     Triton's own path, which honours them (the direct call passes no hooks)."""
-    try:
-        from triton import knobs
-        rt = knobs.runtime
-    except Exception:  # noqa: BLE001 -- a Triton without knobs: nothing to honour here
+    rt = _RUNTIME
+    if rt is None:
         return False
     hooks = (getattr(rt, "launch_enter_hook", None), getattr(rt, "launch_exit_hook", None))
     return bool(getattr(rt, "debug", False)) or any(
@@ -148,15 +157,10 @@ class Launcher:
             return
         direct = [o.clone() for o in outputs]
         self.slow(grid, args, constexprs, options)
-        same = all(torch.equal(_bits(a), _bits(b)) for a, b in zip(direct, outputs))
+        same = all(map(same_bits, direct, outputs))
         if not same:
             log.info("cherenkov.attention: direct Triton launch differs; using fn[grid]")
         _state["direct"] = same
-
-
-def _bits(t: torch.Tensor) -> torch.Tensor:
-    """The tensor's bytes, for an exact comparison (NaN == NaN with the same payload)."""
-    return t.contiguous().view(torch.uint8)
 
 
 _LAUNCHERS: dict = {}

@@ -310,8 +310,9 @@ def _attn_decode_split(Q, K, V, O_PART, LSE_PART, __CAPS__
                        D: tl.constexpr, D_PAD: tl.constexpr, ROWS: tl.constexpr,
                        BLOCK_N: tl.constexpr, SPARSE_N: tl.constexpr, EVEN_N: tl.constexpr,
                        HAS_SCORE_MOD: tl.constexpr, HAS_MASK: tl.constexpr,
-                       DOT_PREC: tl.constexpr):
-    """One (b, kv head, split): all GROUPS x Q_LEN query rows of the kv head at once."""
+                       DENSE: tl.constexpr, DOT_PREC: tl.constexpr):
+    """One (b, kv head, split): all GROUPS x Q_LEN query rows of the kv head at once. DENSE
+    (no mask): every KV block in order, the block lists unread."""
     split = tl.program_id(0)
     bhk = tl.program_id(1)
     b = bhk // HK
@@ -330,13 +331,19 @@ def _attn_decode_split(Q, K, V, O_PART, LSE_PART, __CAPS__
     l_i = tl.zeros([ROWS], tl.float32)
     acc = tl.zeros([ROWS, D_PAD], tl.float32)
     R = SPARSE_N // BLOCK_N
-    n_blocks = tl.load(BLK_NUM + bhk)
+    if DENSE:
+        n_blocks = tl.cdiv(KV_LEN, SPARSE_N)
+    else:
+        n_blocks = tl.load(BLK_NUM + bhk)
     first = split * BLOCKS_PER_SPLIT
     last = tl.minimum(n_blocks, first + BLOCKS_PER_SPLIT)
     q_idx = qpos[:, None]
     h_idx = h[:, None]
     for it in range(first * R, last * R):
-        blk = tl.load(BLK_IDX + bhk * NUM_KV_BLOCKS + it // R)
+        if DENSE:
+            blk = it // R
+        else:
+            blk = tl.load(BLK_IDX + bhk * NUM_KV_BLOCKS + it // R)
         offs_n = blk * SPARSE_N + (it % R) * BLOCK_N + tl.arange(0, BLOCK_N)
         kv_idx = offs_n[None, :]
         if EVEN_N and D == D_PAD:

@@ -17,7 +17,6 @@ from cherenkov import hw
 
 from .block_mask import EMPTY, FULL, BlockMask
 from .kernel_launch import launcher
-from .render import score_derivative_varies
 from .trace import TracedMods
 from .tuning import choose_config, next_power_of_2
 
@@ -35,23 +34,6 @@ class Plan:
     @property
     def has_score_mod(self) -> bool:
         return self.traced.score is not None
-
-    @property
-    def score_grad_varies(self) -> bool:
-        """(kept on the traced mods: deriving it walks the graph, ~20 us of a call's host time)"""
-        memo = self.traced.__dict__.setdefault("_memo", {})
-        if "grad_varies" not in memo:
-            memo["grad_varies"] = score_derivative_varies(self.traced)
-        return memo["grad_varies"]
-
-    def grad_captures(self) -> list[int]:
-        """Indices of the captured tensors that get gradients (by their requires_grad now)."""
-        memo = self.traced.__dict__.setdefault("_memo", {})
-        flags = tuple(t.requires_grad for t in self.traced.captured)
-        hit = memo.get("grad")                  # one tuple: threads see a consistent pair
-        if hit is None or hit[0] != flags:
-            hit = memo["grad"] = (flags, sorted({n.value for n in self.traced.grad_loads()}))
-        return hit[1]
 
 
 def capture_args(captured, device) -> list:
@@ -130,7 +112,7 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad):
     dk = torch.empty_like(k, memory_format=torch.contiguous_format)
     dv = torch.empty_like(v, memory_format=torch.contiguous_format)
     cfg = choose_config("dkdv", D, q.dtype, m.block, plan.interpret,
-                        score_grad=plan.score_grad_varies)
+                        score_grad=plan.traced.score_grad_varies)
     launcher(plan.kernels._attn_bwd_dkdv)(
         (triton_cdiv(KV_LEN, cfg.block_n), B * HK),
         (q, k, v, do, dk, dv, lse, delta, *caps,
@@ -144,7 +126,7 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad):
              EVEN_N=KV_LEN % cfg.block_n == 0, HAS_SCORE_MOD=plan.has_score_mod, DOT_PREC=prec),
         (dk, dv), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
-    grad_ks = plan.grad_captures()
+    grad_ks = plan.traced.grad_indices()
     grad_bufs = {k_: torch.zeros(captured[k_].numel(), device=q.device, dtype=torch.float32)
                  for k_ in grad_ks}
     dq = torch.empty_like(q, memory_format=torch.contiguous_format)
@@ -185,43 +167,12 @@ def _decode_blocks(mask: BlockMask, B: int, H: int, HK: int):
 
 
 class _Dense:
-    """The block mask of an unmasked decode call: every KV block listed, none partial. Its
-    lists depend only on the number of 64-token blocks, so a KV cache growing by a token per
-    call builds nothing (a block mask per length cost a decode step several kernel launches
-    and ~0.1-0.3 ms of host time)."""
+    """The block mask of an unmasked decode call: the kernel walks every KV block (DENSE), so
+    a KV cache growing by a token per call builds no block mask and no lists per length."""
     block = (128, 64)
 
 
 DENSE = _Dense()
-# per (pairs, device): the block lists of the largest block count so far (rows of `cap`
-# blocks; smaller counts read a prefix of each row) and the counts tensors per block count.
-# Nothing is ever freed: a captured CUDA graph may hold these pointers.
-_DENSE_LISTS: dict = {}
-_DENSE_COUNTS: dict = {}
-_SPLITS: dict = {}          # default KV splits per (tiles, pairs, dims, dtype size, device)
-
-
-def _dense_blocks(pairs: int, n_kv: int, device):
-    """(count, index list, full flags) of every KV block for `pairs` (batch, kv head) pairs;
-    the lists' row length (the kernel's NUM_KV_BLOCKS) may exceed n_kv."""
-    key = (pairs, str(device))
-    lists = _DENSE_LISTS.get(key)
-    capturing = device.type == "cuda" and torch.cuda.is_current_stream_capturing()
-    if lists is None or lists[0].shape[-1] < n_kv:
-        cap = max(n_kv, 2 * lists[0].shape[-1] if lists is not None else 64)
-        new = (torch.arange(cap, dtype=torch.int32, device=device).repeat(pairs, 1),
-               torch.ones(pairs, cap, dtype=torch.int8, device=device))
-        if capturing:           # made inside a capture: filled only when the graph replays
-            return (torch.full((pairs,), n_kv, dtype=torch.int32, device=device), *new)
-        _DENSE_LISTS.setdefault(("old",) + key, []).extend(lists or ())   # kept alive
-        lists = _DENSE_LISTS[key] = new
-    num = _DENSE_COUNTS.get((pairs, n_kv, str(device)))
-    if num is None:
-        num = torch.full((pairs,), n_kv, dtype=torch.int32, device=device)
-        if capturing:
-            return (num, *lists)
-        _DENSE_COUNTS[(pairs, n_kv, str(device))] = num
-    return (num, *lists)
 
 
 def _decode_splits(cfg, programs_per_split: int, d_pad: int, rows: int, elem: int, dev) -> int:
@@ -239,7 +190,8 @@ def _decode_splits(cfg, programs_per_split: int, d_pad: int, rows: int, elem: in
 class _DecodeSetup:
     """What a decode call derives from its shapes, kept per (mask, kernels, shapes, strides)."""
     cfg: object
-    lists: tuple            # (num, idx, full) kv block lists per (b, kv head)
+    lists: tuple | None     # (num, idx, full) kv block lists per (b, kv head); DENSE: None
+    n_kv: int               # kv blocks (the lists' row length)
     num_splits: int
     per_split: int
     split_const: dict
@@ -254,32 +206,27 @@ def _decode_setup(plan: Plan, q, k, v, num_splits) -> _DecodeSetup:
     cfg = choose_config("decode", D, q.dtype, m.block, plan.interpret)
     D_PAD = max(16, next_power_of_2(D))
     ROWS = max(16, next_power_of_2(G * Q_LEN))
-    if m is DENSE:
+    if m is DENSE:              # no lists: the kernel walks every block
         n_kv = triton_cdiv(KV_LEN, m.block[1])
-        blocks = _dense_blocks(B * HK, n_kv, q.device)
+        blocks = None
     else:
         lists = m.__dict__.setdefault("_decode_lists", {})     # per mask: once per (B, H, HK)
         if (B, H, HK) not in lists:
             lists[(B, H, HK)] = _decode_blocks(m, B, H, HK)
         blocks = lists[(B, H, HK)]
         n_kv = blocks[1].shape[-1]
-    if num_splits is None and plan.interpret:
-        num_splits = 2
-    elif num_splits is None:
-        key = (cfg, B * HK, D_PAD, ROWS, q.element_size(), str(q.device))
-        if key not in _SPLITS:          # (the device lookup costs a decode step ~20 us)
-            if len(_SPLITS) >= 256:
-                _SPLITS.clear()
-            _SPLITS[key] = _decode_splits(*key[:5], hw.current_device(q.device))
-        num_splits = _SPLITS[key]
+    if num_splits is None:
+        num_splits = 2 if plan.interpret else _decode_splits(
+            cfg, B * HK, D_PAD, ROWS, q.element_size(), hw.current_device(q.device))
     num_splits = max(1, min(num_splits, n_kv))
     per_split = triton_cdiv(n_kv, num_splits)
     num_splits = triton_cdiv(n_kv, per_split)
     return _DecodeSetup(
-        cfg, blocks, num_splits, per_split,
+        cfg, blocks, n_kv, num_splits, per_split,
         dict(D=D, D_PAD=D_PAD, ROWS=ROWS, BLOCK_N=cfg.block_n, SPARSE_N=m.block[1],
              EVEN_N=KV_LEN % m.block[1] == 0, HAS_SCORE_MOD=plan.has_score_mod,
-             HAS_MASK=plan.traced.mask is not None, DOT_PREC=_dot_precision(q.dtype)),
+             HAS_MASK=plan.traced.mask is not None, DENSE=m is DENSE,
+             DOT_PREC=_dot_precision(q.dtype)),
         dict(D=D, D_PAD=D_PAD, ROWS=ROWS, SPLITS_PAD=max(2, next_power_of_2(num_splits))))
 
 
@@ -299,13 +246,14 @@ def decode(plan: Plan, q, k, v, captured, num_splits: int | None = None):
         if len(setups) > 64:
             setups.clear()
         st = setups[key] = _decode_setup(plan, q, k, v, num_splits)
-    cfg, (num, idx, full), ns = st.cfg, st.lists, st.num_splits
+    # DENSE leaves the lists unread: q stands in for their pointers
+    cfg, (num, idx, full), ns = st.cfg, st.lists or (q, q, q), st.num_splits
     rows, d_pad = st.split_const["ROWS"], st.split_const["D_PAD"]
     o_part = torch.empty(B * HK, ns, rows, d_pad, device=q.device, dtype=torch.float32)
     lse_part = torch.empty(B * HK, ns, rows, device=q.device, dtype=torch.float32)
     args = (q, k, v, o_part, lse_part, *capture_args(captured, q.device), num, idx, full,
             *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
-            plan.scale, Q_LEN, KV_LEN, HK, G, ns, st.per_split, idx.shape[-1])  # row stride
+            plan.scale, Q_LEN, KV_LEN, HK, G, ns, st.per_split, st.n_kv)
     launcher(plan.kernels._attn_decode_split)(
         (ns, B * HK), args, st.split_const, (o_part, lse_part), num_warps=cfg.num_warps,
         num_stages=cfg.num_stages)

@@ -87,38 +87,29 @@ def _int_power(x: str, e: int, one: str = "1.0") -> str:
     return f"({sq} * {x})" if e % 2 else sq
 
 
-def _reciprocal(node: Node) -> float | None:
-    """1 / c for `x / c` that may multiply instead (a division is ~10 ALU instructions per
-    score): a float dividend (scores, or floats of indices) or a power-of-two c (exact for any
-    x). An integer x / 3 stays a division. See _expr for how exactness is kept."""
-    x, c = node.args
+def _constant_divisor(node: Node) -> float | None:
+    """c of `x / c` when it is a nonzero finite constant with a normal reciprocal."""
+    c = node.args[1]
     if c.op != "const" or isinstance(c.value, bool) or not c.value or \
-            not math.isfinite(c.value):
+            not math.isfinite(c.value) or not 2.0 ** -126 <= abs(1.0 / c.value) <= 2.0 ** 126:
         return None
-    if x.dtype != "f" and not _power_of_two(c.value):
-        return None
-    r = 1.0 / float(c.value)
-    return r if 2.0 ** -126 <= abs(r) <= 2.0 ** 126 else None
-
-
-def _power_of_two(c) -> bool:
-    return abs(math.frexp(float(c))[0]) == 0.5
+    return float(c.value)
 
 
 def _expr(node: Node, a: list[str], target: str) -> str:
     op = node.op
     if op == "div":         # true division: a bool operand counts as 0 / 1 (int1 cannot divide)
         a = [f"({x}).to(tl.float32)" if arg.dtype == "b" else x for x, arg in zip(a, node.args)]
-        if (r := _reciprocal(node)) is not None:
-            c = float(node.args[1].value)
-            if _power_of_two(c):
-                return f"({a[0]} * {_literal(r)})"          # exact
-            if target != "interpret":
-                # x * r, corrected once with an exact residual (fma): the quotient rounded as
-                # a division would be in all but rare ties; an exact quotient ((kv + q) / 41
-                # at 82) comes out exact, where x * r alone gave 1.9999999 and a floor of it
-                # flipped
-                return f"_div_const({a[0]}, {_literal(c)}, {_literal(r)})"
+        # a full-precision division is an instruction sequence per score. By a constant c: a
+        # power of two is an exact product; a float x is x * (1 / c) corrected once with an
+        # exact residual (fma), the quotient division gives (test_div_const_matches_division_
+        # in_float32; the plain product gave 1.9999999 for (kv + q) / 41 at 82 and flipped a
+        # floor of it); an integer x / 3 stays a division
+        c = _constant_divisor(node)
+        if c is not None and abs(math.frexp(c)[0]) == 0.5:
+            return f"({a[0]} * {_literal(1.0 / c)})"
+        if c is not None and node.args[0].dtype == "f" and target != "interpret":
+            return f"_div_const({a[0]}, {_literal(c)}, {_literal(1.0 / c)})"
         # (the CPU interpreter keeps the division: it has no fma and its speed is moot)
     if op in ("floordiv", "mod"):
         kind = "f" if node.dtype == "f" else "i"
@@ -303,8 +294,7 @@ def capture_params(traced: TracedMods) -> str:
 
 
 def grad_params(traced: TracedMods) -> str:
-    ks = sorted({n.value for n in traced.grad_loads()})
-    return "".join(f"G{k}, " for k in ks)
+    return "".join(f"G{k}, " for k in traced.grad_indices())
 
 
 def _function(name: str, params: str, emitter: _Emitter, ret: str) -> str:
@@ -321,21 +311,6 @@ def _score_result(traced: TracedMods, em: _Emitter) -> str:
     return em.name(traced.score)
 
 
-def score_derivative(traced: TracedMods) -> Node | None:
-    """d score_mod / d score as a node (None: no score_mod, or one not reading the score)."""
-    if traced.score is None:
-        return None
-    score_leaf = next((n for n in topo_order([traced.score]) if n.op == "score"), None)
-    return partials(traced.score, [score_leaf])[0] if score_leaf is not None else None
-
-
-def score_derivative_varies(traced: TracedMods) -> bool:
-    """Whether the backward kernels hold a per-score derivative tile (softcap: yes; additive
-    biases such as ALiBi: no, their derivative is the constant 1)."""
-    d = score_derivative(traced)
-    return d is not None and d.op != "const"
-
-
 def render_score_mod(traced: TracedMods, target: str, wide: bool = False,
                      float_index: bool = False) -> str:
     caps = capture_params(traced)
@@ -346,7 +321,7 @@ def render_score_mod(traced: TracedMods, target: str, wide: bool = False,
     em = _Emitter(target, wide=wide, float_index=float_index)
     out = _score_result(traced, em)
     # A constant derivative is returned as a tile (older Triton cannot return constexprs).
-    d = score_derivative(traced)
+    d = traced.score_derivative()
     if d is None or d.op == "const":
         value = 1.0 if traced.score is None else 0.0 if d is None else float(d.value)
         d_score = f"tl.full(score.shape, {_literal(value)}, tl.float32)"

@@ -14,6 +14,7 @@ the backward kernels multiply these by the incoming gradient (the output is a sc
 """
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from dataclasses import dataclass, field
@@ -376,12 +377,38 @@ class TracedMods:
     mask: Node | None
     captured: list[torch.Tensor] = field(default_factory=list)
 
+    # (flags, indices) of the last grad_indices answer: the backward asks every call
+    _grad_memo: tuple | None = field(default=None, repr=False, compare=False)
+
     def grad_loads(self) -> list[Node]:
         """The loads in score_mod whose captured tensor requires grad (they get gradients)."""
         if self.score is None:
             return []
         return [n for n in topo_order([self.score]) if n.op == "load" and n.dtype == "f"
                 and self.captured[n.value].requires_grad]
+
+    def grad_indices(self) -> list[int]:
+        """Indices of the captured tensors that get gradients, by their requires_grad now
+        (remembered per flags: walking the graph was most of a backward call's Python)."""
+        flags = tuple(t.requires_grad for t in self.captured)
+        memo = self._grad_memo                  # one tuple: threads see a consistent pair
+        if memo is None or memo[0] != flags:
+            memo = self._grad_memo = (flags, sorted({n.value for n in self.grad_loads()}))
+        return memo[1]
+
+    def score_derivative(self) -> Node | None:
+        """d score_mod / d score as a node (None: no score_mod, or one not reading the score)."""
+        if self.score is None:
+            return None
+        leaf = next((n for n in topo_order([self.score]) if n.op == "score"), None)
+        return partials(self.score, [leaf])[0] if leaf is not None else None
+
+    @functools.cached_property
+    def score_grad_varies(self) -> bool:
+        """Whether the backward kernels hold a per-score derivative tile (softcap: yes; additive
+        biases such as ALiBi: no, their derivative is the constant 1)."""
+        d = self.score_derivative()
+        return d is not None and d.op != "const"
 
 
 def trace_mods(score_mod, mask_mod) -> TracedMods:

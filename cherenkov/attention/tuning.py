@@ -10,6 +10,7 @@ A kernel tile must divide the block mask's tile, so the result is clipped to `sp
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
@@ -53,6 +54,23 @@ _INTERPRETER = KernelConfig(32, 32, 1, 1)
 _LIVE: dict = {}          # choose_config answers for the live device
 
 
+@contextlib.contextmanager
+def override(head_dim: int, configs: dict):
+    """The tile table with `configs` ({kernel: KernelConfig}) for `head_dim`, inside the block
+    (tile sweeps in bench/); remembered answers are dropped on entry and exit."""
+    key = max(16, next_power_of_2(head_dim))
+    saved = {kernel: dict(table) for kernel, table in _GPU_TABLE.items()}
+    _LIVE.clear()
+    for kernel, cfg in configs.items():
+        _GPU_TABLE[kernel][key] = cfg
+    try:
+        yield
+    finally:
+        _GPU_TABLE.clear()
+        _GPU_TABLE.update(saved)
+        _LIVE.clear()
+
+
 def next_power_of_2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
@@ -72,9 +90,8 @@ def choose_config(kernel: str, head_dim: int, dtype: torch.dtype, sparse_block=(
     if interpret:
         return _INTERPRETER.clip(sparse_block)
     if device is None:
-        # the live device's answers are remembered per current CUDA device: looking the device
-        # up cost a decode call ~20 us of its host time (bench scripts that edit _GPU_TABLE
-        # clear _LIVE)
+        # the live device's answers are remembered per current CUDA device (a decode call's
+        # host time is short next to its kernels only without a device lookup per launch)
         key = (kernel, head_dim, dtype, tuple(sparse_block), score_grad,
                torch.cuda.current_device() if torch.cuda.is_available() else -1)
         cfg = _LIVE.get(key)

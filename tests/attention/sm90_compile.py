@@ -75,10 +75,12 @@ def main() -> int:
         compile_one(kernels._attn_bwd_dq, dict(base, BLOCK_M=128, BLOCK_N=64,
                                                HAS_CAPTURE_GRADS=bool(traced.grad_loads())),
                     captured_types, 8, 2)
-        compile_one(kernels._attn_decode_split,
-                    dict(D=80, D_PAD=128, ROWS=16, BLOCK_N=64, SPARSE_N=64, EVEN_N=False,
-                         HAS_SCORE_MOD=score_mod is not None, HAS_MASK=True, DOT_PREC="tf32"),
-                    captured_types, 4, 3)
+        for dense in (False, True) if score_mod is None else (False,):
+            compile_one(kernels._attn_decode_split,
+                        dict(D=80, D_PAD=128, ROWS=16, BLOCK_N=64, SPARSE_N=64, EVEN_N=False,
+                             HAS_SCORE_MOD=score_mod is not None, HAS_MASK=not dense,
+                             DENSE=dense, DOT_PREC="tf32"),
+                        captured_types, 4, 3)
         compile_one(kernels._attn_decode_combine,
                     dict(D=80, D_PAD=128, ROWS=16, SPLITS_PAD=32), captured_types, 4, 1)
         compile_one(kernels._block_state, dict(BLOCK_Q=128, BLOCK_KV=64), captured_types, 4, 1)

@@ -26,12 +26,11 @@ def test_interpreter_tiles_are_small():
 
 def test_score_mods_with_a_varying_derivative_take_shorter_dkdv_steps():
     from cherenkov.attention import alibi, alibi_slopes, tanh_softcap
-    from cherenkov.attention.render import score_derivative_varies
     from cherenkov.attention.trace import trace_mods
     h200 = hw.device("h200")
-    assert score_derivative_varies(trace_mods(tanh_softcap(30.0), None))
-    assert not score_derivative_varies(trace_mods(alibi(alibi_slopes(4)), None))
-    assert not score_derivative_varies(trace_mods(None, None))
+    assert trace_mods(tanh_softcap(30.0), None).score_grad_varies
+    assert not trace_mods(alibi(alibi_slopes(4)), None).score_grad_varies
+    assert not trace_mods(None, None).score_grad_varies
     plain = choose_config("dkdv", 128, torch.bfloat16, device=h200)
     capped = choose_config("dkdv", 128, torch.bfloat16, device=h200, score_grad=True)
     assert capped.block_m == 32 < plain.block_m and capped.block_n == plain.block_n
@@ -49,3 +48,14 @@ def test_decode_splits_fill_one_wave():
     assert int(h200.sram_per_sm_bytes // per_cta) == 2
     assert _decode_splits(cfg, 32, 128, 16, 2, h200) == 2 * h200.sm_count // 32 == 8
     assert _decode_splits(cfg, 4096, 128, 16, 2, h200) == 1     # many pairs: no split
+
+
+def test_override_changes_the_table_inside_the_block_only():
+    from cherenkov.attention import tuning
+    h200 = hw.device("h200")
+    before = choose_config("dq", 128, torch.bfloat16, device=h200)
+    swept = tuning.KernelConfig(32, 32, 4, 2)
+    with tuning.override(128, {"dq": swept}):
+        inside = choose_config("dq", 128, torch.bfloat16, device=h200)
+        assert (inside.block_m, inside.block_n) == (32, 32)
+    assert choose_config("dq", 128, torch.bfloat16, device=h200) == before

@@ -98,3 +98,16 @@ def test_first_launches_are_counted_once_per_kernel(monkeypatch):
         assert torch.equal(out, x + 1)
     finally:
         TritonLaunch.stream = None
+
+
+def test_same_bits_is_an_exact_comparison():
+    """The direct-launch checks compare bytes: NaN matches only NaN, -0.0 is not 0.0, and
+    scalars and bools compare too."""
+    from cherenkov.runtime.triton_launch import same_bits
+    nan = torch.tensor([1.0, float("nan")])
+    assert same_bits(nan, nan.clone())
+    assert not same_bits(nan, torch.tensor([1.0, 0.0]))
+    assert not same_bits(torch.tensor([0.0]), torch.tensor([-0.0]))
+    assert same_bits(torch.tensor(2.5), torch.tensor(2.5))
+    assert same_bits(torch.tensor([True, False]), torch.tensor([True, False]))
+    assert not same_bits(torch.zeros(2, 3), torch.zeros(3, 2))
