@@ -101,12 +101,16 @@ def _expr(node: Node, a: list[str], target: str) -> str:
     if op == "div":         # true division: a bool operand counts as 0 / 1 (int1 cannot divide)
         a = [f"({x}).to(tl.float32)" if arg.dtype == "b" else x for x, arg in zip(a, node.args)]
         # a full-precision division is an instruction sequence per score. By a constant c: a
-        # power of two is an exact product; a float x is x * (1 / c) corrected once with an
-        # exact residual (fma), the quotient division gives (test_div_const_matches_division_
-        # in_float32; the plain product gave 1.9999999 for (kv + q) / 41 at 82 and flipped a
-        # floor of it); an integer x / 3 stays a division
+        # power of two is an exact product; a dividend that varies with the score is x * (1 / c)
+        # (within 1 ulp of the quotient; it feeds the softmax, and softcap's two correcting
+        # FMAs per score cost its forward 9% on the H200: 0.777 vs 0.847 ms,
+        # bench/results/2026-11-30_attention_h200_cd8950a.md); any other float x is the product
+        # corrected once with an exact residual (fma), the quotient division gives
+        # (test_div_const_matches_division_in_float32; the plain product gave 1.9999999 for
+        # (kv + q) / 41 at 82 and flipped a floor of it); an integer x / 3 stays a division
         c = _constant_divisor(node)
-        if c is not None and abs(math.frexp(c)[0]) == 0.5:
+        if c is not None and (abs(math.frexp(c)[0]) == 0.5 or (
+                "score" in depends_on(node.args[0]) and target != "interpret")):
             return f"({a[0]} * {_literal(1.0 / c)})"
         if c is not None and node.args[0].dtype == "f" and target != "interpret":
             return f"_div_const({a[0]}, {_literal(c)}, {_literal(1.0 / c)})"

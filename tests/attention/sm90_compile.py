@@ -56,9 +56,11 @@ def main() -> int:
     slopes = torch.randn(16, requires_grad=True)
     ids = torch.zeros(64, dtype=torch.int64)
     # float_index as the API renders sequences below 2**22 (the ALiBi one without it too);
-    # softcap's score / 30 is the fma-corrected reciprocal product
+    # softcap's score / 30 is a reciprocal product, the last variant's index quotient the
+    # fma-corrected one (_div_const)
     variants = [(None, mods.causal, True), (mods.tanh_softcap(30.0), mods.document(ids), True),
-                (mods.alibi(slopes), mods.causal, True), (mods.alibi(slopes), mods.causal, False)]
+                (mods.alibi(slopes), mods.causal, True), (mods.alibi(slopes), mods.causal, False),
+                (lambda s, b, h, q, kv: s + (kv - q).float() / 41, mods.causal, True)]
     for score_mod, mask_mod, float_index in variants:
         traced = trace_mods(score_mod, mask_mod)
         kernels = load_kernels(traced, interpret=False, float_index=float_index)
