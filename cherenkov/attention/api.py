@@ -19,7 +19,7 @@ import math
 import torch
 
 from . import launch
-from .block_mask import BlockMask, block_mask as build_block_mask
+from .block_mask import DEFAULT_BLOCK, BlockMask, block_mask as build_block_mask
 from .codegen import compile_mods, interpreter_dots_exact, kernel_mode
 from .reference import attention_math
 from .render import FLOAT_INDEX_MAX_LEN
@@ -28,7 +28,6 @@ from .trace import TraceError
 log = logging.getLogger("cherenkov.attention")
 _LOGGED: set[str] = set()
 DECODE_MAX_Q = 16
-DEFAULT_BLOCK = (128, 64)
 _FULL_MASKS: dict[tuple, BlockMask] = {}
 
 

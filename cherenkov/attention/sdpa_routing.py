@@ -16,7 +16,7 @@ import math
 import torch
 
 from . import launch
-from .block_mask import block_mask as build_block_mask
+from .block_mask import DEFAULT_BLOCK, block_mask as build_block_mask
 from .codegen import compile_mods, interpreter_dots_exact, kernel_mode
 from .mods import causal
 
@@ -64,7 +64,7 @@ def _plan(q, k, is_causal: bool, scale: float | None, device=None) -> launch.Pla
     if plan is None:
         mask_mod = causal if is_causal else None
         traced, kernels = compile_mods(None, mask_mod, interpret=mode == "interpret")
-        mask = build_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, (128, 64), device)
+        mask = build_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, DEFAULT_BLOCK, device)
         plan = launch.Plan(kernels, traced, mask, scale, mode == "interpret")
         if len(_PLANS) > 64:
             _PLANS.clear()
@@ -127,7 +127,7 @@ def _masked_plan(q, k, attn_mask, scale) -> tuple[launch.Plan, list]:
         _MASK_KERNELS[key] = compile_mods(*_mods(stand_in, kept), interpret=mode == "interpret")
     traced, kernels = _MASK_KERNELS[key]
     mask = build_block_mask(_mods(m, kept)[1], B if kept[0] else 1, H if kept[1] else 1,
-                            Q_LEN, k.shape[2], (128, 64), q.device)
+                            Q_LEN, k.shape[2], DEFAULT_BLOCK, q.device)
     return launch.Plan(kernels, traced, mask, scale, mode == "interpret"), [m]
 
 

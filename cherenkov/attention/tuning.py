@@ -82,7 +82,7 @@ def stages_that_fit(cfg: KernelConfig, d_pad: int, elem_bytes: int, sram_bytes: 
     return max(1, min(cfg.num_stages, int((sram_bytes - resident) // per_stage)))
 
 
-def choose_config(kernel: str, head_dim: int, dtype: torch.dtype, sparse_block=(128, 64),
+def choose_config(kernel: str, head_dim: int, dtype: torch.dtype, sparse_block=(64, 64),
                   interpret: bool = False, device=None, score_grad: bool = False) -> KernelConfig:
     """Tiles for `kernel` in {"fwd", "dq", "dkdv", "decode"} at this head dim and dtype;
     `device` is a `cherenkov.hw.DeviceSpec` (default: the live device); `score_grad`: the
@@ -121,6 +121,7 @@ def _table_config(kernel: str, head_dim: int, dtype: torch.dtype, sparse_block) 
         return KernelConfig(cfg.block_m, min(cfg.block_n, sparse_block[1]), cfg.num_warps,
                             cfg.num_stages)
     cfg = cfg.clip(sparse_block)
-    if kernel == "dkdv" and cfg.block_n <= 64 and cfg.num_warps > 4:
+    if (kernel == "dkdv" and cfg.block_n <= 64 or cfg.block_m * cfg.block_n <= 64 * 64) \
+            and cfg.num_warps > 4:
         cfg = KernelConfig(cfg.block_m, cfg.block_n, 4, cfg.num_stages)   # one warpgroup
     return cfg
