@@ -215,6 +215,20 @@ def _fuse_linear_cross_entropy(gm: torch.fx.GraphModule, example_inputs, config:
         log.warning("cherenkov: LM head + cross-entropy not fused: %s: %s", type(e).__name__, e)
 
 
+def _flex_attention(gm: torch.fx.GraphModule, config: Config):
+    """FlexAttention calls (capture/flex_attention.py) run by our kernels; a failure leaves
+    the graph as it was for that call (its graph then runs in eager)."""
+    if config.attention == "sdpa":
+        return
+    from cherenkov.capture.flex_attention import use_cherenkov_flex_attention
+    try:
+        use_cherenkov_flex_attention(gm)
+    except Exception as e:  # noqa: BLE001
+        if config.strict:
+            raise
+        log.warning("cherenkov: flex_attention not taken: %s: %s", type(e).__name__, e)
+
+
 def cherenkov_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None = None,
                       **kwargs):
     """Entry point registered as torch.compile(backend="cherenkov"); torch.compile's
@@ -225,6 +239,7 @@ def cherenkov_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | 
         from cherenkov.runtime import parallel_compile
         parallel_compile.warm(config.compile_workers)   # workers start while AOT traces
     _fuse_linear_cross_entropy(gm, example_inputs, config)
+    _flex_attention(gm, config)
     try:
         return aot_module_simplified(
             gm, example_inputs,

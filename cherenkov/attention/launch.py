@@ -92,8 +92,10 @@ def forward(plan: Plan, q, k, v, captured) -> tuple[torch.Tensor, torch.Tensor]:
     return o, lse
 
 
-def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad):
-    """dq, dk, dv and the captured tensors' gradients (None where not needed)."""
+def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad, dlse=None):
+    """dq, dk, dv and the captured tensors' gradients (None where not needed). `dlse`: a
+    gradient reaching the natural-log lse, (B, H, Q); d lse / d score = p, so it joins the
+    row term: dS = p * (dP - (delta - dlse))."""
     B, H, Q_LEN, D = q.shape
     HK, KV_LEN = k.shape[1], k.shape[2]
     m = plan.mask
@@ -108,6 +110,8 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad):
         (triton_cdiv(Q_LEN, bm), B * H),
         (o, do, delta, *o.stride()[:3], *do.stride()[:3], Q_LEN, H),
         dict(D=D, D_PAD=D_PAD, BLOCK_M=bm), (delta,))
+    if dlse is not None:
+        delta = delta - dlse.to(delta.dtype)
 
     dk = torch.empty_like(k, memory_format=torch.contiguous_format)
     dv = torch.empty_like(v, memory_format=torch.contiguous_format)

@@ -314,6 +314,25 @@ class Sym:
     def bool(self):
         return self.to(torch.bool)
 
+    def _new_scalar(self, size, value, dtype):
+        """new_ones / new_zeros / new_full of a 0-d size: a constant (FlexAttention's no-op
+        mask_mod is `b.new_ones(size=(), dtype=torch.bool)`)."""
+        if tuple(size) != ():
+            raise TraceError("new tensors inside a traced mod must be 0-d")
+        kind = self.node.dtype if dtype is None else (
+            "b" if dtype == torch.bool else "f" if dtype.is_floating_point else "i")
+        return Sym(const(bool(value) if kind == "b" else float(value) if kind == "f"
+                         else int(value)))
+
+    def new_ones(self, size=(), *, dtype=None, device=None, **kwargs):
+        return self._new_scalar(size, 1, dtype)
+
+    def new_zeros(self, size=(), *, dtype=None, device=None, **kwargs):
+        return self._new_scalar(size, 0, dtype)
+
+    def new_full(self, size, fill_value, *, dtype=None, device=None, **kwargs):
+        return self._new_scalar(size, fill_value, dtype)
+
     def sin(self): return _op("sin", self)
     def cos(self): return _op("cos", self)
     def neg(self): return _op("neg", self)

@@ -1,0 +1,364 @@
+"""torch's FlexAttention, as Dynamo captures it, run by Cherenkov's kernels: two custom ops.
+
+Dynamo turns a `flex_attention(q, k, v, score_mod, block_mask)` call into the higher-order op
+`flex_attention(q, k, v, score_graph, block_mask_tuple, scale, kernel_options, score_buffers,
+mask_buffers)`, whose score and mask mods are small torch-level GraphModules reading their
+captured tensors as trailing arguments. `capture/flex_attention.py` replaces it before
+AOTAutograd with `cherenkov::flex_attention` (this file), keyed by a `FlexSpec` that holds the
+two graphs: AOTAutograd then sees one opaque op with a registered gradient
+(`cherenkov::flex_attention_backward`), and the compiled graphs call our kernels.
+
+The mods are traced once per spec with stand-in tensors for the buffers (the tracer reads a
+captured tensor's values and sizes at run time, so the stand-ins only give dtype and rank);
+each call passes the real buffers in the traced order. Outputs follow the HOP: `out` and
+`lse` in log2 units, -inf on a query row with no key left (output 0 there). A gradient
+reaching `lse` is folded into the backward's row term (d lse / d score = p).
+
+The block mask's lists are used as given when their tiles are powers of two our kernel tiles
+divide; FlexAttention's own "no block mask" (one huge partial tile) and any other tiling get
+a block mask built from the mask graph (kept per shape when the mask reads no buffer). Mods
+the tracer cannot render, float64, or no Triton: the math implementation, as eager flex.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import torch
+
+from . import launch
+from .block_mask import DEFAULT_BLOCK, BlockMask, block_mask as build_block_mask
+from .codegen import interpreter_dots_exact, kernel_mode, load_kernels
+from .reference import attention_math
+from .render import FLOAT_INDEX_MAX_LEN
+from .trace import TraceError, TracedMods, trace_mods
+
+log = logging.getLogger("cherenkov.attention")
+LN2 = math.log(2.0)
+HUGE_BLOCK = 1 << 30          # FlexAttention's block size for "no block mask"
+
+
+@dataclass(eq=False)
+class FlexSpec:
+    """What one captured flex_attention call needs beyond its tensors."""
+    score_graph: Optional[Callable]      # (score, b, h, q_idx, kv_idx, *score_buffers)
+    mask_graph: Optional[Callable]       # (b, h, q_idx, kv_idx, *mask_buffers)
+    score_buffers: tuple                 # (shape, dtype, requires_grad) of each
+    mask_buffers: tuple
+    scale: float
+    block: tuple[int, int]               # flex's (Q_BLOCK_SIZE, KV_BLOCK_SIZE)
+    _traced: dict = field(default_factory=dict, repr=False)
+    _masks: dict = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def mods(self, score_bufs, mask_bufs):
+        """(score_mod, mask_mod) reading the given buffers (None: identity / no mask)."""
+        score = mask = None
+        if self.score_graph is not None:
+            graph = self.score_graph
+            score = lambda s, b, h, q, kv: graph(s, b, h, q, kv, *score_bufs)  # noqa: E731
+        if self.mask_graph is not None:
+            graph_m = self.mask_graph
+            mask = lambda b, h, q, kv: graph_m(b, h, q, kv, *mask_bufs)        # noqa: E731
+        return score, mask
+
+    def traced(self):
+        """(TracedMods on stand-ins, where each capture comes from: ("s" | "m", index)), or
+        a TraceError. The score graph of flex's identity and the mask graph of its no-op
+        mask trace to nothing (no score_mod / no mask)."""
+        with self._lock:
+            if "mods" not in self._traced:
+                self._traced["mods"] = self._trace()
+            result = self._traced["mods"]
+        if isinstance(result, TraceError):
+            raise result
+        return result
+
+    def _trace(self):
+        def stand_in(shape, dtype, requires_grad):
+            t = torch.zeros(shape, dtype=dtype)
+            return t.requires_grad_() if requires_grad and dtype.is_floating_point else t
+        s_in = [stand_in(*e) for e in self.score_buffers]
+        m_in = [stand_in(*e) for e in self.mask_buffers]
+        score, mask = self.mods(s_in, m_in)
+        try:
+            traced = trace_mods(score, mask)
+        except TraceError as e:
+            return e
+        if traced.score is not None and traced.score.op == "score":
+            traced.score = None                       # flex's identity score_mod
+        if traced.mask is not None and traced.mask.op == "const" and traced.mask.value is True:
+            traced.mask = None                        # flex's no-op mask_mod
+        where = {id(t): ("s", i) for i, t in enumerate(s_in)}
+        where.update({id(t): ("m", i) for i, t in enumerate(m_in)})
+        return traced, [where[id(t)] for t in traced.captured]
+
+    def grad_buffer(self, i: int) -> bool:
+        """Whether score buffer i gets a gradient (it required grad when captured)."""
+        _, dtype, requires_grad = self.score_buffers[i]
+        return requires_grad and dtype.is_floating_point
+
+    def kernels(self, interpret: bool, float_index: bool):
+        traced, _ = self.traced()
+        return load_kernels(traced, interpret, float_index)
+
+    def block_mask(self, blocks, B, H, Q_LEN, KV_LEN, mask_mod, reads_buffers: bool,
+                   device) -> BlockMask:
+        """Our BlockMask: flex's lists when our kernels can walk them, else one built."""
+        bq, bk = self.block
+        usable = all(16 <= s < HUGE_BLOCK and not s & (s - 1) for s in (bq, bk))
+        if usable and blocks[4] is not None:
+            return _from_flex_lists(blocks, (bq, bk), (B, H, Q_LEN, KV_LEN))
+        if usable:      # no transposed lists (compute_q_blocks=False): from the tile states
+            return _from_flex_states(blocks, (bq, bk), (B, H, Q_LEN, KV_LEN), mask_mod)
+        traced, _ = self.traced()
+        if traced.mask is None:
+            mask_mod = None
+        key = (B, H, Q_LEN, KV_LEN, str(device))
+        if reads_buffers and traced.mask is not None:       # data: built every call
+            return build_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, DEFAULT_BLOCK, device)
+        with self._lock:
+            mask = self._masks.get(key)
+        if mask is None:
+            mask = build_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, DEFAULT_BLOCK, device)
+            with self._lock:
+                if len(self._masks) >= 16:
+                    self._masks.clear()
+                self._masks[key] = mask
+        return mask
+
+
+_SPECS: list[FlexSpec] = []
+_SPECS_LOCK = threading.Lock()
+
+
+def register(spec: FlexSpec) -> int:
+    """The key the ops find `spec` by (specs live as long as the process: compiled graphs
+    may be called at any time)."""
+    with _SPECS_LOCK:
+        _SPECS.append(spec)
+        return len(_SPECS) - 1
+
+
+def _unit(x: torch.Tensor) -> torch.Tensor:
+    return x if x.stride(-1) == 1 else x.contiguous()
+
+
+def _i32(t: torch.Tensor) -> torch.Tensor:
+    return t.to(torch.int32).contiguous()
+
+
+def _from_flex_lists(blocks, block, shape) -> BlockMask:
+    kv_num, kv_idx, fkv_num, fkv_idx, q_num, q_idx, fq_num, fq_idx = blocks
+    if fkv_num is None:                 # no full tiles: every listed tile is masked
+        fkv_num, fkv_idx = torch.zeros_like(kv_num), kv_idx
+    if fq_num is None:
+        fq_num, fq_idx = torch.zeros_like(q_num), q_idx
+    lists = [_i32(t) for t in (kv_num, kv_idx, fkv_num, fkv_idx, q_num, q_idx, fq_num, fq_idx)]
+    return BlockMask(None, *lists, block=tuple(block), shape=tuple(shape))
+
+
+def _from_flex_states(blocks, block, shape, mask_mod) -> BlockMask:
+    """Tile states from the forward lists (partial, then full), compacted both ways."""
+    from .block_mask import FULL, PARTIAL
+    kv_num, kv_idx, fkv_num, fkv_idx = blocks[:4]
+    B, H, Q_LEN, KV_LEN = shape
+    nq, nk = -(-Q_LEN // block[0]), -(-KV_LEN // block[1])
+    state = torch.zeros(*kv_num.shape[:2], nq, nk, dtype=torch.int8, device=kv_num.device)
+    for num, idx, kind in ((kv_num, kv_idx, PARTIAL), (fkv_num, fkv_idx, FULL)):
+        if num is None:
+            continue
+        listed = torch.arange(idx.shape[-1], device=idx.device) < num[..., :nq, None]
+        cols = idx[..., :nq, :].long().clamp(0, nk - 1)
+        state.scatter_reduce_(-1, cols, (listed * kind).to(torch.int8), "amax")
+    return BlockMask.from_state(state, block, shape, mask_mod)
+
+
+def _kernels_or_reason(spec: FlexSpec, q: torch.Tensor, k: torch.Tensor):
+    """("jit" | "interpret", kernels) or (None, reason)."""
+    mode, reason = kernel_mode(q.device)
+    if q.dtype == torch.float64:
+        return None, "float64 inputs (the kernels compute in float32)"
+    if mode is None:
+        return None, reason
+    try:
+        spec.traced()
+    except TraceError as e:
+        return None, f"the mods cannot be traced ({e})"
+    if mode == "interpret" and not interpreter_dots_exact(q.dtype):
+        return mode, None           # run on float32 copies (interpret_16bit)
+    float_index = max(q.shape[2], k.shape[2]) < FLOAT_INDEX_MAX_LEN
+    return mode, spec.kernels(mode == "interpret", float_index)
+
+
+_LOGGED: set = set()
+
+
+def _log_once(reason: str) -> None:
+    if reason not in _LOGGED:
+        _LOGGED.add(reason)
+        log.warning("cherenkov flex_attention: using the math implementation: %s", reason)
+
+
+def _plan(spec, kernels, q, k, blocks, score_bufs, mask_bufs, interpret):
+    traced, slots = spec.traced()
+    captured = [(score_bufs if kind == "s" else mask_bufs)[i] for kind, i in slots]
+    captured = [t.to(q.device) if t.device != q.device else t for t in captured]
+    B, H, Q_LEN = q.shape[:3]
+    _, mask_mod = spec.mods(score_bufs, mask_bufs)
+    mask = spec.block_mask(blocks, B, H, Q_LEN, k.shape[2], mask_mod,
+                           any(kind == "m" for kind, _ in slots), q.device)
+    return launch.Plan(kernels, traced, mask, spec.scale, interpret), captured, slots
+
+
+def _gqa(q, k) -> bool:
+    return q.shape[1] != k.shape[1]
+
+
+def forward(q, k, v, blocks, score_bufs, mask_bufs, key):
+    """(out, lse in log2 units, -inf on empty rows)."""
+    spec = _SPECS[key]
+    mode, kernels = _kernels_or_reason(spec, q, k)
+    if mode is None:
+        _log_once(kernels)
+        score_mod, mask_mod = spec.mods(score_bufs, mask_bufs)
+        out, lse = attention_math(q, k, v, score_mod, mask_mod, spec.scale, _gqa(q, k), True)
+        return out, lse / LN2
+    if kernels is None:                 # 16-bit on the CPU interpreter: float32 copies
+        out, lse = forward(q.float(), k.float(), v.float(), blocks,
+                           [b.float() if b.is_floating_point() else b for b in score_bufs],
+                           mask_bufs, key)
+        return out.to(q.dtype), lse
+    q, k, v = _unit(q), _unit(k), _unit(v)
+    plan, captured, _ = _plan(spec, kernels, q, k, blocks, score_bufs, mask_bufs,
+                              mode == "interpret")
+    out, lse = launch.forward(plan, q, k, v, captured)
+    return out, torch.where(torch.isinf(lse), float("-inf"), lse)
+
+
+def backward(q, k, v, out, lse, dout, dlse, blocks, score_bufs, mask_bufs, key):
+    """(dq, dk, dv, [gradient of each score buffer, or None])."""
+    spec = _SPECS[key]
+    mode, kernels = _kernels_or_reason(spec, q, k)
+    if mode is None or kernels is None:
+        return _backward_math(spec, q, k, v, dout, dlse, score_bufs, mask_bufs)
+    q, k, v = _unit(q), _unit(k), _unit(v)
+    plan, captured, slots = _plan(spec, kernels, q, k, blocks, score_bufs, mask_bufs,
+                                  mode == "interpret")
+    lse2 = torch.where(torch.isinf(lse), float("inf"), lse).contiguous()
+    drow = None if dlse is None else (dlse.float() / LN2)
+    wants = [kind == "s" and spec.grad_buffer(i) for kind, i in slots]
+    dq, dk, dv, cgrads = launch.backward(plan, q, k, v, out.contiguous(), lse2, dout, captured,
+                                         wants, drow)
+    grads = [None] * len(score_bufs)
+    for (kind, i), g in zip(slots, cgrads):
+        if kind == "s" and g is not None:
+            grads[i] = g
+    return dq, dk, dv, grads
+
+
+def _backward_math(spec, q, k, v, dout, dlse, score_bufs, mask_bufs):
+    """Gradients through the math implementation (what eager flex computes)."""
+    with torch.enable_grad():
+        qq, kk, vv = (t.detach().requires_grad_() for t in (q, k, v))
+        sb = [b.detach().float().requires_grad_() if spec.grad_buffer(i) else b
+              for i, b in enumerate(score_bufs)]
+        score_mod, mask_mod = spec.mods(sb, mask_bufs)
+        out, lse = attention_math(qq.float(), kk.float(), vv.float(), score_mod, mask_mod,
+                                  spec.scale, _gqa(q, k), True)
+        outs, grads_in = [out], [dout.float()]
+        if dlse is not None:
+            finite = torch.isfinite(lse)
+            outs.append(torch.where(finite, lse, 0.0) / LN2)
+            grads_in.append(torch.where(finite, dlse.float(), 0.0))
+        wrt = [qq, kk, vv] + [b for b in sb if b.requires_grad]
+        got = torch.autograd.grad(outs, wrt, grads_in, allow_unused=True)
+    dq, dk, dv = (g.to(t.dtype) if g is not None else torch.zeros_like(t)
+                  for g, t in zip(got[:3], (q, k, v)))
+    rest = iter(got[3:])
+    grads = [next(rest) if spec.grad_buffer(i) else None for i in range(len(sb))]
+    grads = [g.to(b.dtype) if g is not None else None for g, b in zip(grads, score_bufs)]
+    return dq, dk, dv, grads
+
+
+# ----------------------------------------------------------------------------------------------
+# the custom ops AOTAutograd traces (blocks: flex's eight list tensors, None where absent)
+@torch.library.custom_op("cherenkov::flex_attention", mutates_args=())
+def flex_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                      kv_num: torch.Tensor, kv_idx: torch.Tensor,
+                      full_kv_num: Optional[torch.Tensor], full_kv_idx: Optional[torch.Tensor],
+                      q_num: Optional[torch.Tensor], q_idx: Optional[torch.Tensor],
+                      full_q_num: Optional[torch.Tensor], full_q_idx: Optional[torch.Tensor],
+                      score_bufs: list[torch.Tensor], mask_bufs: list[torch.Tensor],
+                      key: int) -> tuple[torch.Tensor, torch.Tensor]:
+    blocks = (kv_num, kv_idx, full_kv_num, full_kv_idx, q_num, q_idx, full_q_num, full_q_idx)
+    out, lse = forward(q, k, v, blocks, list(score_bufs), list(mask_bufs), key)
+    return out.contiguous(), lse.float().contiguous()
+
+
+@flex_attention_op.register_fake
+def _(q, k, v, *rest):
+    return (torch.empty_like(q, memory_format=torch.contiguous_format),
+            q.new_empty(q.shape[:3], dtype=torch.float32))
+
+
+@torch.library.custom_op("cherenkov::flex_attention_backward", mutates_args=())
+def flex_attention_backward_op(
+        q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+        lse: torch.Tensor, dout: torch.Tensor, dlse: Optional[torch.Tensor],
+        kv_num: torch.Tensor, kv_idx: torch.Tensor,
+        full_kv_num: Optional[torch.Tensor], full_kv_idx: Optional[torch.Tensor],
+        q_num: Optional[torch.Tensor], q_idx: Optional[torch.Tensor],
+        full_q_num: Optional[torch.Tensor], full_q_idx: Optional[torch.Tensor],
+        score_bufs: list[torch.Tensor], mask_bufs: list[torch.Tensor],
+        key: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+    """dq, dk, dv and one gradient per score buffer (empty where it gets none)."""
+    blocks = (kv_num, kv_idx, full_kv_num, full_kv_idx, q_num, q_idx, full_q_num, full_q_idx)
+    dq, dk, dv, grads = backward(q, k, v, out, lse, dout, dlse, blocks, list(score_bufs),
+                                 list(mask_bufs), key)
+    grads = [g.contiguous() if g is not None else b.new_empty(0)
+             for g, b in zip(grads, score_bufs)]
+    return dq.contiguous(), dk.contiguous(), dv.contiguous(), grads
+
+
+@flex_attention_backward_op.register_fake
+def _(q, k, v, out, lse, dout, dlse, *rest):
+    score_bufs, key = rest[8], rest[10]
+    spec = _SPECS[key]
+    grads = [torch.empty_like(b, memory_format=torch.contiguous_format) if spec.grad_buffer(i)
+             else b.new_empty(0) for i, b in enumerate(score_bufs)]
+    return (torch.empty_like(q, memory_format=torch.contiguous_format),
+            torch.empty_like(k, memory_format=torch.contiguous_format),
+            torch.empty_like(v, memory_format=torch.contiguous_format), grads)
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v = inputs[:3]
+    blocks = inputs[3:11]
+    score_bufs, mask_bufs, key = inputs[11], inputs[12], inputs[13]
+    out, lse = output
+    ctx.key, ctx.n_score = key, len(score_bufs)
+    ctx.present = tuple(b is not None for b in blocks)
+    ctx.save_for_backward(q, k, v, out, lse, *(b for b in blocks if b is not None),
+                          *score_bufs, *mask_bufs)
+
+
+def _backward(ctx, dout, dlse):
+    q, k, v, out, lse, *rest = ctx.saved_tensors
+    it = iter(rest)
+    blocks = [next(it) if present else None for present in ctx.present]
+    rest = list(it)
+    score_bufs, mask_bufs = rest[:ctx.n_score], rest[ctx.n_score:]
+    if dout is None:
+        dout = torch.zeros_like(out)
+    dq, dk, dv, grads = flex_attention_backward_op(q, k, v, out, lse, dout, dlse, *blocks,
+                                                   score_bufs, mask_bufs, ctx.key)
+    spec = _SPECS[ctx.key]
+    grads = [g if spec.grad_buffer(i) else None for i, g in enumerate(grads)]
+    return (dq, dk, dv) + (None,) * 8 + (grads, [None] * len(mask_bufs), None)
+
+
+flex_attention_op.register_autograd(_backward, setup_context=_setup_context)
