@@ -28,6 +28,7 @@ from .trace import TraceError
 log = logging.getLogger("cherenkov.attention")
 _LOGGED: set[str] = set()
 DECODE_MAX_Q = 16
+LN2 = math.log(2.0)
 _FULL_MASKS: dict[tuple, BlockMask] = {}
 
 
@@ -90,13 +91,53 @@ def _unit_stride(x: torch.Tensor) -> torch.Tensor:
     return x if x.stride(-1) == 1 else x.contiguous()
 
 
-# Inside a torch.compile'd function the call runs as itself between compiled graphs (a graph
-# break): Dynamo would otherwise trace into the mods' Python and the Triton launches (on the
-# CPU, into Triton's interpreter, which it cannot run). Autograd flows through the break.
-@torch.compiler.disable
 def attention(q, k, v, score_mod=None, mask_mod=None, block_mask: BlockMask | None = None,
               scale: float | None = None, enable_gqa: bool = False, return_lse: bool = False):
-    """Attention of q (B, H, Q, D) over k, v (B, HK, KV, D) with a score_mod and a mask_mod."""
+    """Attention of q (B, H, Q, D) over k, v (B, HK, KV, D) with a score_mod and a mask_mod.
+
+    Inside torch.compile the call is recorded in the graph as FlexAttention's higher-order op
+    (the mods as traced subgraphs, the block mask's lists as graph inputs), which the
+    cherenkov backend runs on these kernels (attention/flex_op.py) and other backends run as
+    flex_attention."""
+    if torch.compiler.is_dynamo_compiling():
+        _check_inputs(q, k, v, enable_gqa)
+        return _as_flex_attention(q, k, v, score_mod, mask_mod, block_mask, scale, return_lse)
+    return _attention(q, k, v, score_mod, mask_mod, block_mask, scale, enable_gqa, return_lse)
+
+
+def _as_flex_attention(q, k, v, score_mod, mask_mod, block_mask, scale, return_lse):
+    """The call as torch's flex_attention higher-order op (traced by Dynamo)."""
+    from torch._higher_order_ops.flex_attention import flex_attention as flex_hop
+    from torch.nn.attention import flex_attention as fa
+    from .flex_op import HUGE_BLOCK
+    B, H, Q_LEN, D = q.shape
+    KV_LEN = k.shape[2]
+    if mask_mod is None and block_mask is not None:
+        mask_mod = block_mask.mask_mod
+    mask_mod = mask_mod if mask_mod is not None else fa.noop_mask
+    if block_mask is not None:
+        launch.check_mask(block_mask, B, H, Q_LEN, KV_LEN)
+        m = block_mask
+        tbm = fa.BlockMask((Q_LEN, KV_LEN), m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks,
+                           m.full_kv_indices, m.q_num_blocks, m.q_indices, m.full_q_num_blocks,
+                           m.full_q_indices, tuple(m.block), mask_mod)
+    else:       # one tile over everything (FlexAttention's own "no block mask"): the backend
+        # builds the block mask from mask_mod
+        one = torch.ones((1, 1, 1), dtype=torch.int32, device=q.device)
+        zero = torch.zeros((1, 1, 1, 1), dtype=torch.int32, device=q.device)
+        tbm = fa.BlockMask((Q_LEN, KV_LEN), one, zero, None, None, one, zero, None, None,
+                           (HUGE_BLOCK, HUGE_BLOCK), mask_mod)
+    scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
+    options = fa._apply_kernel_options(q, k, v, return_lse, None)
+    out, lse, *_ = flex_hop(q, k, v, score_mod if score_mod is not None else fa._identity,
+                            tbm.as_tuple(), scale, options)
+    return (out, lse * LN2) if return_lse else out
+
+
+# Outside the graph form above (a graph break), Dynamo would trace into the mods' Python and
+# the Triton launches (on the CPU, into Triton's interpreter, which it cannot run).
+@torch.compiler.disable
+def _attention(q, k, v, score_mod, mask_mod, block_mask, scale, enable_gqa, return_lse):
     _check_inputs(q, k, v, enable_gqa)
     B, H, Q_LEN, D = q.shape
     KV_LEN = k.shape[2]
@@ -110,8 +151,8 @@ def attention(q, k, v, score_mod=None, mask_mod=None, block_mask: BlockMask | No
         mode, reason = None, "float64 inputs (the kernels compute in float32)"
     elif mode == "interpret" and not interpreter_dots_exact(q.dtype):
         # 16-bit inputs on the CPU: the kernels on float32 copies, differentiable back
-        out = attention(q.float(), k.float(), v.float(), score_mod, mask_mod, block_mask, scale,
-                        enable_gqa, return_lse)
+        out = _attention(q.float(), k.float(), v.float(), score_mod, mask_mod, block_mask,
+                         scale, enable_gqa, return_lse)
         return (out[0].to(q.dtype), out[1]) if return_lse else out.to(q.dtype)
     if mode is None:
         _log_once(reason)

@@ -32,6 +32,7 @@ import torch
 from . import launch
 from .block_mask import DEFAULT_BLOCK, BlockMask, block_mask as build_block_mask
 from .codegen import interpreter_dots_exact, kernel_mode, load_kernels
+from .api import DECODE_MAX_Q
 from .reference import attention_math
 from .render import FLOAT_INDEX_MAX_LEN
 from .trace import TraceError, TracedMods, trace_mods
@@ -110,10 +111,8 @@ class FlexSpec:
         """Our BlockMask: flex's lists when our kernels can walk them, else one built."""
         bq, bk = self.block
         usable = all(16 <= s < HUGE_BLOCK and not s & (s - 1) for s in (bq, bk))
-        if usable and blocks[4] is not None:
+        if usable:
             return _from_flex_lists(blocks, (bq, bk), (B, H, Q_LEN, KV_LEN))
-        if usable:      # no transposed lists (compute_q_blocks=False): from the tile states
-            return _from_flex_states(blocks, (bq, bk), (B, H, Q_LEN, KV_LEN), mask_mod)
         traced, _ = self.traced()
         if traced.mask is None:
             mask_mod = None
@@ -155,26 +154,14 @@ def _from_flex_lists(blocks, block, shape) -> BlockMask:
     kv_num, kv_idx, fkv_num, fkv_idx, q_num, q_idx, fq_num, fq_idx = blocks
     if fkv_num is None:                 # no full tiles: every listed tile is masked
         fkv_num, fkv_idx = torch.zeros_like(kv_num), kv_idx
+    if q_num is None:     # compute_q_blocks=False: forward only (flex refuses its gradient),
+        q_num, q_idx = None, None       # the backward checks
+        return BlockMask(None, *(_i32(t) for t in (kv_num, kv_idx, fkv_num, fkv_idx)),
+                         None, None, None, None, block=tuple(block), shape=tuple(shape))
     if fq_num is None:
         fq_num, fq_idx = torch.zeros_like(q_num), q_idx
     lists = [_i32(t) for t in (kv_num, kv_idx, fkv_num, fkv_idx, q_num, q_idx, fq_num, fq_idx)]
     return BlockMask(None, *lists, block=tuple(block), shape=tuple(shape))
-
-
-def _from_flex_states(blocks, block, shape, mask_mod) -> BlockMask:
-    """Tile states from the forward lists (partial, then full), compacted both ways."""
-    from .block_mask import FULL, PARTIAL
-    kv_num, kv_idx, fkv_num, fkv_idx = blocks[:4]
-    B, H, Q_LEN, KV_LEN = shape
-    nq, nk = -(-Q_LEN // block[0]), -(-KV_LEN // block[1])
-    state = torch.zeros(*kv_num.shape[:2], nq, nk, dtype=torch.int8, device=kv_num.device)
-    for num, idx, kind in ((kv_num, kv_idx, PARTIAL), (fkv_num, fkv_idx, FULL)):
-        if num is None:
-            continue
-        listed = torch.arange(idx.shape[-1], device=idx.device) < num[..., :nq, None]
-        cols = idx[..., :nq, :].long().clamp(0, nk - 1)
-        state.scatter_reduce_(-1, cols, (listed * kind).to(torch.int8), "amax")
-    return BlockMask.from_state(state, block, shape, mask_mod)
 
 
 def _kernels_or_reason(spec: FlexSpec, q: torch.Tensor, k: torch.Tensor):
@@ -235,7 +222,11 @@ def forward(q, k, v, blocks, score_bufs, mask_bufs, key):
     q, k, v = _unit(q), _unit(k), _unit(v)
     plan, captured, _ = _plan(spec, kernels, q, k, blocks, score_bufs, mask_bufs,
                               mode == "interpret")
-    out, lse = launch.forward(plan, q, k, v, captured)
+    if q.shape[2] <= DECODE_MAX_Q and plan.mask.state is not None \
+            and k.shape[2] >= 4 * plan.mask.block[1]:
+        out, lse = launch.decode(plan, q, k, v, captured)       # a few query rows, long KV
+    else:
+        out, lse = launch.forward(plan, q, k, v, captured)
     return out, torch.where(torch.isinf(lse), float("-inf"), lse)
 
 
@@ -248,6 +239,9 @@ def backward(q, k, v, out, lse, dout, dlse, blocks, score_bufs, mask_bufs, key):
     q, k, v = _unit(q), _unit(k), _unit(v)
     plan, captured, slots = _plan(spec, kernels, q, k, blocks, score_bufs, mask_bufs,
                                   mode == "interpret")
+    if plan.mask.q_num_blocks is None:
+        raise RuntimeError("flex_attention backward needs the block mask's q lists (a BlockMask "
+                           "made with compute_q_blocks=True)")
     lse2 = torch.where(torch.isinf(lse), float("inf"), lse).contiguous()
     drow = None if dlse is None else (dlse.float() / LN2)
     wants = [kind == "s" and spec.grad_buffer(i) for kind, i in slots]
@@ -261,14 +255,23 @@ def backward(q, k, v, out, lse, dout, dlse, blocks, score_bufs, mask_bufs, key):
 
 
 def _backward_math(spec, q, k, v, dout, dlse, score_bufs, mask_bufs):
-    """Gradients through the math implementation (what eager flex computes)."""
+    """Gradients through the math implementation (what eager flex computes), by autograd in
+    a thread of its own: inside a custom op's implementation this thread's dispatcher skips
+    autograd (thread-local), and a new thread starts without that exclusion."""
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(_backward_math_autograd, spec, q, k, v, dout, dlse, score_bufs,
+                           mask_bufs).result()
+
+
+def _backward_math_autograd(spec, q, k, v, dout, dlse, score_bufs, mask_bufs):
     with torch.enable_grad():
         qq, kk, vv = (t.detach().requires_grad_() for t in (q, k, v))
         sb = [b.detach().float().requires_grad_() if spec.grad_buffer(i) else b
               for i, b in enumerate(score_bufs)]
         score_mod, mask_mod = spec.mods(sb, mask_bufs)
         out, lse = attention_math(qq.float(), kk.float(), vv.float(), score_mod, mask_mod,
-                                  spec.scale, _gqa(q, k), True)
+                                  spec.scale, _gqa(q, k), True, lse_grad=dlse is not None)
         outs, grads_in = [out], [dout.float()]
         if dlse is not None:
             finite = torch.isfinite(lse)

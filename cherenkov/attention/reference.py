@@ -20,8 +20,9 @@ def index_grids(B: int, H: int, Q_LEN: int, KV_LEN: int, device):
 
 
 def attention_math(q, k, v, score_mod=None, mask_mod=None, scale=None, enable_gqa=False,
-                   return_lse=False):
-    """softmax(mask(score_mod(q @ k^T * scale))) @ v, computed in q's dtype."""
+                   return_lse=False, lse_grad=False):
+    """softmax(mask(score_mod(q @ k^T * scale))) @ v, computed in q's dtype. `lse_grad`: the
+    returned lse carries gradients too (0 on fully masked rows)."""
     B, H, Q_LEN, D = q.shape
     HK, KV_LEN = k.shape[1], k.shape[2]
     if H != HK:
@@ -45,4 +46,7 @@ def attention_math(q, k, v, score_mod=None, mask_mod=None, scale=None, enable_gq
     # softmax on rows with no key left would be 0/0: give those rows zeros instead
     probs = torch.softmax(scores.masked_fill(empty, 0.0), dim=-1).masked_fill(empty, 0.0)
     out = probs @ v
+    if lse_grad:
+        lse = torch.logsumexp(scores.masked_fill(empty, 0.0), dim=-1).masked_fill(
+            empty[..., 0], float("-inf"))
     return (out, lse) if return_lse else out

@@ -1,0 +1,197 @@
+"""capture/flex_attention.py + attention/flex_op.py: torch's flex_attention and
+cherenkov.attention inside compiled graphs run on Cherenkov's kernels (no graph break, no
+eager graph), with values, lse and gradients (captured tensors' and lse's too) as eager's."""
+import pytest
+import torch
+from torch.nn.attention.flex_attention import (BlockMask, _apply_kernel_options,
+                                               create_block_mask, flex_attention)
+
+import cherenkov
+import cherenkov.attention as ca
+from cherenkov.attention import flex_op
+
+from torch._higher_order_ops.flex_attention import flex_attention as flex_hop  # noqa: E402
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """Counts calls of our op's forward and backward."""
+    seen = {"forward": 0, "backward": 0}
+    for name in seen:
+        real = getattr(flex_op, name)
+
+        def counted(*args, _real=real, _name=name):
+            seen[_name] += 1
+            return _real(*args)
+        monkeypatch.setattr(flex_op, name, counted)
+    return seen
+
+
+def _compiled(fn, **kw):
+    torch._dynamo.reset()
+    return cherenkov.compile(fn, strict=True, dynamic=False, **kw)
+
+
+def causal(b, h, q, kv):
+    return q >= kv
+
+
+def _reference(q, k, v, score_mod, mask_mod, scale):
+    """float64 attention with lse differentiable (d lse / d score = p)."""
+    q, k, v = q.double(), k.double(), v.double()
+    if k.shape[1] != q.shape[1]:
+        k = k.repeat_interleave(q.shape[1] // k.shape[1], 1)
+        v = v.repeat_interleave(q.shape[1] // v.shape[1], 1)
+    B, H, Q, _ = q.shape
+    KV = k.shape[2]
+    b, h = torch.arange(B).view(B, 1, 1, 1), torch.arange(H).view(1, H, 1, 1)
+    qi, ki = torch.arange(Q).view(1, 1, Q, 1), torch.arange(KV).view(1, 1, 1, KV)
+    s = q @ k.transpose(-1, -2) * scale
+    if score_mod is not None:
+        s = score_mod(s, b, h, qi, ki)
+    if mask_mod is not None:
+        s = s.masked_fill(~mask_mod(b, h, qi, ki), float("-inf"))
+    return torch.softmax(s, -1) @ v, torch.logsumexp(s, -1)
+
+
+def test_flex_attention_inference_runs_our_kernels(calls):
+    torch.manual_seed(0)
+    bias = torch.randn(4)
+    softcap = lambda s, b, h, q, kv: 20 * torch.tanh(s / 20) + bias[h]  # noqa: E731
+    bm = create_block_mask(causal, 1, 1, 96, 96, device="cpu", BLOCK_SIZE=(32, 32))
+    fn = lambda q, k, v: flex_attention(q, k, v, score_mod=softcap, block_mask=bm).sin()  # noqa: E731
+    q, k, v = (torch.randn(2, 4, 96, 16) for _ in range(3))
+    got = _compiled(fn)(q, k, v)
+    assert calls["forward"] == 1
+    ref, _ = _reference(q, k, v, softcap, causal, 0.25)
+    torch.testing.assert_close(got, ref.sin().float(), atol=2e-5, rtol=2e-5)
+
+
+@pytest.mark.filterwarnings("ignore:return_lse is deprecated")
+def test_flex_attention_without_block_mask_gqa_odd_lengths_lse(calls):
+    torch.manual_seed(1)
+    q, k, v = torch.randn(1, 4, 37, 16), torch.randn(1, 2, 101, 16), torch.randn(1, 2, 101, 16)
+
+    def fn(q, k, v):
+        return flex_attention(q, k, v, enable_gqa=True, return_lse=True, scale=0.3)
+    out, lse = _compiled(fn)(q, k, v)
+    assert calls["forward"] == 1
+    ref, ref_lse = _reference(q, k, v, None, None, 0.3)
+    torch.testing.assert_close(out, ref.float(), atol=2e-5, rtol=2e-5)
+    torch.testing.assert_close(lse, ref_lse.float(), atol=2e-5, rtol=2e-5)
+
+
+def test_flex_hop_gradients_include_captured_tensors_and_lse(calls):
+    """The HOP called as flex_attention does (its CPU wrapper refuses gradients, the op does
+    not): dq, dk, dv, the captured bias's gradient and lse's gradient."""
+    torch.manual_seed(2)
+    bias = torch.randn(4, requires_grad=True)
+    mod = lambda s, b, h, q, kv: s + bias[h] * (kv - q) + torch.tanh(s / 30)  # noqa: E731
+    bm = create_block_mask(causal, 1, 1, 64, 96, device="cpu", BLOCK_SIZE=(32, 32))
+
+    def fn(q, k, v):
+        out, lse, *_ = flex_hop(q, k, v, mod, bm.as_tuple(), 0.25,
+                                _apply_kernel_options(q, k, v, True, None))
+        return out, lse
+
+    q = torch.randn(1, 4, 64, 16, requires_grad=True)
+    k, v = (torch.randn(1, 4, 96, 16, requires_grad=True) for _ in range(2))
+    out, lse = _compiled(fn)(q, k, v)
+    (out.square().sum() + 0.1 * lse.sum()).backward()
+    got = [t.grad for t in (q, k, v, bias)]
+    assert calls == {"forward": 1, "backward": 1}
+    for t in (q, k, v, bias):
+        t.grad = None
+    ref, ref_lse = _reference(q, k, v, mod, causal, 0.25)
+    (ref.square().sum() + 0.1 * (ref_lse / flex_op.LN2).sum()).backward()
+    torch.testing.assert_close(out, ref.float(), atol=2e-5, rtol=2e-5)
+    for g, t in zip(got, (q, k, v, bias)):
+        torch.testing.assert_close(g, t.grad, atol=5e-5, rtol=5e-5)
+
+
+@pytest.mark.parametrize("with_block_mask", [False, True])
+def test_cherenkov_attention_is_captured_in_graph(calls, with_block_mask):
+    """No graph break (fullgraph=True): the call is recorded as the HOP and runs our op,
+    forward and backward, the ALiBi slopes' gradient included."""
+    torch.manual_seed(3)
+    slopes = torch.randn(4, requires_grad=True)
+    bm = ca.block_mask(ca.causal, 1, 1, 100, 100, block=(32, 32)) if with_block_mask else None
+
+    def fn(q, k, v):
+        return ca.attention(q, k, v, score_mod=ca.alibi(slopes), mask_mod=ca.causal,
+                            block_mask=bm).sin()
+    q, k, v = (torch.randn(1, 4, 100, 16, requires_grad=True) for _ in range(3))
+    got = _compiled(fn, fullgraph=True)(q, k, v)
+    got.sum().backward()
+    grads = [t.grad for t in (q, k, v, slopes)]
+    assert calls == {"forward": 1, "backward": 1}
+    for t in (q, k, v, slopes):
+        t.grad = None
+    ref = fn(q, k, v)            # eager: cherenkov.attention itself
+    ref.sum().backward()
+    torch.testing.assert_close(got, ref, atol=2e-5, rtol=2e-5)
+    for g, t in zip(grads, (q, k, v, slopes)):
+        torch.testing.assert_close(g, t.grad, atol=5e-5, rtol=5e-5)
+
+
+def test_untraceable_mod_runs_the_math_implementation(calls):
+    """A mod our tracer cannot render (erf) still runs in the graph: the op takes the math
+    implementation, forward and backward."""
+    torch.manual_seed(4)
+    mod = lambda s, b, h, q, kv: s + torch.erf(s)  # noqa: E731
+
+    def fn(q, k, v):
+        out, _, *_ = flex_hop(q, k, v, mod, create_block_mask(
+            causal, 1, 1, 32, 32, device="cpu", BLOCK_SIZE=(32, 32)).as_tuple(), 0.25,
+            _apply_kernel_options(q, k, v, False, None))
+        return out
+    q, k, v = (torch.randn(1, 2, 32, 16, requires_grad=True) for _ in range(3))
+    got = _compiled(fn)(q, k, v)
+    got.sum().backward()
+    grads = [t.grad for t in (q, k, v)]
+    assert calls == {"forward": 1, "backward": 1}
+    for t in (q, k, v):
+        t.grad = None
+    ref, _ = _reference(q, k, v, mod, causal, 0.25)
+    ref.sum().backward()
+    torch.testing.assert_close(got, ref.float(), atol=2e-5, rtol=2e-5)
+    for g, t in zip(grads, (q, k, v)):
+        torch.testing.assert_close(g, t.grad.float(), atol=5e-5, rtol=5e-5)
+
+
+def test_other_backends_run_the_recorded_flex_call():
+    """Compiled by another backend, cherenkov.attention's graph form is plain flex_attention."""
+    torch.manual_seed(5)
+    q, k, v = (torch.randn(1, 2, 48, 16) for _ in range(3))
+    fn = lambda q, k, v: ca.attention(q, k, v, mask_mod=ca.sliding_window(8))  # noqa: E731
+    torch._dynamo.reset()
+    got = torch.compile(fn, backend="eager", fullgraph=True)(q, k, v)
+    torch.testing.assert_close(got, fn(q, k, v), atol=2e-5, rtol=2e-5)
+
+
+def test_block_mask_without_q_lists_serves_the_forward(calls):
+    torch.manual_seed(6)
+    full = create_block_mask(causal, 1, 1, 64, 64, device="cpu", BLOCK_SIZE=(32, 32))
+    bm = BlockMask.from_kv_blocks(full.kv_num_blocks, full.kv_indices, full.full_kv_num_blocks,
+                                  full.full_kv_indices, BLOCK_SIZE=(32, 32), mask_mod=causal,
+                                  seq_lengths=(64, 64), compute_q_blocks=False)
+    q, k, v = (torch.randn(1, 2, 64, 16) for _ in range(3))
+    got = _compiled(lambda q, k, v: flex_attention(q, k, v, block_mask=bm))(q, k, v)
+    assert calls["forward"] == 1
+    torch.testing.assert_close(got, _reference(q, k, v, None, causal, 0.25)[0].float(),
+                               atol=2e-5, rtol=2e-5)
+
+
+def test_few_query_rows_take_the_decode_kernel(calls, monkeypatch):
+    """In-graph decode (4 query rows over 256 keys, GQA): the split-KV kernel."""
+    from cherenkov.attention import launch
+    used = []
+    real = launch.decode
+    monkeypatch.setattr(launch, "decode", lambda *a, **kw: used.append(1) or real(*a, **kw))
+    torch.manual_seed(7)
+    q, k, v = torch.randn(1, 4, 4, 16), torch.randn(1, 2, 256, 16), torch.randn(1, 2, 256, 16)
+    fn = lambda q, k, v: ca.attention(q, k, v, enable_gqa=True, scale=0.3)  # noqa: E731
+    got = _compiled(fn, fullgraph=True)(q, k, v)
+    assert calls["forward"] == 1 and used
+    torch.testing.assert_close(got, _reference(q, k, v, None, None, 0.3)[0].float(),
+                               atol=2e-5, rtol=2e-5)
