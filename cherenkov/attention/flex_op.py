@@ -103,8 +103,15 @@ class FlexSpec:
         return requires_grad and dtype.is_floating_point
 
     def kernels(self, interpret: bool, float_index: bool):
-        traced, _ = self.traced()
-        return load_kernels(traced, interpret, float_index)
+        """The kernel module, kept per spec: rendering and hashing its source per call cost
+        ~0.5 ms of host time on the GPU machine (flex through this op ran 2-4x slower than
+        the same call of cherenkov.attention, bench/results/2026-11-30_attention_h200_3d1587d.md)."""
+        key = ("kernels", interpret, float_index)
+        module = self._traced.get(key)
+        if module is None:
+            traced, _ = self.traced()
+            module = self._traced[key] = load_kernels(traced, interpret, float_index)
+        return module
 
     def block_mask(self, blocks, B, H, Q_LEN, KV_LEN, mask_mod, reads_buffers: bool,
                    device) -> BlockMask:

@@ -45,25 +45,29 @@ def test_flex_attention_softcap_block_mask_bf16(calls):
     torch.manual_seed(0)
     B, H, S, D = 2, 4, 320, 64
     bias = torch.randn(H, device="cuda", requires_grad=True)
-    mod = lambda s, b, h, q, kv: 30 * torch.tanh(s / 30) + bias[h]  # noqa: E731
+    bias64 = bias.detach().double().requires_grad_()
     bm = create_block_mask(causal, 1, 1, S, S, device="cuda")       # flex's 128 x 128 tiles
 
-    def fn(q, k, v):
-        return flex_attention(q, k, v, score_mod=mod, block_mask=bm)
+    def make(bias):
+        mod = lambda s, b, h, q, kv: 30 * torch.tanh(s / 30) + bias[h]  # noqa: E731
+        return lambda q, k, v: flex_attention(q, k, v, score_mod=mod, block_mask=bm)
+    fn = make(bias)
     q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16,
                            requires_grad=True) for _ in range(3))
     torch._dynamo.reset()
     ours, g_ours = _grads(cherenkov.compile(fn, strict=True, dynamic=False), q, k, v, (bias,))
     assert calls == {"forward": 1, "backward": 1}
-    ref, g_ref = _grads(fn, *(t.detach().double().requires_grad_() for t in (q, k, v)),
-                        extra=())
+    ref, g_ref = _grads(make(bias64), *(t.detach().double().requires_grad_()
+                                        for t in (q, k, v)), (bias64,))
     assert rel(ours, ref) < 1e-2
     for g, r in zip(g_ours[:3], g_ref):
         assert rel(g, r) < 2e-2
-    bias.grad = None
     torch._dynamo.reset()
-    theirs, g_theirs = _grads(torch.compile(fn, dynamic=False), q, k, v, (bias,))
-    assert rel(g_ours[3], g_theirs[3]) < 2e-2          # the captured bias's gradient
+    _, g_theirs = _grads(torch.compile(fn, dynamic=False), q, k, v, (bias,))
+    # the captured bias's gradient sums dS over every pair of a head: bf16 scores cancel, so
+    # it is held to torch's own compiled flex's error against float64 (or 3%)
+    err_theirs = rel(g_theirs[3], g_ref[3])
+    assert rel(g_ours[3], g_ref[3]) < max(3 * err_theirs, 3e-2)
 
 
 def test_cherenkov_attention_fullgraph_bf16(calls):
