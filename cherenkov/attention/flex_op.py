@@ -350,6 +350,9 @@ def _setup_context(ctx, inputs, output):
     blocks = inputs[3:11]
     score_bufs, mask_bufs, key = inputs[11], inputs[12], inputs[13]
     out, lse = output
+    # an output nobody reads gets None, not a materialized zero tensor (lse mostly: its zeros
+    # would cost an allocation and two element-wise passes in every backward)
+    ctx.set_materialize_grads(False)
     ctx.key, ctx.n_score = key, len(score_bufs)
     ctx.present = tuple(b is not None for b in blocks)
     ctx.save_for_backward(q, k, v, out, lse, *(b for b in blocks if b is not None),
