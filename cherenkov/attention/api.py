@@ -110,6 +110,9 @@ def _as_flex_attention(q, k, v, score_mod, mask_mod, block_mask, scale, return_l
     from torch._higher_order_ops.flex_attention import flex_attention as flex_hop
     from torch.nn.attention import flex_attention as fa
     from .flex_op import HUGE_BLOCK
+    for x in (q, k, v):         # heads and head dim static, as flex_attention has them (the
+        torch._dynamo.mark_static(x, -3)        # scale is then a constant)
+        torch._dynamo.mark_static(x, -1)
     B, H, Q_LEN, D = q.shape
     KV_LEN = k.shape[2]
     if mask_mod is None and block_mask is not None:
@@ -127,7 +130,8 @@ def _as_flex_attention(q, k, v, score_mod, mask_mod, block_mask, scale, return_l
         zero = torch.zeros((1, 1, 1, 1), dtype=torch.int32, device=q.device)
         tbm = fa.BlockMask((Q_LEN, KV_LEN), one, zero, None, None, one, zero, None, None,
                            (HUGE_BLOCK, HUGE_BLOCK), mask_mod)
-    scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
+    # int(D): a symbolic head dim (dynamic=True) is specialized, so the scale is a constant
+    scale = 1.0 / math.sqrt(int(D)) if scale is None else float(scale)
     options = fa._apply_kernel_options(q, k, v, return_lse, None)
     out, lse, *_ = flex_hop(q, k, v, score_mod if score_mod is not None else fa._identity,
                             tbm.as_tuple(), scale, options)

@@ -49,7 +49,6 @@ class FlexSpec:
     mask_graph: Optional[Callable]       # (b, h, q_idx, kv_idx, *mask_buffers)
     score_buffers: tuple                 # (shape, dtype, requires_grad) of each
     mask_buffers: tuple
-    scale: float
     block: tuple[int, int]               # flex's (Q_BLOCK_SIZE, KV_BLOCK_SIZE)
     _traced: dict = field(default_factory=dict, repr=False)
     _masks: dict = field(default_factory=dict, repr=False)
@@ -197,7 +196,7 @@ def _log_once(reason: str) -> None:
         log.warning("cherenkov flex_attention: using the math implementation: %s", reason)
 
 
-def _plan(spec, kernels, q, k, blocks, score_bufs, mask_bufs, interpret):
+def _plan(spec, kernels, q, k, blocks, score_bufs, mask_bufs, scale, interpret):
     traced, slots = spec.traced()
     captured = [(score_bufs if kind == "s" else mask_bufs)[i] for kind, i in slots]
     captured = [t.to(q.device) if t.device != q.device else t for t in captured]
@@ -205,29 +204,38 @@ def _plan(spec, kernels, q, k, blocks, score_bufs, mask_bufs, interpret):
     _, mask_mod = spec.mods(score_bufs, mask_bufs)
     mask = spec.block_mask(blocks, B, H, Q_LEN, k.shape[2], mask_mod,
                            any(kind == "m" for kind, _ in slots), q.device)
-    return launch.Plan(kernels, traced, mask, spec.scale, interpret), captured, slots
+    return launch.Plan(kernels, traced, mask, scale, interpret), captured, slots
 
 
 def _gqa(q, k) -> bool:
     return q.shape[1] != k.shape[1]
 
 
-def forward(q, k, v, blocks, score_bufs, mask_bufs, key):
+def _check(q, k, v) -> None:
+    if k.shape != v.shape or q.shape[0] != k.shape[0] or q.shape[3] != k.shape[3] \
+            or q.shape[1] % k.shape[1]:
+        raise ValueError(f"flex_attention on Cherenkov's kernels: q {tuple(q.shape)}, k "
+                         f"{tuple(k.shape)}, v {tuple(v.shape)}: k and v alike, one batch and "
+                         "head dim, query heads a multiple of kv heads")
+
+
+def forward(q, k, v, blocks, score_bufs, mask_bufs, scale, key):
     """(out, lse in log2 units, -inf on empty rows)."""
+    _check(q, k, v)
     spec = _SPECS[key]
     mode, kernels = _kernels_or_reason(spec, q, k)
     if mode is None:
         _log_once(kernels)
         score_mod, mask_mod = spec.mods(score_bufs, mask_bufs)
-        out, lse = attention_math(q, k, v, score_mod, mask_mod, spec.scale, _gqa(q, k), True)
+        out, lse = attention_math(q, k, v, score_mod, mask_mod, scale, _gqa(q, k), True)
         return out, lse / LN2
     if kernels is None:                 # 16-bit on the CPU interpreter: float32 copies
         out, lse = forward(q.float(), k.float(), v.float(), blocks,
                            [b.float() if b.is_floating_point() else b for b in score_bufs],
-                           mask_bufs, key)
+                           mask_bufs, scale, key)
         return out.to(q.dtype), lse
     q, k, v = _unit(q), _unit(k), _unit(v)
-    plan, captured, _ = _plan(spec, kernels, q, k, blocks, score_bufs, mask_bufs,
+    plan, captured, _ = _plan(spec, kernels, q, k, blocks, score_bufs, mask_bufs, scale,
                               mode == "interpret")
     if q.shape[2] <= DECODE_MAX_Q and plan.mask.state is not None \
             and k.shape[2] >= 4 * plan.mask.block[1]:
@@ -237,14 +245,14 @@ def forward(q, k, v, blocks, score_bufs, mask_bufs, key):
     return out, torch.where(torch.isinf(lse), float("-inf"), lse)
 
 
-def backward(q, k, v, out, lse, dout, dlse, blocks, score_bufs, mask_bufs, key):
+def backward(q, k, v, out, lse, dout, dlse, blocks, score_bufs, mask_bufs, scale, key):
     """(dq, dk, dv, [gradient of each score buffer, or None])."""
     spec = _SPECS[key]
     mode, kernels = _kernels_or_reason(spec, q, k)
     if mode is None or kernels is None:
-        return _backward_math(spec, q, k, v, dout, dlse, score_bufs, mask_bufs)
+        return _backward_math(spec, q, k, v, dout, dlse, score_bufs, mask_bufs, scale)
     q, k, v = _unit(q), _unit(k), _unit(v)
-    plan, captured, slots = _plan(spec, kernels, q, k, blocks, score_bufs, mask_bufs,
+    plan, captured, slots = _plan(spec, kernels, q, k, blocks, score_bufs, mask_bufs, scale,
                                   mode == "interpret")
     if plan.mask.q_num_blocks is None:
         raise RuntimeError("flex_attention backward needs the block mask's q lists (a BlockMask "
@@ -261,24 +269,24 @@ def backward(q, k, v, out, lse, dout, dlse, blocks, score_bufs, mask_bufs, key):
     return dq, dk, dv, grads
 
 
-def _backward_math(spec, q, k, v, dout, dlse, score_bufs, mask_bufs):
+def _backward_math(spec, q, k, v, dout, dlse, score_bufs, mask_bufs, scale):
     """Gradients through the math implementation (what eager flex computes), by autograd in
     a thread of its own: inside a custom op's implementation this thread's dispatcher skips
     autograd (thread-local), and a new thread starts without that exclusion."""
     from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(1) as pool:
         return pool.submit(_backward_math_autograd, spec, q, k, v, dout, dlse, score_bufs,
-                           mask_bufs).result()
+                           mask_bufs, scale).result()
 
 
-def _backward_math_autograd(spec, q, k, v, dout, dlse, score_bufs, mask_bufs):
+def _backward_math_autograd(spec, q, k, v, dout, dlse, score_bufs, mask_bufs, scale):
     with torch.enable_grad():
         qq, kk, vv = (t.detach().requires_grad_() for t in (q, k, v))
         sb = [b.detach().float().requires_grad_() if spec.grad_buffer(i) else b
               for i, b in enumerate(score_bufs)]
         score_mod, mask_mod = spec.mods(sb, mask_bufs)
         out, lse = attention_math(qq.float(), kk.float(), vv.float(), score_mod, mask_mod,
-                                  spec.scale, _gqa(q, k), True, lse_grad=dlse is not None)
+                                  scale, _gqa(q, k), True, lse_grad=dlse is not None)
         outs, grads_in = [out], [dout.float()]
         if dlse is not None:
             finite = torch.isfinite(lse)
@@ -303,9 +311,9 @@ def flex_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                       q_num: Optional[torch.Tensor], q_idx: Optional[torch.Tensor],
                       full_q_num: Optional[torch.Tensor], full_q_idx: Optional[torch.Tensor],
                       score_bufs: list[torch.Tensor], mask_bufs: list[torch.Tensor],
-                      key: int) -> tuple[torch.Tensor, torch.Tensor]:
+                      scale: float, key: int) -> tuple[torch.Tensor, torch.Tensor]:
     blocks = (kv_num, kv_idx, full_kv_num, full_kv_idx, q_num, q_idx, full_q_num, full_q_idx)
-    out, lse = forward(q, k, v, blocks, list(score_bufs), list(mask_bufs), key)
+    out, lse = forward(q, k, v, blocks, list(score_bufs), list(mask_bufs), scale, key)
     return out.contiguous(), lse.float().contiguous()
 
 
@@ -323,12 +331,12 @@ def flex_attention_backward_op(
         full_kv_num: Optional[torch.Tensor], full_kv_idx: Optional[torch.Tensor],
         q_num: Optional[torch.Tensor], q_idx: Optional[torch.Tensor],
         full_q_num: Optional[torch.Tensor], full_q_idx: Optional[torch.Tensor],
-        score_bufs: list[torch.Tensor], mask_bufs: list[torch.Tensor],
+        score_bufs: list[torch.Tensor], mask_bufs: list[torch.Tensor], scale: float,
         key: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[torch.Tensor]]:
     """dq, dk, dv and one gradient per score buffer (empty where it gets none)."""
     blocks = (kv_num, kv_idx, full_kv_num, full_kv_idx, q_num, q_idx, full_q_num, full_q_idx)
     dq, dk, dv, grads = backward(q, k, v, out, lse, dout, dlse, blocks, list(score_bufs),
-                                 list(mask_bufs), key)
+                                 list(mask_bufs), scale, key)
     grads = [g.contiguous() if g is not None else b.new_empty(0)
              for g, b in zip(grads, score_bufs)]
     return dq.contiguous(), dk.contiguous(), dv.contiguous(), grads
@@ -336,7 +344,7 @@ def flex_attention_backward_op(
 
 @flex_attention_backward_op.register_fake
 def _(q, k, v, out, lse, dout, dlse, *rest):
-    score_bufs, key = rest[8], rest[10]
+    score_bufs, key = rest[8], rest[11]
     spec = _SPECS[key]
     grads = [torch.empty_like(b, memory_format=torch.contiguous_format) if spec.grad_buffer(i)
              else b.new_empty(0) for i, b in enumerate(score_bufs)]
@@ -348,12 +356,12 @@ def _(q, k, v, out, lse, dout, dlse, *rest):
 def _setup_context(ctx, inputs, output):
     q, k, v = inputs[:3]
     blocks = inputs[3:11]
-    score_bufs, mask_bufs, key = inputs[11], inputs[12], inputs[13]
+    score_bufs, mask_bufs, scale, key = inputs[11], inputs[12], inputs[13], inputs[14]
     out, lse = output
     # an output nobody reads gets None, not a materialized zero tensor (lse mostly: its zeros
     # would cost an allocation and two element-wise passes in every backward)
     ctx.set_materialize_grads(False)
-    ctx.key, ctx.n_score = key, len(score_bufs)
+    ctx.key, ctx.scale, ctx.n_score = key, scale, len(score_bufs)
     ctx.present = tuple(b is not None for b in blocks)
     ctx.save_for_backward(q, k, v, out, lse, *(b for b in blocks if b is not None),
                           *score_bufs, *mask_bufs)
@@ -368,10 +376,10 @@ def _backward(ctx, dout, dlse):
     if dout is None:
         dout = torch.zeros_like(out)
     dq, dk, dv, grads = flex_attention_backward_op(q, k, v, out, lse, dout, dlse, *blocks,
-                                                   score_bufs, mask_bufs, ctx.key)
+                                                   score_bufs, mask_bufs, ctx.scale, ctx.key)
     spec = _SPECS[ctx.key]
     grads = [g if spec.grad_buffer(i) else None for i, g in enumerate(grads)]
-    return (dq, dk, dv) + (None,) * 8 + (grads, [None] * len(mask_bufs), None)
+    return (dq, dk, dv) + (None,) * 8 + (grads, [None] * len(mask_bufs), None, None)
 
 
 flex_attention_op.register_autograd(_backward, setup_context=_setup_context)

@@ -10,8 +10,8 @@ with the mods as GraphModule attributes. Each such node whose form we know becom
 `cherenkov::flex_attention` (attention/flex_op.py), keyed by a FlexSpec holding the graphs;
 AOTAutograd traces that op and its registered gradient, and the compiled graphs call our
 kernels. Left alone (the graph then runs in eager, as any op we cannot compile): a
-max-score output that is read, value head dims unlike the query's, or a block-mask tuple of
-an unknown layout (torch 2.11 has 13 entries, 2.13 adds four optional ones, all None here).
+max-score output that is read, or a block-mask tuple of an unknown layout (torch 2.11 has 13
+entries, 2.13 adds four optional ones, all None here).
 """
 from __future__ import annotations
 
@@ -40,53 +40,79 @@ def _graph(gm: torch.fx.GraphModule, node):
     return None
 
 
+def _size(s) -> int:
+    """A dim as a number: a symbolic one (dynamic shapes) by its hint -- stand-ins need only
+    dtype and rank, the op reads the real sizes at run time."""
+    if isinstance(s, torch.SymInt):
+        hint = getattr(s.node, "hint", None)
+        return int(hint) if hint is not None else 2
+    return int(s)
+
+
 def _buffers(nodes) -> tuple | None:
-    """(shape, dtype, requires_grad) of each buffer, None if one is not a static tensor."""
+    """(shape, dtype, requires_grad) of each buffer, None if one is not a tensor; an integer
+    (a symbolic size the mods read, with dynamic shapes) counts as a 0-d int64 tensor."""
     out = []
     for n in nodes:
         t = _value(n)
-        if not isinstance(t, torch.Tensor) or any(isinstance(s, torch.SymInt) for s in t.shape):
+        if isinstance(t, (int, torch.SymInt)) and not isinstance(t, bool):
+            out.append(((), torch.int64, False))
+            continue
+        if not isinstance(t, torch.Tensor):
             return None
-        out.append((tuple(int(s) for s in t.shape), t.dtype, bool(t.requires_grad)))
+        out.append((tuple(_size(s) for s in t.shape), t.dtype, bool(t.requires_grad)))
     return tuple(out)
 
 
-def _parse(gm, node) -> tuple | None:
-    """(FlexSpec, q, k, v, eight list nodes, score buffer nodes, mask buffer nodes) or None."""
+def _tensor_buffers(gm, nodes, device) -> list:
+    """The buffers as tensors: an integer becomes a 0-d int64 tensor on `device` (the tracer
+    reads it as run-time data, so a symbolic size is never baked into a kernel)."""
+    out = []
+    for n in nodes:
+        if isinstance(_value(n), torch.Tensor):
+            out.append(n)
+        else:
+            out.append(gm.graph.call_function(torch.scalar_tensor, (n,),
+                                              {"dtype": torch.int64, "device": device}))
+    return out
+
+
+def _parse(gm, node) -> tuple:
+    """(FlexSpec, q, k, v, eight list nodes, score buffer nodes, mask buffer nodes), or
+    (None, why not). Shapes may be symbolic: the op checks them at run time."""
     from cherenkov.attention.flex_op import HUGE_BLOCK, FlexSpec
     args = list(node.args) + [()] * (9 - len(node.args))
     q, k, v, score_node, bm, scale, options, score_bufs, mask_bufs = args[:9]
     if node.kwargs or not isinstance(bm, (tuple, list)) or len(bm) < 13:
-        return None
-    if not isinstance(scale, (int, float)) or not isinstance(options, dict):
-        return None
+        return None, "an unknown argument layout"
+    if not isinstance(scale, (int, float, torch.fx.Node)) or not isinstance(options, dict):
+        return None, "an unknown scale or kernel options"
     lists, extra, (bq, bk, mask_node) = bm[2:10], bm[10:-3], bm[-3:]
     if any(e is not None for e in extra) or not all(isinstance(b, int) for b in (bq, bk)):
-        return None
+        return None, "a block mask with deterministic-backward orders or symbolic tiles"
     if lists[0] is None or lists[1] is None:
-        return None
-    qv, kv_, vv = _value(q), _value(k), _value(v)
-    if not all(isinstance(t, torch.Tensor) and t.dim() == 4 for t in (qv, kv_, vv)):
-        return None
-    if vv.shape[-1] != qv.shape[-1] or kv_.shape != vv.shape or qv.shape[1] % kv_.shape[1]:
-        return None
+        return None, "a block mask without kv lists"
+    if not all(isinstance(_value(t), torch.Tensor) and _value(t).dim() == 4 for t in (q, k, v)):
+        return None, "q, k, v not 4-d tensors"
     score_graph, mask_graph = _graph(gm, score_node), _graph(gm, mask_node)
     if score_graph is None or mask_graph is None:
-        return None
+        return None, "mods that are not subgraphs"
     sb, mb = _buffers(score_bufs), _buffers(mask_bufs)
     if sb is None or mb is None:
-        return None
+        return None, "a captured buffer that is not a tensor"
     for user in node.users:         # only out (0) and lse (1) may be read
         if not (user.op == "call_function" and user.target is operator.getitem
                 and user.args[1] in (0, 1)) and user.users:
-            return None
-    spec = FlexSpec(score_graph, mask_graph, sb, mb, float(scale), (bq, bk))
+            return None, "its max-score output is read"
+    spec = FlexSpec(score_graph, mask_graph, sb, mb, (bq, bk))
     lists = list(lists)
     if max(bq, bk) >= HUGE_BLOCK:
         # FlexAttention's "no block mask": the op builds its own, and the transposed lists
         # Dynamo built for it under vmap (an argsort, an index_put) become dead code
         lists[2:] = [None] * 6
-    return spec, q, k, v, lists, list(score_bufs), list(mask_bufs)
+    # the scale goes to the op as an argument: a symbolic one (dynamic head dims) is
+    # specialized by AOTAutograd's guards
+    return spec, q, k, v, lists, list(score_bufs), list(mask_bufs), scale
 
 
 def use_cherenkov_flex_attention(gm: torch.fx.GraphModule) -> int:
@@ -101,14 +127,19 @@ def use_cherenkov_flex_attention(gm: torch.fx.GraphModule) -> int:
         if not (node.op == "call_function" and node.target is hop):
             continue
         parsed = _parse(gm, node)
-        if parsed is None:
-            log.warning("cherenkov: a flex_attention call of a form not handled stays "
-                        "(its graph runs in eager)")
+        if parsed[0] is None:
+            log.warning("cherenkov: a flex_attention call stays PyTorch's (its graph runs in "
+                        "eager): %s", parsed[1])
             continue
-        spec, q, k, v, lists, score_bufs, mask_bufs = parsed
+        spec, q, k, v, lists, score_bufs, mask_bufs, scale = parsed
         key = register(spec)
         with gm.graph.inserting_before(node):
-            new = gm.graph.call_function(op, (q, k, v, *lists, score_bufs, mask_bufs, key))
+            device = _value(q).device
+            score_bufs = _tensor_buffers(gm, score_bufs, device)
+            mask_bufs = _tensor_buffers(gm, mask_bufs, device)
+            new = gm.graph.call_function(op, (q, k, v, *lists, score_bufs, mask_bufs,
+                                              float(scale) if not isinstance(scale, torch.fx.Node)
+                                              else scale, key))
         old = _value(node)
         if isinstance(old, (tuple, list)) and len(old) >= 2:
             new.meta["example_value"] = (old[0], old[1])

@@ -195,3 +195,31 @@ def test_few_query_rows_take_the_decode_kernel(calls, monkeypatch):
     assert calls["forward"] == 1 and used
     torch.testing.assert_close(got, _reference(q, k, v, None, None, 0.3)[0].float(),
                                atol=2e-5, rtol=2e-5)
+
+
+def test_dynamic_shapes_stay_on_our_kernels(calls):
+    """dynamic=True: symbolic lengths (and the symbolic size Dynamo hands the mask graph as a
+    buffer) reach the op as run-time values; every length runs our op, gradients included."""
+    torch.manual_seed(8)
+    slopes = torch.randn(4, requires_grad=True)
+
+    def fn(q, k, v, ids):
+        docs = ca.document(ids=ids, causal=True)
+        return ca.attention(q, k, v, score_mod=ca.alibi(slopes), mask_mod=docs)
+    torch._dynamo.reset()
+    compiled = cherenkov.compile(fn, strict=True, dynamic=True)
+    for n, S in enumerate((48, 80, 96), 1):
+        q, k, v = (torch.randn(1, 4, S, 16, requires_grad=True) for _ in range(3))
+        ids = torch.arange(S) // 30
+        got = compiled(q, k, v, ids)
+        got.sum().backward()
+        grads = [t.grad for t in (q, k, v, slopes)]
+        assert calls["forward"] == n and calls["backward"] == n
+        for t in (q, k, v, slopes):
+            t.grad = None
+        ref = fn(q, k, v, ids)
+        ref.sum().backward()
+        torch.testing.assert_close(got, ref, atol=2e-5, rtol=2e-5)
+        for g, t in zip(grads, (q, k, v, slopes)):
+            torch.testing.assert_close(g, t.grad, atol=5e-5, rtol=5e-5)
+        slopes.grad = None
