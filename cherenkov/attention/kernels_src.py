@@ -251,17 +251,20 @@ def _dq_tile(dq, q, do, lse, delta, K_base, V_base, start_n, offs_m, offs_d, b, 
 
 
 @triton.jit
-def _attn_bwd_dq(Q, K, V, DO, DQ, LSE, DELTA, __CAPS__ __GRADS__
+def _attn_bwd_dq(Q, K, V, DO, DQ, LSE, DELTA, O, __CAPS__ __GRADS__
                  KV_NUM, KV_IDX, FULL_NUM, FULL_IDX,
                  stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
                  stride_vb, stride_vh, stride_vn, stride_dob, stride_doh, stride_dom,
-                 stride_dqb, stride_dqh, stride_dqm,
+                 stride_dqb, stride_dqh, stride_dqm, stride_ob, stride_oh, stride_om,
                  snb, snh, snm, sib, sih, sim,
                  sm_scale, Q_LEN, KV_LEN, H, GROUPS, NUM_M_BLOCKS,
                  D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
                  BLOCK_N: tl.constexpr, SPARSE_M: tl.constexpr, SPARSE_N: tl.constexpr,
                  EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
-                 HAS_CAPTURE_GRADS: tl.constexpr, DOT_PREC: tl.constexpr):
+                 HAS_CAPTURE_GRADS: tl.constexpr, FUSED_DELTA: tl.constexpr,
+                 DOT_PREC: tl.constexpr):
+    """dQ per query block. FUSED_DELTA: the rows' delta = rowsum(dO * O) is computed here
+    (and stored for the dK/dV kernel, launched after this one) instead of by _attn_bwd_delta."""
     pid_m = NUM_M_BLOCKS - 1 - tl.program_id(0)
     bh = tl.program_id(1)
     b = bh // H
@@ -276,7 +279,13 @@ def _attn_bwd_dq(Q, K, V, DO, DQ, LSE, DELTA, __CAPS__ __GRADS__
     do = tl.load(DO + b * stride_dob + h * stride_doh + offs_m[:, None] * stride_dom
                  + offs_d[None, :], mask=row_mask, other=0.0)
     lse = tl.load(LSE + bh * Q_LEN + offs_m, mask=offs_m < Q_LEN, other=float("inf"))
-    delta = tl.load(DELTA + bh * Q_LEN + offs_m, mask=offs_m < Q_LEN, other=0.0)
+    if FUSED_DELTA:
+        o = tl.load(O + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_om
+                    + offs_d[None, :], mask=row_mask, other=0.0)
+        delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
+        tl.store(DELTA + bh * Q_LEN + offs_m, delta, mask=offs_m < Q_LEN)
+    else:
+        delta = tl.load(DELTA + bh * Q_LEN + offs_m, mask=offs_m < Q_LEN, other=0.0)
     K_base = K + b * stride_kb + hk * stride_kh
     V_base = V + b * stride_vb + hk * stride_vh
     dq = tl.zeros([BLOCK_M, D_PAD], tl.float32)

@@ -104,14 +104,37 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad, dlse
     caps = capture_args(captured, q.device)
     prec = _dot_precision(q.dtype)
 
+    # delta = rowsum(dO * O): computed by the dQ kernel, which runs first (one launch and a
+    # pass over dO fewer), unless an lse gradient joins it (its own kernel, then a subtraction)
     delta = torch.empty(B, H, Q_LEN, device=q.device, dtype=torch.float32)
-    bm = 32 if plan.interpret else 64
-    launcher(plan.kernels._attn_bwd_delta)(
-        (triton_cdiv(Q_LEN, bm), B * H),
-        (o, do, delta, *o.stride()[:3], *do.stride()[:3], Q_LEN, H),
-        dict(D=D, D_PAD=D_PAD, BLOCK_M=bm), (delta,))
-    if dlse is not None:
+    fused = dlse is None
+    if not fused:
+        bm = 32 if plan.interpret else 64
+        launcher(plan.kernels._attn_bwd_delta)(
+            (triton_cdiv(Q_LEN, bm), B * H),
+            (o, do, delta, *o.stride()[:3], *do.stride()[:3], Q_LEN, H),
+            dict(D=D, D_PAD=D_PAD, BLOCK_M=bm), (delta,))
         delta = delta - dlse.to(delta.dtype)
+
+    grad_ks = plan.traced.grad_indices()
+    grad_bufs = {k_: torch.zeros(captured[k_].numel(), device=q.device, dtype=torch.float32)
+                 for k_ in grad_ks}
+    dq = torch.empty_like(q, memory_format=torch.contiguous_format)
+    cfg = choose_config("dq", D, q.dtype, m.block, plan.interpret)
+    n_m = triton_cdiv(Q_LEN, cfg.block_m)
+    launcher(plan.kernels._attn_bwd_dq)(
+        (n_m, B * H),
+        (q, k, v, do, dq, lse, delta, o, *caps, *(grad_bufs[k_] for k_ in grad_ks),
+         m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices,
+         *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], *dq.stride()[:3],
+         *o.stride()[:3], *_mask_strides(m.kv_num_blocks, m.kv_indices),
+         plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m),
+        dict(D=D, D_PAD=D_PAD, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
+             SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % cfg.block_m == 0,
+             EVEN_N=KV_LEN % m.block[1] == 0, HAS_SCORE_MOD=plan.has_score_mod,
+             HAS_CAPTURE_GRADS=bool(grad_ks), FUSED_DELTA=fused, DOT_PREC=prec),
+        () if grad_ks else (dq, delta) if fused else (dq,),
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
     dk = torch.empty_like(k, memory_format=torch.contiguous_format)
     dv = torch.empty_like(v, memory_format=torch.contiguous_format)
@@ -129,25 +152,6 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad, dlse
              SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % m.block[0] == 0,
              EVEN_N=KV_LEN % cfg.block_n == 0, HAS_SCORE_MOD=plan.has_score_mod, DOT_PREC=prec),
         (dk, dv), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
-
-    grad_ks = plan.traced.grad_indices()
-    grad_bufs = {k_: torch.zeros(captured[k_].numel(), device=q.device, dtype=torch.float32)
-                 for k_ in grad_ks}
-    dq = torch.empty_like(q, memory_format=torch.contiguous_format)
-    cfg = choose_config("dq", D, q.dtype, m.block, plan.interpret)
-    n_m = triton_cdiv(Q_LEN, cfg.block_m)
-    launcher(plan.kernels._attn_bwd_dq)(
-        (n_m, B * H),
-        (q, k, v, do, dq, lse, delta, *caps, *(grad_bufs[k_] for k_ in grad_ks),
-         m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices,
-         *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], *dq.stride()[:3],
-         *_mask_strides(m.kv_num_blocks, m.kv_indices),
-         plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m),
-        dict(D=D, D_PAD=D_PAD, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
-             SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % cfg.block_m == 0,
-             EVEN_N=KV_LEN % m.block[1] == 0, HAS_SCORE_MOD=plan.has_score_mod,
-             HAS_CAPTURE_GRADS=bool(grad_ks), DOT_PREC=prec),
-        () if grad_ks else (dq,), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
     capture_grads = []
     for k_, t in enumerate(captured):

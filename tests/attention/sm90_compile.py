@@ -74,9 +74,11 @@ def main() -> int:
                     captured_types, 4, 1)
         compile_one(kernels._attn_bwd_dkdv, dict(base, BLOCK_M=64, BLOCK_N=64),
                     captured_types, 4, 2)
-        compile_one(kernels._attn_bwd_dq, dict(base, BLOCK_M=128, BLOCK_N=64,
-                                               HAS_CAPTURE_GRADS=bool(traced.grad_loads())),
-                    captured_types, 8, 2)
+        for fused in (True, False):
+            compile_one(kernels._attn_bwd_dq, dict(base, BLOCK_M=128, BLOCK_N=64,
+                                                   HAS_CAPTURE_GRADS=bool(traced.grad_loads()),
+                                                   FUSED_DELTA=fused),
+                        captured_types, 8, 2)
         for dense in (False, True) if score_mod is None else (False,):
             compile_one(kernels._attn_decode_split,
                         dict(D=80, D_PAD=128, ROWS=16, BLOCK_N=64, SPARSE_N=64, EVEN_N=False,

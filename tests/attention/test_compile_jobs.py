@@ -37,8 +37,8 @@ def test_jobs_from_layouts_equal_the_run_launches():
             {"do": _meta(do), "out": _meta(out), "lse": _meta(lse)})
         jobs = forward + backward
         assert [(j.fn, j.args, j.kwargs) for j in jobs] == launches
-        assert [j.fn for j in jobs] == ["_attn_fwd", "_attn_bwd_delta", "_attn_bwd_dkdv",
-                                        "_attn_bwd_dq"]
+        # the dQ kernel computes delta (rowsum(dO * O)) and runs before dK/dV
+        assert [j.fn for j in jobs] == ["_attn_fwd", "_attn_bwd_dq", "_attn_bwd_dkdv"]
         assert all(j.path.endswith(".py") for j in jobs)
         fwd_only, none = sdpa_routing.compile_jobs(_meta(q), _meta(k), _meta(v), is_causal,
                                                    None, q.device)
