@@ -71,7 +71,36 @@ def main() -> int:
     fwd_bwd = per_call_us(lambda: torch.autograd.backward(
         ca.attention(q, kk, vv, score_mod=sm, mask_mod=ca.causal, block_mask=bm), g))
     print(f"decode call: {decode:.1f} us of Python; softcap forward+backward: {fwd_bwd:.1f} us")
+    fwd, bwd = flex_op_us()
+    print(f"cherenkov::flex_attention (document mask, flex's 64 x 64 lists): forward op "
+          f"{fwd:.1f} us, backward op {bwd:.1f} us")
     return 0
+
+
+def flex_op_us() -> tuple[float, float]:
+    """The custom ops a compiled flex_attention call runs (attention/flex_op.py), called
+    directly as a compiled graph calls them: forward and backward op, B=1 H=2 S=256 D=64."""
+    from torch.nn.attention.flex_attention import create_block_mask
+    from cherenkov.attention import flex_op
+    fake = types.SimpleNamespace(**{n: _Kernel() for n in (
+        "_attn_fwd", "_attn_bwd_delta", "_attn_bwd_dkdv", "_attn_bwd_dq")})
+    flex_op.kernel_mode = lambda device: ("jit", "")
+    flex_op.load_kernels = lambda *a, **k: fake
+    ids = torch.arange(256, dtype=torch.int32) // 100
+    mask = lambda b, h, q, kv, ids: (ids[q] == ids[kv]) & (q >= kv)  # noqa: E731
+    key = flex_op.register(flex_op.FlexSpec(lambda s, b, h, q, kv: s, mask, (),
+                                            (((256,), torch.int32, False),), (64, 64)))
+    bm = create_block_mask(lambda b, h, q, kv: mask(b, h, q, kv, ids), None, None, 256, 256,
+                           device="cpu", BLOCK_SIZE=(64, 64))
+    blocks = (bm.kv_num_blocks, bm.kv_indices, bm.full_kv_num_blocks, bm.full_kv_indices,
+              bm.q_num_blocks, bm.q_indices, bm.full_q_num_blocks, bm.full_q_indices)
+    q, k, v = (torch.randn(1, 2, 256, 64) for _ in range(3))
+    fwd = torch.ops.cherenkov.flex_attention.default
+    bwd = torch.ops.cherenkov.flex_attention_backward.default
+    out, lse = fwd(q, k, v, *blocks, [], [ids], 0.125, key)
+    return (per_call_us(lambda: fwd(q, k, v, *blocks, [], [ids], 0.125, key)),
+            per_call_us(lambda: bwd(q, k, v, out, lse, out, None, *blocks, [], [ids], 0.125,
+                                    key)))
 
 
 if __name__ == "__main__":
