@@ -216,10 +216,9 @@ def _fuse_linear_cross_entropy(gm: torch.fx.GraphModule, example_inputs, config:
 
 
 def _flex_attention(gm: torch.fx.GraphModule, config: Config):
-    """FlexAttention calls (capture/flex_attention.py) run by our kernels; a failure leaves
-    the graph as it was for that call (its graph then runs in eager)."""
-    if config.attention == "sdpa":
-        return
+    """FlexAttention calls (capture/flex_attention.py) run by our kernels (whatever
+    `attention` says of SDPA calls: cherenkov.attention is recorded as this op); a failure
+    leaves the graph as it was for that call (its graph then runs in eager)."""
     from cherenkov.capture.flex_attention import use_cherenkov_flex_attention
     try:
         use_cherenkov_flex_attention(gm)

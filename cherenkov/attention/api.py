@@ -8,7 +8,7 @@ mask_mod unless given, lets the kernels skip empty tiles. CUDA tensors run compi
 kernels, CPU tensors Triton's interpreter; if Triton is missing or a mod cannot be traced,
 the math implementation runs instead (logged once per reason). Semantics follow
 FlexAttention: `score` handed to score_mod is already scaled; a query row with no key left
-yields output 0 and lse -inf. lse (natural log, (B, H, Q)) is returned without gradient.
+yields output 0 and lse -inf. lse (natural log, (B, H, Q)) carries gradients too.
 A few query rows (<= 16) without autograd use the split-KV decode kernel.
 """
 from __future__ import annotations
@@ -44,17 +44,21 @@ class _AttentionFunction(torch.autograd.Function):
         o, lse = launch.forward(plan, q, k, v, captured)
         ctx.plan = plan
         ctx.save_for_backward(q, k, v, o, lse, *captured)
-        ctx.mark_non_differentiable(lse)
+        ctx.set_materialize_grads(False)        # an unread lse gets None, not zeros
         return o, lse
 
     @staticmethod
-    def backward(ctx, do, _dlse):
+    def backward(ctx, do, dlse2):
         if torch.is_grad_enabled():      # create_graph=True: the kernels' gradients have none
             raise RuntimeError("cherenkov.attention has no double backward (create_graph=True); "
                                "use attention_math for gradient penalties")
         q, k, v, o, lse, *captured = ctx.saved_tensors
+        if do is None:
+            do = torch.zeros_like(o)
+        # lse2 is log2 units: d loss / d lse = d loss / d lse2 / ln 2
+        dlse = None if dlse2 is None else dlse2 / LN2
         dq, dk, dv, cgrads = launch.backward(ctx.plan, q, k, v, o, lse, do, captured,
-                                             ctx.needs_input_grad[4:])
+                                             ctx.needs_input_grad[4:], dlse)
         return dq, dk, dv, None, *cgrads
 
 

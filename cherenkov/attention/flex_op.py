@@ -94,6 +94,11 @@ class FlexSpec:
             traced.mask = None                        # flex's no-op mask_mod
         where = {id(t): ("s", i) for i, t in enumerate(s_in)}
         where.update({id(t): ("m", i) for i, t in enumerate(m_in)})
+        if any(id(t) not in where for t in traced.captured):
+            # a tensor made inside the mod (torch.tensor(0.5), or arithmetic on a stand-in:
+            # `S // 2` of a symbolic size) would be baked in with the stand-in's values
+            return TraceError("the mods read a tensor they create (the math implementation "
+                              "runs them)")
         return traced, [where[id(t)] for t in traced.captured]
 
     def grad_buffer(self, i: int) -> bool:
@@ -284,9 +289,17 @@ def _backward_math(spec, q, k, v, dout, dlse, score_bufs, mask_bufs, scale):
     a thread of its own: inside a custom op's implementation this thread's dispatcher skips
     autograd (thread-local), and a new thread starts without that exclusion."""
     from concurrent.futures import ThreadPoolExecutor
+    stream = torch.cuda.current_stream(q.device) if q.is_cuda else None
+
+    def run():
+        if stream is None:
+            return _backward_math_autograd(spec, q, k, v, dout, dlse, score_bufs, mask_bufs,
+                                           scale)
+        with torch.cuda.device(q.device), torch.cuda.stream(stream):   # the caller's stream
+            return _backward_math_autograd(spec, q, k, v, dout, dlse, score_bufs, mask_bufs,
+                                           scale)
     with ThreadPoolExecutor(1) as pool:
-        return pool.submit(_backward_math_autograd, spec, q, k, v, dout, dlse, score_bufs,
-                           mask_bufs, scale).result()
+        return pool.submit(run).result()
 
 
 def _backward_math_autograd(spec, q, k, v, dout, dlse, score_bufs, mask_bufs, scale):

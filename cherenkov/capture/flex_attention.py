@@ -49,6 +49,14 @@ def _size(s) -> int:
     return int(s)
 
 
+def _same(a, b) -> bool:
+    """a == b for sure (symbolic sizes: only when the shape environment knows it)."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+    return bool(statically_known_true(a == b))
+
+
 def _buffers(nodes) -> tuple | None:
     """(shape, dtype, requires_grad) of each buffer, None if one is not a tensor; an integer
     (a symbolic size the mods read, with dynamic shapes) counts as a 0-d int64 tensor."""
@@ -88,12 +96,24 @@ def _parse(gm, node) -> tuple:
     if not isinstance(scale, (int, float, torch.fx.Node)) or not isinstance(options, dict):
         return None, "an unknown scale or kernel options"
     lists, extra, (bq, bk, mask_node) = bm[2:10], bm[10:-3], bm[-3:]
-    if any(e is not None for e in extra) or not all(isinstance(b, int) for b in (bq, bk)):
-        return None, "a block mask with deterministic-backward orders or symbolic tiles"
+    if any(e is not None for e in extra):
+        return None, "a block mask with deterministic-backward orders"
+    if not all(isinstance(b, int) for b in (bq, bk)):
+        return None, "symbolic block-mask tiles (a BlockMask passed in under dynamic=True)"
+    if not (max(bq, bk) >= HUGE_BLOCK or all(b >= 16 and not b & (b - 1) for b in (bq, bk))):
+        # our kernels walk tiles of powers of two; rebuilding from mask_mod would drop the
+        # sparsity of hand-made lists
+        return None, f"block-mask tiles {bq} x {bk} (not powers of two >= 16)"
+    if options.get("BACKEND") == "FLASH" or options.get("OUTPUT_MAX"):
+        return None, "kernel_options asking for the FLASH backend or the max scores"
     if lists[0] is None or lists[1] is None:
         return None, "a block mask without kv lists"
     if not all(isinstance(_value(t), torch.Tensor) and _value(t).dim() == 4 for t in (q, k, v)):
         return None, "q, k, v not 4-d tensors"
+    qv, kv_, vv = _value(q), _value(k), _value(v)
+    if not (_same(qv.shape[0], kv_.shape[0]) and _same(kv_.shape[0], vv.shape[0])
+            and _same(qv.shape[-1], vv.shape[-1])):
+        return None, "k/v batch broadcast or a value head dim unlike the query's"
     score_graph, mask_graph = _graph(gm, score_node), _graph(gm, mask_node)
     if score_graph is None or mask_graph is None:
         return None, "mods that are not subgraphs"
@@ -101,8 +121,9 @@ def _parse(gm, node) -> tuple:
     if sb is None or mb is None:
         return None, "a captured buffer that is not a tensor"
     for user in node.users:         # only out (0) and lse (1) may be read
-        if not (user.op == "call_function" and user.target is operator.getitem
-                and user.args[1] in (0, 1)) and user.users:
+        if not (user.op == "call_function" and user.target is operator.getitem):
+            return None, "its outputs are read other than by index"
+        if user.args[1] not in (0, 1) and user.users:
             return None, "its max-score output is read"
     spec = FlexSpec(score_graph, mask_graph, sb, mb, (bq, bk))
     lists = list(lists)
@@ -116,10 +137,19 @@ def _parse(gm, node) -> tuple:
 
 
 def use_cherenkov_flex_attention(gm: torch.fx.GraphModule) -> int:
-    """Rewrite every flex_attention node of Dynamo's graph `gm` we can take; returns how many."""
+    """Rewrite every flex_attention node of Dynamo's graph `gm` and of the subgraphs it calls
+    (activation checkpointing's, say) we can take; returns how many."""
     hop = _hop()
     if hop is None:
         return 0
+    done = 0
+    for _, module in list(gm.named_modules()):
+        if isinstance(module, torch.fx.GraphModule):
+            done += _rewrite(module, hop)
+    return done
+
+
+def _rewrite(gm: torch.fx.GraphModule, hop) -> int:
     from cherenkov.attention.flex_op import register
     op = torch.ops.cherenkov.flex_attention.default
     done = 0

@@ -138,6 +138,10 @@ def lower_fx(gm: torch.fx.GraphModule, inputs: list, strict: bool = False,
             placeholder_index += 1
         elif fx_node.op == "get_attr":
             tensor = getattr(gm, fx_node.target)
+            if not isinstance(tensor, torch.Tensor):
+                users = ", ".join(sorted({_op_name(u.target) for u in fx_node.users}))
+                raise GraphNotSupported(f"{fx_node.target} is a subgraph of a higher-order op "
+                                        f"({users}), which has no lowering")
             fake_env[fx_node] = fake_mode.from_tensor(tensor)
             env[fx_node] = library_node(lambda t=tensor: t, (), {}, tensor, "constant tensor",
                                         op=Op.EXTERN)

@@ -223,3 +223,90 @@ def test_dynamic_shapes_stay_on_our_kernels(calls):
         for g, t in zip(grads, (q, k, v, slopes)):
             torch.testing.assert_close(g, t.grad, atol=5e-5, rtol=5e-5)
         slopes.grad = None
+
+
+def test_lse_gradient_eager_matches_compiled_and_float64():
+    """cherenkov.attention's lse carries its gradient, outside a graph and inside one."""
+    torch.manual_seed(9)
+    slopes = torch.randn(2, requires_grad=True)
+
+    def fn(q, k, v):
+        out, lse = ca.attention(q, k, v, score_mod=ca.alibi(slopes), mask_mod=ca.causal,
+                                return_lse=True)
+        return out.square().sum() + 0.3 * torch.where(torch.isfinite(lse), lse, 0).sum()
+    q, k, v = (torch.randn(1, 2, 40, 16, requires_grad=True) for _ in range(3))
+    ref_mod = lambda s, b, h, qi, kv: s + slopes[h] * (kv - qi)  # noqa: E731
+    ref, ref_lse = _reference(q, k, v, ref_mod, causal, 0.25)
+    (ref.square().sum() + 0.3 * ref_lse.sum()).backward()
+    want = [t.grad.clone() for t in (q, k, v, slopes)]
+    for run in (fn, _compiled(fn, fullgraph=True)):
+        for t in (q, k, v, slopes):
+            t.grad = None
+        run(q, k, v).backward()
+        for g, t in zip(want, (q, k, v, slopes)):
+            torch.testing.assert_close(t.grad, g.float(), atol=1e-4, rtol=1e-4)
+
+
+def test_flex_inside_activation_checkpointing_runs_our_op(calls):
+    torch.manual_seed(10)
+    bm = create_block_mask(causal, 1, 1, 64, 64, device="cpu", BLOCK_SIZE=(32, 32))
+
+    def attend(q, k, v):
+        out, *_ = flex_hop(q, k, v, lambda s, b, h, qi, kv: s, bm.as_tuple(), 0.25,
+                           _apply_kernel_options(q, k, v, False, None))
+        return out.sin()
+
+    def fn(q, k, v):
+        return torch.utils.checkpoint.checkpoint(attend, q, k, v, use_reentrant=False)
+    q, k, v = (torch.randn(1, 2, 64, 16, requires_grad=True) for _ in range(3))
+    got = _compiled(fn)(q, k, v)
+    got.sum().backward()
+    grads = [t.grad for t in (q, k, v)]
+    assert calls["forward"] >= 1 and calls["backward"] == 1
+    for t in (q, k, v):
+        t.grad = None
+    ref, _ = _reference(q, k, v, None, causal, 0.25)
+    ref.sin().sum().backward()
+    torch.testing.assert_close(got, ref.sin().float(), atol=2e-5, rtol=2e-5)
+    for g, t in zip(grads, (q, k, v)):
+        torch.testing.assert_close(g, t.grad.float(), atol=5e-5, rtol=5e-5)
+
+
+def test_sdpa_config_still_runs_cherenkov_attention_in_graph(calls):
+    """attention="sdpa" is about SDPA calls; cherenkov.attention's recorded op still runs."""
+    q, k, v = (torch.randn(1, 2, 32, 16) for _ in range(3))
+    fn = lambda q, k, v: ca.attention(q, k, v, mask_mod=ca.causal)  # noqa: E731
+    got = _compiled(fn, attention="sdpa")(q, k, v)
+    assert calls["forward"] == 1
+    torch.testing.assert_close(got, fn(q, k, v), atol=2e-5, rtol=2e-5)
+
+
+def test_mod_creating_a_tensor_runs_the_math_implementation(calls):
+    """A tensor made inside the mod would be baked in with a stand-in's values: the op runs
+    the math implementation instead."""
+    q, k, v = (torch.randn(1, 2, 32, 16) for _ in range(3))
+    fn = lambda q, k, v: flex_attention(  # noqa: E731
+        q, k, v, score_mod=lambda s, b, h, qi, kv: s + torch.tensor(0.5) * (qi > kv))
+    got = _compiled(fn)(q, k, v)
+    assert calls["forward"] == 1
+    ref, _ = _reference(q, k, v, lambda s, b, h, qi, kv: s + 0.5 * (qi > kv), None, 0.25)
+    torch.testing.assert_close(got, ref.float(), atol=2e-5, rtol=2e-5)
+
+
+def test_calls_our_kernels_cannot_take_stay_pytorchs(calls):
+    """Odd tiles of hand-made lists, k/v batch broadcast: left to PyTorch (values as eager's)."""
+    torch.manual_seed(11)
+    full = create_block_mask(causal, 1, 1, 96, 96, device="cpu", BLOCK_SIZE=(48, 48))
+    q, k, v = (torch.randn(2, 2, 96, 16) for _ in range(3))
+    fn = lambda q, k, v: flex_attention(q, k, v, block_mask=full)  # noqa: E731
+    torch._dynamo.reset()
+    torch.testing.assert_close(cherenkov.compile(fn, dynamic=False)(q, k, v), fn(q, k, v),
+                               atol=2e-5, rtol=2e-5)
+    with pytest.raises(Exception, match="subgraph of a higher-order op"):
+        _compiled(fn)(q, k, v)             # strict: the reason, not an eager graph
+    k1, v1 = k[:1], v[:1]
+    bm2 = create_block_mask(causal, 2, 1, 96, 96, device="cpu", BLOCK_SIZE=(32, 32))
+    fn2 = lambda q, k, v: flex_attention(q, k, v, block_mask=bm2)  # noqa: E731
+    torch.testing.assert_close(cherenkov.compile(fn2, dynamic=False)(q, k1, v1), fn2(q, k1, v1),
+                               atol=2e-5, rtol=2e-5)
+    assert calls["forward"] == 0
