@@ -21,7 +21,7 @@ import triton  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
 
 import cherenkov.attention as ca  # noqa: E402
-from cherenkov.attention import codegen, kernels_src, tuning  # noqa: E402
+from cherenkov.attention import codegen, tuning  # noqa: E402
 from cherenkov.bench.report import commit  # noqa: E402
 
 K = tuning.KernelConfig

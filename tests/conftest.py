@@ -23,3 +23,19 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """Counts calls of the cherenkov::flex_attention ops' forward and backward
+    (attention/flex_op.py): whether a compiled graph ran our attention kernels."""
+    from cherenkov.attention import flex_op
+    seen = {"forward": 0, "backward": 0}
+    for name in seen:
+        real = getattr(flex_op, name)
+
+        def counted(*args, _real=real, _name=name):
+            seen[_name] += 1
+            return _real(*args)
+        monkeypatch.setattr(flex_op, name, counted)
+    return seen

@@ -35,7 +35,7 @@ from .codegen import interpreter_dots_exact, kernel_mode, load_kernels
 from .api import DECODE_MAX_Q
 from .reference import attention_math
 from .render import FLOAT_INDEX_MAX_LEN
-from .trace import TraceError, TracedMods, trace_mods
+from .trace import TraceError, trace_mods
 
 log = logging.getLogger("cherenkov.attention")
 LN2 = math.log(2.0)
@@ -172,11 +172,12 @@ def _i32(t: torch.Tensor) -> torch.Tensor:
 
 
 def _from_flex_lists(blocks, block, shape) -> BlockMask:
+    """Our BlockMask over flex's lists (no tile states: the op never needs them)."""
     kv_num, kv_idx, fkv_num, fkv_idx, q_num, q_idx, fq_num, fq_idx = blocks
     if fkv_num is None:                 # no full tiles: every listed tile is masked
         fkv_num, fkv_idx = torch.zeros_like(kv_num), kv_idx
-    if q_num is None:     # compute_q_blocks=False: forward only (flex refuses its gradient),
-        q_num, q_idx = None, None       # the backward checks
+    if q_num is None:   # compute_q_blocks=False: forward only (flex refuses its gradient;
+        # the backward checks)
         return BlockMask(None, *(_i32(t) for t in (kv_num, kv_idx, fkv_num, fkv_idx)),
                          None, None, None, None, block=tuple(block), shape=tuple(shape))
     if fq_num is None:

@@ -13,20 +13,6 @@ from cherenkov.attention import flex_op
 from torch._higher_order_ops.flex_attention import flex_attention as flex_hop  # noqa: E402
 
 
-@pytest.fixture
-def calls(monkeypatch):
-    """Counts calls of our op's forward and backward."""
-    seen = {"forward": 0, "backward": 0}
-    for name in seen:
-        real = getattr(flex_op, name)
-
-        def counted(*args, _real=real, _name=name):
-            seen[_name] += 1
-            return _real(*args)
-        monkeypatch.setattr(flex_op, name, counted)
-    return seen
-
-
 def _compiled(fn, **kw):
     torch._dynamo.reset()
     return cherenkov.compile(fn, strict=True, dynamic=False, **kw)

@@ -6,7 +6,6 @@ from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 import cherenkov
 import cherenkov.attention as ca
-from cherenkov.attention import flex_op
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -17,19 +16,6 @@ def causal(b, h, q, kv):
 
 def rel(a, b):
     return ((a.float() - b.float()).norm() / (b.float().norm() + 1e-12)).item()
-
-
-@pytest.fixture
-def calls(monkeypatch):
-    seen = {"forward": 0, "backward": 0}
-    for name in seen:
-        real = getattr(flex_op, name)
-
-        def counted(*args, _real=real, _name=name):
-            seen[_name] += 1
-            return _real(*args)
-        monkeypatch.setattr(flex_op, name, counted)
-    return seen
 
 
 def _grads(fn, q, k, v, extra=()):
