@@ -407,3 +407,62 @@ def _backward(ctx, dout, dlse):
 
 
 flex_attention_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+# ----------------------------------------------------------------------------------------------
+# compile jobs: the launches a call will make, for the compile workers
+def _recording_mask(spec: FlexSpec, blocks, B, H, Q_LEN, KV_LEN, device) -> BlockMask:
+    """A BlockMask laid out as the run's will be, on the meta device: flex's lists, or the
+    one block_mask() builds (dims the mask does not read kept at size 1)."""
+    bq, bk = spec.block
+    if all(16 <= s < HUGE_BLOCK and not s & (s - 1) for s in (bq, bk)):
+        return _from_flex_lists(blocks, (bq, bk), (B, H, Q_LEN, KV_LEN))
+    from .trace import depends_on
+    traced, _ = spec.traced()
+    deps = depends_on(traced.mask) if traced.mask is not None else set()
+    Bm, Hm = (B if "b" in deps else 1), (H if "h" in deps else 1)
+    nq, nk = -(-Q_LEN // DEFAULT_BLOCK[0]), -(-KV_LEN // DEFAULT_BLOCK[1])
+
+    def lists(rows, cols):
+        return (torch.empty(Bm, Hm, rows, dtype=torch.int32, device="meta"),
+                torch.empty(Bm, Hm, rows, cols, dtype=torch.int32, device="meta"))
+    return BlockMask(None, *lists(nq, nk), *lists(nq, nk), *lists(nk, nq), *lists(nk, nq),
+                     block=DEFAULT_BLOCK, shape=(B, H, Q_LEN, KV_LEN))
+
+
+def compile_jobs(key, q, k, v, blocks, score_bufs, mask_bufs, scale, device,
+                 grads=None) -> tuple[list, list]:
+    """(forward jobs, backward jobs) for a call on meta tensors laid out as the run's, on
+    `device`; `grads` = (out, lse, dout, dlse) for the backward's. Empty when the kernels
+    would not run (math implementation, decode)."""
+    from cherenkov.runtime.parallel_compile import Job, tensor_arg
+    from .sdpa_routing import _Recorder
+    spec = _SPECS[key]
+    mode, _ = kernel_mode(device)
+    if mode is None or q.dtype == torch.float64 or q.shape[2] <= DECODE_MAX_Q:
+        return [], []
+    try:
+        traced, slots = spec.traced()
+    except TraceError:
+        return [], []
+    module = spec.kernels(mode == "interpret", max(q.shape[2], k.shape[2]) < FLOAT_INDEX_MAX_LEN)
+    captured = [(score_bufs if kind == "s" else mask_bufs)[i] for kind, i in slots]
+    q, k, v = _unit(q), _unit(k), _unit(v)
+    B, H, Q_LEN = q.shape[:3]
+    rec = _Recorder()
+    plan = launch.Plan(rec, traced, _recording_mask(spec, blocks, B, H, Q_LEN, k.shape[2],
+                                                    device), scale, mode == "interpret")
+    launch.forward(plan, q, k, v, captured)
+    n_forward = len(rec.calls)
+    if grads is not None:
+        out, lse, dout, dlse = grads
+        if plan.mask.q_num_blocks is not None:
+            wants = [kind == "s" and spec.grad_buffer(i) for kind, i in slots]
+            launch.backward(plan, q, k, v, out.contiguous(), lse.contiguous(), dout, captured,
+                            wants, None if dlse is None else dlse.float())
+
+    def arg(a):
+        return tensor_arg(a.dtype) if isinstance(a, torch.Tensor) else a
+    jobs = [Job(module.SOURCE_PATH, module.__name__, name, tuple(map(arg, args)),
+                tuple(kwargs.items())) for name, args, kwargs in rec.calls]
+    return jobs[:n_forward], jobs[n_forward:]

@@ -9,6 +9,7 @@ import logging
 
 import torch
 
+from cherenkov.ir.graph import Node
 from cherenkov.ir.ops import Op
 from cherenkov.lowering.library import library_node
 from cherenkov.lowering.registry import Unsupported, lowering
@@ -133,6 +134,50 @@ def _flash_cpu_backward(ctx, do, q, k, v, out, lse, dropout_p, is_causal, attn_m
     return library_node(cherenkov_flash_attention_backward,
                         _with_mask((do, q, k, v, out, lse), attn_mask), {}, ctx.out,
                         op=Op.ATTENTION)
+
+
+# cherenkov::flex_attention (attention/flex_op.py: torch's flex_attention and
+# cherenkov.attention in compiled graphs): run as themselves, their kernels queued for the
+# compile workers like the SDPA calls' (a forward graph's, and in training its backward's)
+from cherenkov.attention import flex_op  # noqa: E402  (registers the ops)
+
+
+def _queue_flex(ctx, args, backward: bool) -> None:
+    if ctx.device.type != "cuda":
+        return
+    try:
+        metas = [_meta(a) if isinstance(a, Node) else
+                 [_meta(b) for b in a] if isinstance(a, (list, tuple)) else a for a in args]
+        if backward:
+            q, k, v, out, lse, dout, dlse, *rest = metas
+            blocks, (sb, mb, scale, key) = rest[:8], rest[8:]
+            ctx.compile_jobs += flex_op.compile_jobs(key, q, k, v, blocks, sb, mb, scale,
+                                                     ctx.device, (out, lse, dout, dlse))[1]
+            return
+        q, k, v, *rest = metas
+        blocks, (sb, mb, scale, key) = rest[:8], rest[8:]
+        grads = None
+        if ctx.training:            # the backward's, guessing contiguous gradients
+            like = torch.empty_like(q, memory_format=torch.contiguous_format)
+            grads = (like, torch.empty(q.shape[:3], device="meta"), like, None)
+        forward, later = flex_op.compile_jobs(key, q, k, v, blocks, sb, mb, scale, ctx.device,
+                                              grads)
+        ctx.compile_jobs += forward
+        ctx.later_jobs += later
+    except Exception as e:  # noqa: BLE001 -- a kernel missed here compiles at its first launch
+        log.debug("cherenkov: flex kernels not pre-compiled (%s: %s)", type(e).__name__, e)
+
+
+@lowering(torch.ops.cherenkov.flex_attention.default)
+def _flex(ctx, *args):
+    _queue_flex(ctx, args, backward=False)
+    return library_node(ctx.target, args, {}, ctx.out, op=Op.ATTENTION)
+
+
+@lowering(torch.ops.cherenkov.flex_attention_backward.default)
+def _flex_backward(ctx, *args):
+    _queue_flex(ctx, args, backward=True)
+    return library_node(ctx.target, args, {}, ctx.out, op=Op.ATTENTION)
 
 
 def _with_mask(args: tuple, attn_mask) -> tuple:

@@ -296,3 +296,44 @@ def test_calls_our_kernels_cannot_take_stay_pytorchs(calls):
     torch.testing.assert_close(cherenkov.compile(fn2, dynamic=False)(q, k1, v1), fn2(q, k1, v1),
                                atol=2e-5, rtol=2e-5)
     assert calls["forward"] == 0
+
+
+@pytest.mark.parametrize("given_lists", [True, False])
+def test_compile_jobs_equal_the_run_launches(monkeypatch, given_lists):
+    """What the lowering hands the compile workers (flex_op.compile_jobs on meta tensors)
+    is exactly what the op launches: flex's lists as given, or the block mask it builds."""
+    from cherenkov.attention.sdpa_routing import _Recorder
+    from cherenkov.runtime.parallel_compile import tensor_arg
+    torch.manual_seed(12)
+    bias = torch.randn(4)
+    if given_lists:
+        bm = create_block_mask(causal, 1, 1, 96, 96, device="cpu", BLOCK_SIZE=(32, 32))
+        blocks = (bm.kv_num_blocks, bm.kv_indices, bm.full_kv_num_blocks, bm.full_kv_indices,
+                  bm.q_num_blocks, bm.q_indices, bm.full_q_num_blocks, bm.full_q_indices)
+        tiles = (32, 32)
+    else:
+        blocks = (torch.ones(1, 1, 1, dtype=torch.int32),
+                  torch.zeros(1, 1, 1, 1, dtype=torch.int32)) + (None,) * 6
+        tiles = (flex_op.HUGE_BLOCK, flex_op.HUGE_BLOCK)
+    spec = flex_op.FlexSpec(lambda s, b, h, qi, kv, t: s + t[h],
+                            lambda b, h, qi, kv: qi >= kv,
+                            (((4,), torch.float32, False),), (), tiles)
+    key = flex_op.register(spec)
+    q, k, v, dout = (torch.randn(2, 4, 96, 16) for _ in range(4))
+
+    def meta(t):
+        return None if t is None else torch.empty_strided(t.shape, t.stride(), dtype=t.dtype,
+                                                          device="meta")
+    out_m = torch.empty_like(meta(q))
+    fwd, bwd = flex_op.compile_jobs(key, meta(q), meta(k), meta(v), [meta(b) for b in blocks],
+                                    [meta(bias)], [], 0.25, q.device,
+                                    (out_m, torch.empty(2, 4, 96, device="meta"), meta(dout),
+                                     None))
+    rec = _Recorder()
+    monkeypatch.setattr(spec, "kernels", lambda interpret, float_index: rec)
+    out, lse = flex_op.forward(q, k, v, blocks, [bias], [], 0.25, key)
+    flex_op.backward(q, k, v, out, lse, dout, None, blocks, [bias], [], 0.25, key)
+    ran = [(name, tuple(tensor_arg(a.dtype) if isinstance(a, torch.Tensor) else a
+                        for a in args), tuple(kwargs.items())) for name, args, kwargs in rec.calls]
+    assert [(j.fn, j.args, j.kwargs) for j in fwd + bwd] == ran
+    assert [j.fn for j in fwd + bwd] == ["_attn_fwd", "_attn_bwd_dq", "_attn_bwd_dkdv"]
