@@ -23,7 +23,8 @@ def causal(b, h, q, kv):
 
 
 def _reference(q, k, v, score_mod, mask_mod, scale):
-    """float64 attention with lse differentiable (d lse / d score = p)."""
+    """float64 attention with lse differentiable (d lse / d score = p); a query row with no
+    key left gives output 0 and lse -inf, with no gradient through it."""
     q, k, v = q.double(), k.double(), v.double()
     if k.shape[1] != q.shape[1]:
         k = k.repeat_interleave(q.shape[1] // k.shape[1], 1)
@@ -37,7 +38,10 @@ def _reference(q, k, v, score_mod, mask_mod, scale):
         s = score_mod(s, b, h, qi, ki)
     if mask_mod is not None:
         s = s.masked_fill(~mask_mod(b, h, qi, ki), float("-inf"))
-    return torch.softmax(s, -1) @ v, torch.logsumexp(s, -1)
+    empty = torch.isinf(s).all(-1, keepdim=True) & (s.amax(-1, keepdim=True) < 0)
+    s = s.masked_fill(empty, 0.0)
+    out = (torch.softmax(s, -1) @ v).masked_fill(empty, 0.0)
+    return out, torch.logsumexp(s, -1).masked_fill(empty[..., 0], float("-inf"))
 
 
 def test_flex_attention_inference_runs_our_kernels(calls):
@@ -337,3 +341,63 @@ def test_compile_jobs_equal_the_run_launches(monkeypatch, given_lists):
                         for a in args), tuple(kwargs.items())) for name, args, kwargs in rec.calls]
     assert [(j.fn, j.args, j.kwargs) for j in fwd + bwd] == ran
     assert [j.fn for j in fwd + bwd] == ["_attn_fwd", "_attn_bwd_dq", "_attn_bwd_dkdv"]
+
+
+from hypothesis import example, given, settings, strategies as st  # noqa: E402
+
+_SCORE = {"none": None,
+          "softcap": lambda s, b, h, qi, kv: 20 * torch.tanh(s / 20),
+          "bias": "bias"}
+_MASK = {"none": None, "causal": causal,
+         "window": lambda b, h, qi, kv: (qi - kv).abs() < 20}
+
+
+@settings(max_examples=8, deadline=None)
+@given(B=st.integers(1, 2), HK=st.sampled_from([1, 2]), G=st.sampled_from([1, 2]),
+       Q=st.integers(1, 70), KV=st.integers(1, 70), D=st.sampled_from([16, 24]),
+       score=st.sampled_from(sorted(_SCORE)), mask=st.sampled_from(sorted(_MASK)),
+       lists=st.booleans())
+# always tried: query rows with no key left (a window of 5 keys for 70 queries), with flex's
+# lists and with the op's own block mask
+@example(B=1, HK=1, G=2, Q=70, KV=5, D=24, score="bias", mask="window", lists=True)
+@example(B=2, HK=2, G=1, Q=70, KV=5, D=16, score="softcap", mask="window", lists=False)
+def test_random_flex_calls_match_float64(B, HK, G, Q, KV, D, score, mask, lists):
+    """Random shapes (odd lengths, GQA, head dim 24), mods and block masks through the HOP as
+    flex_attention records it: output, lse and q/k/v gradients vs float64."""
+    torch.manual_seed(Q * 131 + KV)
+    H = HK * G
+    bias = torch.randn(H)
+    score_mod = _SCORE[score]
+    if score_mod == "bias":
+        score_mod = lambda s, b, h, qi, kv: s + bias[h] * (kv - qi) / 16  # noqa: E731
+    mask_mod = _MASK[mask]
+    if lists and mask_mod is not None:
+        bm = create_block_mask(mask_mod, 1, 1, Q, KV, device="cpu", BLOCK_SIZE=(32, 32))
+    else:
+        bm = create_block_mask(mask_mod or (lambda b, h, qi, kv: qi >= 0), 1, 1, Q, KV,
+                               device="cpu", BLOCK_SIZE=(32, 32)) if lists else None
+
+    def fn(q, k, v):
+        block = bm.as_tuple() if bm is not None else BlockMask.from_kv_blocks(
+            torch.ones(1, 1, 1, dtype=torch.int32), torch.zeros(1, 1, 1, 1, dtype=torch.int32),
+            BLOCK_SIZE=flex_op.HUGE_BLOCK, mask_mod=mask_mod or (lambda b, h, qi, kv: qi >= 0),
+            seq_lengths=(Q, KV)).as_tuple()
+        out, lse, *_ = flex_hop(q, k, v, score_mod or (lambda s, b, h, qi, kv: s), block, 0.3,
+                                _apply_kernel_options(q, k, v, True, None))
+        return out, lse
+    q = torch.randn(B, H, Q, D, requires_grad=True)
+    k, v = (torch.randn(B, HK, KV, D, requires_grad=True) for _ in range(2))
+    torch._dynamo.reset()
+    out, lse = cherenkov.compile(fn, strict=True, dynamic=False)(q, k, v)
+    out.square().sum().backward()
+    got = [t.grad for t in (q, k, v)]
+    for t in (q, k, v):
+        t.grad = None
+    ref, ref_lse = _reference(q, k, v, score_mod, mask_mod, 0.3)
+    empty = torch.isinf(ref_lse)
+    ref.square().sum().backward()
+    torch.testing.assert_close(out, ref.float(), atol=3e-5, rtol=3e-5)
+    torch.testing.assert_close(lse, torch.where(empty, float("-inf"), ref_lse / flex_op.LN2)
+                               .float(), atol=3e-5, rtol=3e-5)
+    for g, t in zip(got, (q, k, v)):
+        torch.testing.assert_close(g, t.grad.float(), atol=1e-4, rtol=1e-4)
