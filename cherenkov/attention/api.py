@@ -23,13 +23,14 @@ from .block_mask import DEFAULT_BLOCK, BlockMask, block_mask as build_block_mask
 from .codegen import compile_mods, interpreter_dots_exact, kernel_mode
 from .reference import attention_math
 from .render import FLOAT_INDEX_MAX_LEN
+from .shape_cache import ShapeCache
 from .trace import TraceError
 
 log = logging.getLogger("cherenkov.attention")
 _LOGGED: set[str] = set()
 DECODE_MAX_Q = 16
 LN2 = math.log(2.0)
-_FULL_MASKS: dict[tuple, BlockMask] = {}
+_FULL_MASKS = ShapeCache(64)       # (B, H, Q, KV, device) -> all-full BlockMask
 
 
 def _log_once(reason: str) -> None:
@@ -65,11 +66,11 @@ class _AttentionFunction(torch.autograd.Function):
 def _full_mask(B, H, Q_LEN, KV_LEN, device) -> BlockMask:
     """The all-full block mask of an unmasked call, kept per shape (it costs a few launches)."""
     key = (B, H, Q_LEN, KV_LEN, str(device))
-    if key not in _FULL_MASKS:
-        if len(_FULL_MASKS) > 64:
-            _FULL_MASKS.clear()
-        _FULL_MASKS[key] = build_block_mask(None, B, H, Q_LEN, KV_LEN, DEFAULT_BLOCK, device)
-    return _FULL_MASKS[key]
+    mask = _FULL_MASKS.get(key)
+    if mask is None:
+        mask = _FULL_MASKS.put(key, build_block_mask(None, B, H, Q_LEN, KV_LEN, DEFAULT_BLOCK,
+                                                     device))
+    return mask
 
 
 def _check_inputs(q, k, v, enable_gqa):

@@ -35,6 +35,7 @@ from .codegen import interpreter_dots_exact, kernel_mode, load_kernels
 from .api import DECODE_MAX_Q
 from .reference import attention_math
 from .render import FLOAT_INDEX_MAX_LEN
+from .shape_cache import ShapeCache
 from .trace import TraceError, trace_mods
 
 log = logging.getLogger("cherenkov.attention")
@@ -51,7 +52,7 @@ class FlexSpec:
     mask_buffers: tuple
     block: tuple[int, int]               # flex's (Q_BLOCK_SIZE, KV_BLOCK_SIZE)
     _traced: dict = field(default_factory=dict, repr=False)
-    _masks: dict = field(default_factory=dict, repr=False)
+    _masks: ShapeCache = field(default_factory=lambda: ShapeCache(16), repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def mods(self, score_bufs, mask_bufs):
@@ -140,14 +141,10 @@ class FlexSpec:
         key = (B, H, Q_LEN, KV_LEN, str(device))
         if reads_buffers and traced.mask is not None:       # data: built every call
             return build_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, DEFAULT_BLOCK, device)
-        with self._lock:
-            mask = self._masks.get(key)
+        mask = self._masks.get(key)
         if mask is None:
-            mask = build_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, DEFAULT_BLOCK, device)
-            with self._lock:
-                if len(self._masks) >= 16:
-                    self._masks.clear()
-                self._masks[key] = mask
+            mask = self._masks.put(key, build_block_mask(mask_mod, B, H, Q_LEN, KV_LEN,
+                                                         DEFAULT_BLOCK, device))
         return mask
 
 

@@ -19,9 +19,10 @@ from . import launch
 from .block_mask import DEFAULT_BLOCK, block_mask as build_block_mask
 from .codegen import compile_mods, interpreter_dots_exact, kernel_mode
 from .mods import causal
+from .shape_cache import ShapeCache
 
 LN2 = math.log(2.0)
-_PLANS: dict[tuple, launch.Plan] = {}
+_PLANS = ShapeCache(64)            # per shape: the plan and its block mask
 
 
 def supported(q_shape, k_shape, v_shape, dropout_p: float, attn_mask=None, dtype=None,
@@ -65,10 +66,7 @@ def _plan(q, k, is_causal: bool, scale: float | None, device=None) -> launch.Pla
         mask_mod = causal if is_causal else None
         traced, kernels = compile_mods(None, mask_mod, interpret=mode == "interpret")
         mask = build_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, DEFAULT_BLOCK, device)
-        plan = launch.Plan(kernels, traced, mask, scale, mode == "interpret")
-        if len(_PLANS) > 64:
-            _PLANS.clear()
-        _PLANS[key] = plan
+        plan = _PLANS.put(key, launch.Plan(kernels, traced, mask, scale, mode == "interpret"))
     return plan
 
 
