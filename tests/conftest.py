@@ -39,3 +39,18 @@ def calls(monkeypatch):
             return _real(*args)
         monkeypatch.setattr(flex_op, name, counted)
     return seen
+
+
+@pytest.fixture
+def submitted_jobs(monkeypatch):
+    """The compile jobs handed to the worker pool (runtime/parallel_compile.py), which still
+    compiles them."""
+    from cherenkov.runtime import parallel_compile
+    submitted = []
+    real_submit = parallel_compile.submit
+
+    def spy(jobs, requested=-1):
+        submitted.extend(jobs)
+        return real_submit(jobs, requested)
+    monkeypatch.setattr(parallel_compile, "submit", spy)
+    return submitted

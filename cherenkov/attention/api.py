@@ -29,11 +29,12 @@ from .trace import TraceError
 log = logging.getLogger("cherenkov.attention")
 _LOGGED: set[str] = set()
 DECODE_MAX_Q = 16
-LN2 = math.log(2.0)
 _FULL_MASKS = ShapeCache(64)       # (B, H, Q, KV, device) -> all-full BlockMask
 
 
-def _log_once(reason: str) -> None:
+def log_math_once(reason: str) -> None:
+    """Log, once per reason, that a call (direct, or the compiled flex op's) runs the math
+    implementation."""
     if reason not in _LOGGED:
         _LOGGED.add(reason)
         log.warning("cherenkov.attention: using the math implementation: %s", reason)
@@ -57,7 +58,7 @@ class _AttentionFunction(torch.autograd.Function):
         if do is None:
             do = torch.zeros_like(o)
         # lse2 is log2 units: d loss / d lse = d loss / d lse2 / ln 2
-        dlse = None if dlse2 is None else dlse2 / LN2
+        dlse = None if dlse2 is None else dlse2 / launch.LN2
         dq, dk, dv, cgrads = launch.backward(ctx.plan, q, k, v, o, lse, do, captured,
                                              ctx.needs_input_grad[4:], dlse)
         return dq, dk, dv, None, *cgrads
@@ -90,10 +91,6 @@ def _check_inputs(q, k, v, enable_gqa):
         raise ValueError(f"q, k, v must be float16, bfloat16, float32 or float64, not {q.dtype}")
     if not (q.device == k.device == v.device):
         raise ValueError(f"q, k, v must be on one device: {q.device}, {k.device}, {v.device}")
-
-
-def _unit_stride(x: torch.Tensor) -> torch.Tensor:
-    return x if x.stride(-1) == 1 else x.contiguous()
 
 
 def attention(q, k, v, score_mod=None, mask_mod=None, block_mask: BlockMask | None = None,
@@ -140,7 +137,7 @@ def _as_flex_attention(q, k, v, score_mod, mask_mod, block_mask, scale, return_l
     options = fa._apply_kernel_options(q, k, v, return_lse, None)
     out, lse, *_ = flex_hop(q, k, v, score_mod if score_mod is not None else fa._identity,
                             tbm.as_tuple(), scale, options)
-    return (out, lse * LN2) if return_lse else out
+    return (out, lse * launch.LN2) if return_lse else out
 
 
 # Outside the graph form above (a graph break), Dynamo would trace into the mods' Python and
@@ -164,18 +161,18 @@ def _attention(q, k, v, score_mod, mask_mod, block_mask, scale, enable_gqa, retu
                          scale, enable_gqa, return_lse)
         return (out[0].to(q.dtype), out[1]) if return_lse else out.to(q.dtype)
     if mode is None:
-        _log_once(reason)
+        log_math_once(reason)
     else:
         try:
             traced, kernels = compile_mods(
                 score_mod, mask_mod, interpret=mode == "interpret",
                 float_index=max(Q_LEN, KV_LEN) < FLOAT_INDEX_MAX_LEN)
         except TraceError as e:
-            _log_once(f"the mods cannot be traced ({e})")
+            log_math_once(f"the mods cannot be traced ({e})")
     if traced is None:
         return attention_math(q, k, v, score_mod, mask_mod, scale, enable_gqa, return_lse)
 
-    q, k, v = _unit_stride(q), _unit_stride(k), _unit_stride(v)
+    q, k, v = launch.unit_stride(q), launch.unit_stride(k), launch.unit_stride(v)
     captured = [t.to(q.device) if t.device != q.device else t for t in traced.captured]
     needs_grad = torch.is_grad_enabled() and any(
         t.requires_grad for t in (q, k, v, *captured))

@@ -21,8 +21,6 @@ the tracer cannot render, float64, or no Triton: the math implementation, as eag
 """
 from __future__ import annotations
 
-import logging
-import math
 import threading
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -30,17 +28,23 @@ from typing import Callable, Optional
 import torch
 
 from . import launch
+from .api import DECODE_MAX_Q, log_math_once
 from .block_mask import DEFAULT_BLOCK, BlockMask, block_mask as build_block_mask
 from .codegen import interpreter_dots_exact, kernel_mode, load_kernels
-from .api import DECODE_MAX_Q
+from .launch import LN2, unit_stride
 from .reference import attention_math
 from .render import FLOAT_INDEX_MAX_LEN
 from .shape_cache import ShapeCache
 from .trace import TraceError, trace_mods
 
-log = logging.getLogger("cherenkov.attention")
-LN2 = math.log(2.0)
 HUGE_BLOCK = 1 << 30          # FlexAttention's block size for "no block mask"
+
+
+def walks_lists(block) -> bool:
+    """Whether our kernels walk a flex block mask of these tiles as given: powers of two
+    >= 16, which every kernel tile divides (FlexAttention's "no block mask", HUGE_BLOCK, is
+    not a tiling: the op builds its own)."""
+    return all(16 <= s < HUGE_BLOCK and not s & (s - 1) for s in block)
 
 
 @dataclass(eq=False)
@@ -51,7 +55,11 @@ class FlexSpec:
     score_buffers: tuple                 # (shape, dtype, requires_grad) of each
     mask_buffers: tuple
     block: tuple[int, int]               # flex's (Q_BLOCK_SIZE, KV_BLOCK_SIZE)
-    _traced: dict = field(default_factory=dict, repr=False)
+    # kept per spec: the traced mods (or why they do not trace), their kernel modules, the
+    # last conversion of flex's lists, block masks built from the mask graph
+    _traced: object = field(default=None, repr=False)
+    _kernels: dict = field(default_factory=dict, repr=False)
+    _lists: tuple | None = field(default=None, repr=False)
     _masks: ShapeCache = field(default_factory=lambda: ShapeCache(16), repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -71,9 +79,9 @@ class FlexSpec:
         a TraceError. The score graph of flex's identity and the mask graph of its no-op
         mask trace to nothing (no score_mod / no mask)."""
         with self._lock:
-            if "mods" not in self._traced:
-                self._traced["mods"] = self._trace()
-            result = self._traced["mods"]
+            if self._traced is None:
+                self._traced = self._trace()
+            result = self._traced
         if isinstance(result, TraceError):
             raise result
         return result
@@ -108,43 +116,40 @@ class FlexSpec:
         return requires_grad and dtype.is_floating_point
 
     def kernels(self, interpret: bool, float_index: bool):
-        """The kernel module, kept per spec: rendering and hashing its source per call cost
-        ~0.5 ms of host time on the GPU machine (flex through this op ran 2-4x slower than
-        the same call of cherenkov.attention, bench/results/2026-11-30_attention_h200_3d1587d.md)."""
-        key = ("kernels", interpret, float_index)
-        module = self._traced.get(key)
+        """The kernel module, kept per spec: rendering and hashing its source on every call
+        made flex through this op slow (softcap forward 1.74 ms at 3d1587d, 0.81 ms with the
+        module kept at 75a74a2; cherenkov.attention's direct call 0.77)."""
+        module = self._kernels.get((interpret, float_index))
         if module is None:
             traced, _ = self.traced()
-            module = self._traced[key] = load_kernels(traced, interpret, float_index)
+            module = self._kernels[(interpret, float_index)] = load_kernels(
+                traced, interpret, float_index)
         return module
 
-    def block_mask(self, blocks, B, H, Q_LEN, KV_LEN, mask_mod, reads_buffers: bool,
-                   device) -> BlockMask:
-        """Our BlockMask: flex's lists when our kernels can walk them, else one built."""
-        bq, bk = self.block
-        usable = all(16 <= s < HUGE_BLOCK and not s & (s - 1) for s in (bq, bk))
-        if usable:
+    def block_mask(self, blocks, B, H, Q_LEN, KV_LEN, mask_bufs, device) -> BlockMask:
+        """Our BlockMask: flex's lists when our kernels can walk them, else one built from
+        the mask graph (kept per shape unless the mask reads buffers: then it is data)."""
+        shape = (B, H, Q_LEN, KV_LEN)
+        if walks_lists(self.block):
             # the last answer, while the same list tensors come unmodified (a model's mask is
             # the same graph input every step): converting them was a third of the op's Python
-            shape = (B, H, Q_LEN, KV_LEN)
             versions = tuple(-1 if t is None else t._version for t in blocks)
-            last = self._traced.get("lists")
-            if last is not None and last[3] == shape and last[1] == versions and all(
+            last = self._lists
+            if last is not None and last[1] == versions and last[2] == shape and all(
                     a is b for a, b in zip(last[0], blocks)):
-                return last[2]
-            mask = _from_flex_lists(blocks, (bq, bk), shape)
-            self._traced["lists"] = (tuple(blocks), versions, mask, shape)
+                return last[3]
+            mask = _from_flex_lists(blocks, self.block, shape)
+            self._lists = (tuple(blocks), versions, shape, mask)
             return mask
-        traced, _ = self.traced()
-        if traced.mask is None:
-            mask_mod = None
-        key = (B, H, Q_LEN, KV_LEN, str(device))
-        if reads_buffers and traced.mask is not None:       # data: built every call
-            return build_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, DEFAULT_BLOCK, device)
+        traced, slots = self.traced()
+        mask_mod = None if traced.mask is None else self.mods((), mask_bufs)[1]
+        if mask_mod is not None and any(kind == "m" for kind, _ in slots):
+            return build_block_mask(mask_mod, *shape, DEFAULT_BLOCK, device)
+        key = (*shape, str(device))
         mask = self._masks.get(key)
         if mask is None:
-            mask = self._masks.put(key, build_block_mask(mask_mod, B, H, Q_LEN, KV_LEN,
-                                                         DEFAULT_BLOCK, device))
+            mask = self._masks.put(key, build_block_mask(mask_mod, *shape, DEFAULT_BLOCK,
+                                                         device))
         return mask
 
 
@@ -158,10 +163,6 @@ def register(spec: FlexSpec) -> int:
     with _SPECS_LOCK:
         _SPECS.append(spec)
         return len(_SPECS) - 1
-
-
-def _unit(x: torch.Tensor) -> torch.Tensor:
-    return x if x.stride(-1) == 1 else x.contiguous()
 
 
 def _i32(t: torch.Tensor) -> torch.Tensor:
@@ -200,23 +201,12 @@ def _kernels_or_reason(spec: FlexSpec, q: torch.Tensor, k: torch.Tensor):
     return mode, spec.kernels(mode == "interpret", float_index)
 
 
-_LOGGED: set = set()
-
-
-def _log_once(reason: str) -> None:
-    if reason not in _LOGGED:
-        _LOGGED.add(reason)
-        log.warning("cherenkov flex_attention: using the math implementation: %s", reason)
-
-
 def _plan(spec, kernels, q, k, blocks, score_bufs, mask_bufs, scale, interpret):
     traced, slots = spec.traced()
     captured = [(score_bufs if kind == "s" else mask_bufs)[i] for kind, i in slots]
     captured = [t.to(q.device) if t.device != q.device else t for t in captured]
     B, H, Q_LEN = q.shape[:3]
-    _, mask_mod = spec.mods(score_bufs, mask_bufs)
-    mask = spec.block_mask(blocks, B, H, Q_LEN, k.shape[2], mask_mod,
-                           any(kind == "m" for kind, _ in slots), q.device)
+    mask = spec.block_mask(blocks, B, H, Q_LEN, k.shape[2], mask_bufs, q.device)
     return launch.Plan(kernels, traced, mask, scale, interpret), captured, slots
 
 
@@ -238,7 +228,7 @@ def forward(q, k, v, blocks, score_bufs, mask_bufs, scale, key):
     spec = _SPECS[key]
     mode, kernels = _kernels_or_reason(spec, q, k)
     if mode is None:
-        _log_once(kernels)
+        log_math_once(kernels)
         score_mod, mask_mod = spec.mods(score_bufs, mask_bufs)
         out, lse = attention_math(q, k, v, score_mod, mask_mod, scale, _gqa(q, k), True)
         return out, lse / LN2
@@ -247,7 +237,7 @@ def forward(q, k, v, blocks, score_bufs, mask_bufs, scale, key):
                            [b.float() if b.is_floating_point() else b for b in score_bufs],
                            mask_bufs, scale, key)
         return out.to(q.dtype), lse
-    q, k, v = _unit(q), _unit(k), _unit(v)
+    q, k, v = unit_stride(q), unit_stride(k), unit_stride(v)
     plan, captured, _ = _plan(spec, kernels, q, k, blocks, score_bufs, mask_bufs, scale,
                               mode == "interpret")
     if q.shape[2] <= DECODE_MAX_Q and plan.mask.state is not None \
@@ -264,7 +254,7 @@ def backward(q, k, v, out, lse, dout, dlse, blocks, score_bufs, mask_bufs, scale
     mode, kernels = _kernels_or_reason(spec, q, k)
     if mode is None or kernels is None:
         return _backward_math(spec, q, k, v, dout, dlse, score_bufs, mask_bufs, scale)
-    q, k, v = _unit(q), _unit(k), _unit(v)
+    q, k, v = unit_stride(q), unit_stride(k), unit_stride(v)
     plan, captured, slots = _plan(spec, kernels, q, k, blocks, score_bufs, mask_bufs, scale,
                                   mode == "interpret")
     if plan.mask.q_num_blocks is None:
@@ -411,9 +401,8 @@ flex_attention_op.register_autograd(_backward, setup_context=_setup_context)
 def _recording_mask(spec: FlexSpec, blocks, B, H, Q_LEN, KV_LEN, device) -> BlockMask:
     """A BlockMask laid out as the run's will be, on the meta device: flex's lists, or the
     one block_mask() builds (dims the mask does not read kept at size 1)."""
-    bq, bk = spec.block
-    if all(16 <= s < HUGE_BLOCK and not s & (s - 1) for s in (bq, bk)):
-        return _from_flex_lists(blocks, (bq, bk), (B, H, Q_LEN, KV_LEN))
+    if walks_lists(spec.block):
+        return _from_flex_lists(blocks, spec.block, (B, H, Q_LEN, KV_LEN))
     from .trace import depends_on
     traced, _ = spec.traced()
     deps = depends_on(traced.mask) if traced.mask is not None else set()
@@ -432,8 +421,6 @@ def compile_jobs(key, q, k, v, blocks, score_bufs, mask_bufs, scale, device,
     """(forward jobs, backward jobs) for a call on meta tensors laid out as the run's, on
     `device`; `grads` = (out, lse, dout, dlse) for the backward's. Empty when the kernels
     would not run (math implementation, decode)."""
-    from cherenkov.runtime.parallel_compile import Job, tensor_arg
-    from .sdpa_routing import _Recorder
     spec = _SPECS[key]
     mode, _ = kernel_mode(device)
     if mode is None or q.dtype == torch.float64 or q.shape[2] <= DECODE_MAX_Q:
@@ -444,9 +431,9 @@ def compile_jobs(key, q, k, v, blocks, score_bufs, mask_bufs, scale, device,
         return [], []
     module = spec.kernels(mode == "interpret", max(q.shape[2], k.shape[2]) < FLOAT_INDEX_MAX_LEN)
     captured = [(score_bufs if kind == "s" else mask_bufs)[i] for kind, i in slots]
-    q, k, v = _unit(q), _unit(k), _unit(v)
+    q, k, v = unit_stride(q), unit_stride(k), unit_stride(v)
     B, H, Q_LEN = q.shape[:3]
-    rec = _Recorder()
+    rec = launch.Recorder()
     plan = launch.Plan(rec, traced, _recording_mask(spec, blocks, B, H, Q_LEN, k.shape[2],
                                                     device), scale, mode == "interpret")
     launch.forward(plan, q, k, v, captured)
@@ -457,9 +444,5 @@ def compile_jobs(key, q, k, v, blocks, score_bufs, mask_bufs, scale, device,
             wants = [kind == "s" and spec.grad_buffer(i) for kind, i in slots]
             launch.backward(plan, q, k, v, out.contiguous(), lse.contiguous(), dout, captured,
                             wants, None if dlse is None else dlse.float())
-
-    def arg(a):
-        return tensor_arg(a.dtype) if isinstance(a, torch.Tensor) else a
-    jobs = [Job(module.SOURCE_PATH, module.__name__, name, tuple(map(arg, args)),
-                tuple(kwargs.items())) for name, args, kwargs in rec.calls]
+    jobs = launch.recorded_jobs(module, rec.calls)
     return jobs[:n_forward], jobs[n_forward:]

@@ -273,6 +273,38 @@ def decode(plan: Plan, q, k, v, captured, num_splits: int | None = None):
     return o, lse
 
 
+def unit_stride(x: torch.Tensor) -> torch.Tensor:
+    """x with unit stride along its last dim (the kernels' layout), copied only if needed."""
+    return x if x.stride(-1) == 1 else x.contiguous()
+
+
+class Recorder:
+    """Stands in for a kernel module: `rec.<kernel>[grid](*args, **kwargs)` records the call
+    (run forward / backward on meta tensors with it to learn the launches a call will make)."""
+
+    def __init__(self):
+        self.calls: list[tuple[str, tuple, dict]] = []
+
+    def __getattr__(self, name: str):
+        calls = self.calls
+
+        class _Launch:
+            def __getitem__(self, grid):
+                return lambda *args, **kwargs: calls.append((name, args, kwargs))
+        return _Launch()
+
+
+def recorded_jobs(module, calls) -> list:
+    """The recorded launches of `module`'s kernels as compile jobs for the worker pool
+    (runtime/parallel_compile.py): tensors by dtype, numbers as they are."""
+    from cherenkov.runtime.parallel_compile import Job, tensor_arg
+
+    def arg(a):
+        return tensor_arg(a.dtype) if isinstance(a, torch.Tensor) else a
+    return [Job(module.SOURCE_PATH, module.__name__, name, tuple(map(arg, args)),
+                tuple(kwargs.items())) for name, args, kwargs in calls]
+
+
 def natural_lse(lse2: torch.Tensor) -> torch.Tensor:
     """Internal log2 LSE (+inf on empty rows) -> natural-log LSE (-inf on empty rows)."""
     return torch.where(torch.isinf(lse2), float("-inf"), lse2 * LN2)

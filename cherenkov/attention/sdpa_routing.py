@@ -21,7 +21,6 @@ from .codegen import compile_mods, interpreter_dots_exact, kernel_mode
 from .mods import causal
 from .shape_cache import ShapeCache
 
-LN2 = math.log(2.0)
 _PLANS = ShapeCache(64)            # per shape: the plan and its block mask
 
 
@@ -135,40 +134,21 @@ def _plan_and_captured(q, k, is_causal, scale, plan, attn_mask) -> tuple[launch.
     return plan or _plan(q, k, is_causal, scale), []
 
 
-def _unit(x):
-    return x if x.stride(-1) == 1 else x.contiguous()
-
-
 def forward(q, k, v, is_causal: bool, scale=None, plan=None, attn_mask=None):
     """(out, natural-log lse of shape (B, H, Q))."""
-    q, k, v = _unit(q), _unit(k), _unit(v)
+    q, k, v = launch.unit_stride(q), launch.unit_stride(k), launch.unit_stride(v)
     plan, captured = _plan_and_captured(q, k, is_causal, scale, plan, attn_mask)
     out, lse2 = launch.forward(plan, q, k, v, captured)
     return out, launch.natural_lse(lse2)
 
 
 def backward(do, q, k, v, out, lse, is_causal: bool, scale=None, plan=None, attn_mask=None):
-    q, k, v = _unit(q), _unit(k), _unit(v)
-    lse2 = torch.where(torch.isinf(lse), float("inf"), lse / LN2)   # back to the kernels' log2
+    q, k, v = launch.unit_stride(q), launch.unit_stride(k), launch.unit_stride(v)
+    lse2 = torch.where(torch.isinf(lse), float("inf"), lse / launch.LN2)   # back to the kernels' log2
     plan, captured = _plan_and_captured(q, k, is_causal, scale, plan, attn_mask)
     dq, dk, dv, _ = launch.backward(plan, q, k, v, out.contiguous(), lse2.contiguous(), do,
                                     captured, [False] * len(captured))
     return dq, dk, dv
-
-
-class _Recorder:
-    """Stands in for a kernel module: `rec.<kernel>[grid](*args, **kwargs)` records the call."""
-
-    def __init__(self):
-        self.calls: list[tuple[str, tuple, dict]] = []
-
-    def __getattr__(self, name: str):
-        calls = self.calls
-
-        class _Launch:
-            def __getitem__(self, grid):
-                return lambda *args, **kwargs: calls.append((name, args, kwargs))
-        return _Launch()
 
 
 def compile_jobs(q, k, v, is_causal: bool, scale, device,
@@ -180,20 +160,14 @@ def compile_jobs(q, k, v, is_causal: bool, scale, device,
     another. `grads` = {"do", "out", "lse"}: meta tensors laid out as the backward gets them.
     The plan (and its block mask) built here on `device` is the one the run uses."""
     from torch._subclasses.fake_tensor import unset_fake_temporarily
-    from cherenkov.runtime.parallel_compile import Job, tensor_arg
     with unset_fake_temporarily():        # the plan's block mask is real, kept for the run
         plan = _plan(q, k, is_causal, scale, device)
-    rec = _Recorder()
+    rec = launch.Recorder()
     stand_in = dataclasses.replace(plan, kernels=rec)
     forward(q, k, v, is_causal, scale, plan=stand_in)
     n_forward = len(rec.calls)
     if grads is not None:
         backward(grads["do"], q, k, v, grads["out"], grads["lse"], is_causal, scale,
                  plan=stand_in)
-
-    def arg(a):
-        return tensor_arg(a.dtype) if isinstance(a, torch.Tensor) else a
-    module = plan.kernels
-    jobs = [Job(module.SOURCE_PATH, module.__name__, name, tuple(map(arg, args)),
-                tuple(kwargs.items())) for name, args, kwargs in rec.calls]
+    jobs = launch.recorded_jobs(plan.kernels, rec.calls)
     return jobs[:n_forward], jobs[n_forward:]

@@ -9,9 +9,11 @@ Dynamo records `flex_attention(q, k, v, score_mod=..., block_mask=...)` (and
 with the mods as GraphModule attributes. Each such node whose form we know becomes
 `cherenkov::flex_attention` (attention/flex_op.py), keyed by a FlexSpec holding the graphs;
 AOTAutograd traces that op and its registered gradient, and the compiled graphs call our
-kernels. Left alone (the graph then runs in eager, as any op we cannot compile): a
-max-score output that is read, or a block-mask tuple of an unknown layout (torch 2.11 has 13
-entries, 2.13 adds four optional ones, all None here).
+kernels. Left alone, with the reason logged (the graph then runs in eager, as any op we
+cannot compile): see `_parse` -- an unknown argument layout (torch 2.11's block-mask tuple
+has 13 entries, 2.13 adds four optional ones, which must be None), tiles our kernels cannot
+walk, the FLASH backend or max scores, k/v broadcast over the batch or another value head
+dim. Calls inside subgraphs (activation checkpointing) are taken too.
 """
 from __future__ import annotations
 
@@ -88,7 +90,7 @@ def _tensor_buffers(gm, nodes, device) -> list:
 def _parse(gm, node) -> tuple:
     """(FlexSpec, q, k, v, eight list nodes, score buffer nodes, mask buffer nodes), or
     (None, why not). Shapes may be symbolic: the op checks them at run time."""
-    from cherenkov.attention.flex_op import HUGE_BLOCK, FlexSpec
+    from cherenkov.attention.flex_op import HUGE_BLOCK, FlexSpec, walks_lists
     args = list(node.args) + [()] * (9 - len(node.args))
     q, k, v, score_node, bm, scale, options, score_bufs, mask_bufs = args[:9]
     if node.kwargs or not isinstance(bm, (tuple, list)) or len(bm) < 13:
@@ -100,7 +102,7 @@ def _parse(gm, node) -> tuple:
         return None, "a block mask with deterministic-backward orders"
     if not all(isinstance(b, int) for b in (bq, bk)):
         return None, "symbolic block-mask tiles (a BlockMask passed in under dynamic=True)"
-    if not (max(bq, bk) >= HUGE_BLOCK or all(b >= 16 and not b & (b - 1) for b in (bq, bk))):
+    if not (max(bq, bk) >= HUGE_BLOCK or walks_lists((bq, bk))):
         # our kernels walk tiles of powers of two; rebuilding from mask_mod would drop the
         # sparsity of hand-made lists
         return None, f"block-mask tiles {bq} x {bk} (not powers of two >= 16)"

@@ -1,7 +1,8 @@
 """Lowerings of PyTorch's flash-attention ops: ATTENTION library nodes that run Cherenkov's
 attention kernels (`cherenkov/attention/sdpa_routing.py`) when the call is one they support
 (no dropout; a boolean or additive mask is read by the kernels); otherwise PyTorch's own op
-runs, with the reason recorded.
+runs, with the reason recorded. Also the cherenkov::flex_attention ops (flex_attention and
+cherenkov.attention in compiled graphs), whose kernels are queued for the compile workers.
 """
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import logging
 
 import torch
 
+from cherenkov.attention import flex_op  # registers the cherenkov::flex_attention ops
 from cherenkov.ir.graph import Node
 from cherenkov.ir.ops import Op
 from cherenkov.lowering.library import library_node
@@ -139,7 +141,6 @@ def _flash_cpu_backward(ctx, do, q, k, v, out, lse, dropout_p, is_causal, attn_m
 # cherenkov::flex_attention (attention/flex_op.py: torch's flex_attention and
 # cherenkov.attention in compiled graphs): run as themselves, their kernels queued for the
 # compile workers like the SDPA calls' (a forward graph's, and in training its backward's)
-from cherenkov.attention import flex_op  # noqa: E402  (registers the ops)
 
 
 def _queue_flex(ctx, args, backward: bool) -> None:

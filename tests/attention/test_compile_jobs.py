@@ -5,13 +5,13 @@ import dataclasses
 
 import torch
 
-from cherenkov.attention import sdpa_routing
+from cherenkov.attention import launch, sdpa_routing
 from cherenkov.runtime.parallel_compile import tensor_arg
 
 
 def _recorded_launches(q, k, v, do, is_causal):
     plan = sdpa_routing._plan(q, k, is_causal, None)
-    rec = sdpa_routing._Recorder()
+    rec = launch.Recorder()
     stand_in = dataclasses.replace(plan, kernels=rec)
     out, lse = sdpa_routing.forward(q, k, v, is_causal, plan=stand_in)
     sdpa_routing.backward(do, q, k, v, out, lse, is_causal, plan=stand_in)

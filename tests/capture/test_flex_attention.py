@@ -306,7 +306,7 @@ def test_calls_our_kernels_cannot_take_stay_pytorchs(calls):
 def test_compile_jobs_equal_the_run_launches(monkeypatch, given_lists):
     """What the lowering hands the compile workers (flex_op.compile_jobs on meta tensors)
     is exactly what the op launches: flex's lists as given, or the block mask it builds."""
-    from cherenkov.attention.sdpa_routing import _Recorder
+    from cherenkov.attention.launch import Recorder
     from cherenkov.runtime.parallel_compile import tensor_arg
     torch.manual_seed(12)
     bias = torch.randn(4)
@@ -333,7 +333,7 @@ def test_compile_jobs_equal_the_run_launches(monkeypatch, given_lists):
                                     [meta(bias)], [], 0.25, q.device,
                                     (out_m, torch.empty(2, 4, 96, device="meta"), meta(dout),
                                      None))
-    rec = _Recorder()
+    rec = Recorder()
     monkeypatch.setattr(spec, "kernels", lambda interpret, float_index: rec)
     out, lse = flex_op.forward(q, k, v, blocks, [bias], [], 0.25, key)
     flex_op.backward(q, k, v, out, lse, dout, None, blocks, [bias], [], 0.25, key)

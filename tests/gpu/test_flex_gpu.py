@@ -77,17 +77,9 @@ def test_cherenkov_attention_fullgraph_bf16(calls):
         assert rel(g, r) < 2e-2
 
 
-def test_flex_kernels_are_handed_to_the_compile_workers(monkeypatch, calls):
+def test_flex_kernels_are_handed_to_the_compile_workers(submitted_jobs, calls):
     """A compiled flex call's kernels (forward, and its backward's from the forward graph)
     are submitted to the workers at lowering, and the run then loads them."""
-    from cherenkov.runtime import parallel_compile
-    submitted = []
-    real_submit = parallel_compile.submit
-
-    def spy(jobs, requested=-1):
-        submitted.extend(jobs)
-        return real_submit(jobs, requested)
-    monkeypatch.setattr(parallel_compile, "submit", spy)
     q, k, v = (torch.randn(2, 4, 192, 64, device="cuda", dtype=torch.bfloat16,
                            requires_grad=True) for _ in range(3))
     fn = lambda q, k, v: ca.attention(q, k, v, mask_mod=ca.sliding_window(64))  # noqa: E731
@@ -95,5 +87,5 @@ def test_flex_kernels_are_handed_to_the_compile_workers(monkeypatch, calls):
     out = cherenkov.compile(fn, strict=True, dynamic=False)(q, k, v)
     out.float().sum().backward()
     assert calls == {"forward": 1, "backward": 1}
-    names = {j.fn for j in submitted}
+    names = {j.fn for j in submitted_jobs}
     assert {"_attn_fwd", "_attn_bwd_dkdv", "_attn_bwd_dq"} <= names, names

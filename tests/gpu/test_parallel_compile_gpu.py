@@ -46,19 +46,12 @@ def test_compiled_adamw_on_cuda_matches_eager(foreach):
     assert updating and all(cg.in_place for cg in updating)
 
 
-def test_attention_kernels_go_to_the_workers_and_workers_hold_no_gpu_context(monkeypatch):
+def test_attention_kernels_go_to_the_workers_and_workers_hold_no_gpu_context(submitted_jobs):
     """An SDPA call's kernels (forward, and its backward's from the forward graph) are handed
     to the workers at lowering, with arguments that make the first launch a cache hit; the
     workers answer Triton's device queries themselves, so none opens a CUDA context."""
     import shutil
     import subprocess
-    submitted = []
-    real_submit = parallel_compile.submit
-
-    def spy(jobs, requested=-1):
-        submitted.extend(jobs)
-        return real_submit(jobs, requested)
-    monkeypatch.setattr(parallel_compile, "submit", spy)
     q, k, v = (torch.randn(2, 4, 256, 64, device="cuda", dtype=torch.bfloat16,
                            requires_grad=True) for _ in range(3))
     fn = lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(  # noqa: E731
@@ -71,7 +64,7 @@ def test_attention_kernels_go_to_the_workers_and_workers_hold_no_gpu_context(mon
     fn(*ref).sum().backward()
     torch.testing.assert_close(out, fn(*ref), rtol=2e-2, atol=2e-2)
     torch.testing.assert_close(q.grad, ref[0].grad, rtol=2e-2, atol=2e-2)
-    names = {j.fn for j in submitted}
+    names = {j.fn for j in submitted_jobs}
     assert {"_attn_fwd", "_attn_bwd_dkdv", "_attn_bwd_dq"} <= names, names
     pool = parallel_compile._pool
     assert pool is not None
