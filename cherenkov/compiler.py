@@ -31,7 +31,7 @@ from cherenkov.passes.cse import eliminate_common_subexpressions
 from cherenkov.passes.fusion import fuse, is_scatter
 from cherenkov.passes.split_reductions import split_reductions
 from cherenkov.runtime.compiled_graph import CompiledGraph
-from cherenkov.runtime import parallel_compile
+from cherenkov.runtime import graph_policy, parallel_compile
 from cherenkov.runtime.loader import load_module
 from cherenkov.runtime.triton_launch import TritonLaunch
 
@@ -47,6 +47,7 @@ class CompileInfo:
     library_calls: dict = field(default_factory=dict)    # kind -> count
     report: object = None                                # CostReport after a profiled call
     seconds: dict = field(default_factory=dict)          # compile phase -> wall seconds
+    cuda_graphs: object = None                           # graph_policy.GraphDecision
 
     def summary(self) -> dict:
         return {
@@ -56,6 +57,7 @@ class CompileInfo:
             "estimated_bytes_moved": sum(k[2] for k in self.kernels),
             "library_calls": self.library_calls,
             "externs": [{"op": op, "reason": reason} for op, reason in self.externs],
+            "cuda_graphs": str(self.cuda_graphs),
         }
 
 
@@ -109,7 +111,12 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
             info.library_calls[kind] = info.library_calls.get(kind, 0) + 1
     compiled = CompiledGraph(graph, fusion, kernels, device)
     lap("plan")
-    if config.cuda_graphs:
+    on_cuda = device.type == "cuda"
+    plan = (graph_policy.estimate(compiled, spec) if on_cuda and config.cuda_graphs != "off"
+            else graph_policy.PlanEstimate())
+    info.cuda_graphs = graph_policy.decide(plan, config.cuda_graphs, spec, on_cuda)
+    log.info("cherenkov [%s] CUDA graphs %s", name, info.cuda_graphs)
+    if info.cuda_graphs.use:
         # a backward captures one call after its forward, so the saved activations it reads
         # already live in the forward graph's buffers and are read in place
         compiled.use_cuda_graphs(warmup=2 if name.startswith("backward") else 1)

@@ -10,7 +10,9 @@ Every option lives in `Config`; every environment variable is read here and nowh
 | CHERENKOV_DUMP=dir          | dump_dir       | write every stage of every compiled graph under dir  |
 | CHERENKOV_LOG=1             | log_fallbacks  | log each extern op / eager fallback with its reason  |
 | CHERENKOV_FUSION=0          | fusion         | one kernel per op (for debugging fusion)             |
-| CHERENKOV_CUDA_GRAPHS=1     | cuda_graphs    | replay static-shape graphs with CUDA graphs          |
+| CHERENKOV_CUDA_GRAPHS=mode  | cuda_graphs    | replay plans with CUDA graphs: "auto" (default: the  |
+|                             |                | cost model picks launch-bound ones), "on" (1), "off" |
+|                             |                | (0); True/False mean on/off                          |
 | CHERENKOV_INTERPRET=1       | interpret      | run Triton kernels in the interpreter (CPU tensors   |
 |                             |                | always do)                                           |
 | CHERENKOV_CACHE_SIZE=n      | cache_size     | recompiles kept per graph for static shapes          |
@@ -55,6 +57,22 @@ _TYPES = {"bool": (bool, "True or False"), "int": (int, "an integer"),
           "str": ((str, os.PathLike), "a string")}          # dump_dir may be a Path
 
 
+def _graph_mode(value):
+    """cuda_graphs: "auto" / "on" / "off"; True / False and the usual flag spellings too."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text == "auto":
+            return text
+        try:
+            return "on" if _flag("CHERENKOV_CUDA_GRAPHS", text) else "off"
+        except ValueError:
+            raise ValueError(f"cuda_graphs={value!r}: expected 'auto', 'on' or 'off' "
+                             "(or True / False)") from None
+    return value        # the type check reports it
+
+
 def _check_names(names) -> None:
     known = [f.name for f in fields(Config)]
     unknown = set(names) - set(known)
@@ -68,7 +86,7 @@ class Config:
     dump_dir: str | None = field(default=None, metadata={"env": "CHERENKOV_DUMP"})
     log_fallbacks: bool = field(default=False, metadata={"env": "CHERENKOV_LOG"})
     fusion: bool = field(default=True, metadata={"env": "CHERENKOV_FUSION"})
-    cuda_graphs: bool = field(default=False, metadata={"env": "CHERENKOV_CUDA_GRAPHS"})
+    cuda_graphs: str = field(default="auto", metadata={"env": "CHERENKOV_CUDA_GRAPHS"})
     interpret: bool = field(default=False, metadata={"env": "CHERENKOV_INTERPRET"})
     cache_size: int = field(default=8, metadata={"env": "CHERENKOV_CACHE_SIZE"})
     device: str = field(default="auto", metadata={"env": "CHERENKOV_DEVICE"})
@@ -83,6 +101,7 @@ class Config:
     linear_ce: str = field(default="auto", metadata={"env": "CHERENKOV_LINEAR_CE"})
 
     def __post_init__(self):
+        object.__setattr__(self, "cuda_graphs", _graph_mode(self.cuda_graphs))
         for f in fields(self):            # types first: "false" is a true string, 2.5 no count
             value = getattr(self, f.name)
             kind, _, optional = f.type.partition(" | ")     # "float | None": a float or None

@@ -315,6 +315,7 @@ class CompiledGraph:
                 env[out] = tuple(parts) if many else parts[0]
 
         step = Step("library", run, getattr(target, "__name__", str(target)))
+        step.node = node                          # for the CUDA-graph policy's estimate
         step.reads = in_slots
         step.out_slots = [out]
         return step

@@ -159,6 +159,7 @@ class BackendResult:
     kernels: int = 0
     library_calls: dict = field(default_factory=dict)
     compile_seconds: dict = field(default_factory=dict)   # Cherenkov's phases, all graphs
+    cuda_graphs: list = field(default_factory=list)       # (graph, decision) per Cherenkov plan
     error: str | None = None
     skipped: str | None = None
 
@@ -203,6 +204,8 @@ def _release_cherenkov(start: int, result: BackendResult) -> None:
             result.compile_seconds[phase] = result.compile_seconds.get(phase, 0.0) + s
         for kind, n in info.library_calls.items():
             result.library_calls[kind] = result.library_calls.get(kind, 0) + n
+        if info.cuda_graphs is not None:
+            result.cuda_graphs.append((info.name, str(info.cuda_graphs)))
         graph.cache.clear()
 
 
@@ -335,7 +338,7 @@ def row(case: TrainCase, results: list[BackendResult], settings: Settings, spec)
                                        or r.weights_checksum is None
                                        else r.weights_checksum == ref.weights_checksum),
              "kernels": r.kernels, "library_calls": r.library_calls, "losses": r.losses,
-             "compile_seconds": r.compile_seconds}
+             "compile_seconds": r.compile_seconds, "cuda_graphs": r.cuda_graphs}
         if ref is not None and ref.losses and r.losses and r.name != REFERENCE:
             diff = max_relative_difference(r.losses, ref.losses)
             d["max_rel_loss_diff_vs_eager"] = diff
@@ -384,6 +387,9 @@ def summary(rows: list[dict]) -> list[str]:
                 parts.append("first step by phase: " + ", ".join(
                     f"{k} {v:.1f} s" for k, v in ours.items()) +
                     f", Dynamo + AOTAutograd + the rest {rest:.1f} s")
+            if d.get("cuda_graphs"):
+                on = sum(1 for _, why in d["cuda_graphs"] if why.startswith("on"))
+                parts.append(f"CUDA graphs on {on} of {len(d['cuda_graphs'])} plans")
             lines.append(f"{r['case']} {name}: " + "; ".join(parts))
     return lines
 

@@ -1,0 +1,175 @@
+"""Whether a compiled plan replays through a CUDA graph: the cost model decides by default.
+
+A CUDA graph removes the host's per-launch cost and nothing else, and it costs memory: the
+plan's buffers stay reserved in the graph's private pool between calls. So under
+`cuda_graphs="auto"` (the default) a plan is graphed when
+
+* it can be (CUDA tensors only -- a plan is specialized to its shapes, so shapes are static --
+  no collectives, no op that synchronizes with the host or sizes its output from data), and
+* it is predicted launch-bound: the host time of its launches (steps x the device's
+  measured launch overhead) is at least `HOST_FRACTION` of the GPU time the roofline predicts
+  for its kernels and library calls (below that the GPU queue stays full and a graph gains
+  nothing), and
+* its working set (peak bytes of the buffers it allocates, by lifetime) is at most
+  `POOL_FRACTION` of device memory.
+
+`"on"` graphs every plan that can be graphed; `"off"` none. Capture failures still fall back
+to running without the graph (cuda_graphs.py). The decision and its figures are logged, kept
+on the compile info and shown in dumps.
+
+    plan = estimate(compiled, spec)     # host_s, device_s, pool_bytes, blockers
+    decision = decide(plan, "auto", spec, on_cuda=True)
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from cherenkov.cost.roofline import roofline
+from cherenkov.ir.ops import GroupOp, Op
+from cherenkov.ir.graph import TensorMeta
+
+HOST_FRACTION = 0.5        # graph when host launch time >= this fraction of predicted GPU time
+POOL_FRACTION = 0.05       # ... and the plan's working set is at most this share of memory
+VIEW_STEP_COST = 0.25      # a view / getitem step's host cost, in launches (Python only)
+
+# extern ops that synchronize with the host or size their output from data: never captured
+# by default (a capture would fail, or bake in what one call saw)
+_HOST_SYNC = frozenset({
+    "nonzero", "masked_select", "unique", "_unique", "_unique2", "unique_consecutive",
+    "unique_dim", "_local_scalar_dense", "item", "repeat_interleave", "bincount", "histc",
+    "equal", "is_nonzero", "allclose", "_assert_scalar", "masked_scatter", "argwhere",
+})
+
+
+@dataclass
+class PlanEstimate:
+    host_s: float = 0.0            # host time of the plan's launches per call
+    device_s: float = 0.0          # predicted GPU time per call (roofline, no launch overhead)
+    pool_bytes: int = 0            # peak bytes of buffers the plan allocates
+    launches: int = 0
+    blockers: list = field(default_factory=list)     # reasons it must not be captured
+
+
+@dataclass(frozen=True)
+class GraphDecision:
+    use: bool
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{'on' if self.use else 'off'}: {self.reason}"
+
+
+def _nbytes(meta) -> int:
+    if isinstance(meta, tuple):
+        return sum(_nbytes(m) for m in meta)
+    if not isinstance(meta, TensorMeta):
+        return 0
+    return math.prod(meta.shape) * meta.dtype.itemsize
+
+
+def _target_name(node) -> str:
+    target = node.args[0] if node.args else None
+    packet = getattr(target, "overloadpacket", target)
+    return getattr(packet, "__name__", str(packet)).split(".")[-1]
+
+
+def _matmul_flops(node) -> float:
+    """2 x output elements x the contracted length (mm, bmm, addmm, baddbmm, linear, ...)."""
+    out = node.meta[0] if isinstance(node.meta, tuple) else node.meta
+    if not isinstance(out, TensorMeta):
+        return 0.0
+    mats = [i.meta for i in node.inputs if isinstance(i.meta, TensorMeta) and len(i.meta.shape) >= 2]
+    if not mats:
+        return 0.0
+    name = _target_name(node)
+    a = mats[1] if name.startswith(("addmm", "baddbmm", "addbmm")) and len(mats) > 2 else mats[0]
+    return 2.0 * math.prod(out.shape) * a.shape[-1]
+
+
+def _attention_flops(node) -> float:
+    """4 x B x H x Sq x Skv x D (unmasked), x 2.5 for a backward."""
+    metas = [i.meta for i in node.inputs if isinstance(i.meta, TensorMeta) and len(i.meta.shape) == 4]
+    if len(metas) < 2:
+        return 0.0
+    q, k = metas[0], metas[1]
+    flops = 4.0 * math.prod(q.shape) * k.shape[-2]
+    return flops * (2.5 if "backward" in _target_name(node) else 1.0)
+
+
+def _library_seconds(node, spec) -> float:
+    moved = _nbytes(node.meta) + sum(_nbytes(i.meta) for i in node.inputs)
+    dtype = next((i.meta.dtype for i in node.inputs if isinstance(i.meta, TensorMeta)), None)
+    flops = (_matmul_flops(node) if node.op == Op.MATMUL
+             else _attention_flops(node) if node.op == Op.ATTENTION else 0.0)
+    if dtype is None or not dtype.is_floating_point:
+        flops = 0.0
+    line = roofline(spec, flops, moved, dtype, tensor_core=True) if flops else \
+        roofline(spec, 0.0, moved)
+    return max(line.compute_s, line.memory_s)
+
+
+def estimate(compiled, spec) -> PlanEstimate:
+    """Host time, predicted GPU time, working set and capture blockers of a compiled plan."""
+    plan = PlanEstimate()
+    by_slot = {slot: node for node, slot in compiled.slot.items()}
+    host = [n for n in compiled.graph.inputs
+            if isinstance(n.meta, TensorMeta) and n.meta.device != compiled.device]
+    if host:
+        plan.blockers.append(f"reads {len(host)} tensor(s) on another device")
+    live = peak = 0
+    sizes: dict[int, int] = {}
+    for step in compiled.steps:
+        if step.kind in ("kernel", "library", "kernel_batch"):
+            plan.launches += 1
+            plan.host_s += spec.launch_overhead_s
+        else:
+            plan.host_s += VIEW_STEP_COST * spec.launch_overhead_s
+        if step.kind == "kernel":
+            kernel = getattr(step, "kernel", None)
+            if kernel is not None:
+                line = roofline(spec, kernel.flops(), kernel.bytes_moved())
+                plan.device_s += max(line.compute_s, line.memory_s)
+        elif step.kind == "library":
+            node = getattr(step, "node", None)
+            if node is not None:
+                plan.device_s += _library_seconds(node, spec)
+                if node.op in GroupOp.COLLECTIVE:
+                    plan.blockers.append(f"collective {node.op.name.lower()}")
+                elif node.op == Op.EXTERN and _target_name(node) in _HOST_SYNC:
+                    plan.blockers.append(f"{_target_name(node)} synchronizes with the host")
+                elif any(isinstance(m, TensorMeta) and m.device.type != compiled.device.type
+                         for m in (node.meta if isinstance(node.meta, tuple) else (node.meta,))):
+                    plan.blockers.append(f"{_target_name(node)} writes to another device")
+        if step.kind in ("kernel", "library"):
+            into = getattr(step, "into", {})
+            for slot in getattr(step, "out_slots", ()):
+                if slot in into or slot not in by_slot:
+                    continue
+                sizes[slot] = _nbytes(by_slot[slot].meta)
+                live += sizes[slot]
+        peak = max(peak, live)
+        for slot in step.frees:
+            live -= sizes.pop(slot, 0)
+    plan.pool_bytes = peak
+    return plan
+
+
+def decide(plan: PlanEstimate, mode: str, spec, on_cuda: bool) -> GraphDecision:
+    """Graph the plan or not, under `mode` in {"auto", "on", "off"}, with the reason."""
+    if mode == "off":
+        return GraphDecision(False, "cuda_graphs='off'")
+    if not on_cuda:
+        return GraphDecision(False, "not on a CUDA device")
+    if plan.blockers:
+        return GraphDecision(False, "cannot capture: " + "; ".join(plan.blockers))
+    figures = (f"{plan.launches} launches, host {plan.host_s * 1e6:.0f} us vs GPU "
+               f"{plan.device_s * 1e6:.0f} us predicted, working set {plan.pool_bytes / 2**20:.1f} MiB")
+    if mode == "on":
+        return GraphDecision(True, f"cuda_graphs='on' ({figures})")
+    if plan.host_s < HOST_FRACTION * plan.device_s:
+        return GraphDecision(False, f"GPU-bound ({figures})")
+    if plan.pool_bytes > POOL_FRACTION * spec.memory_bytes:
+        return GraphDecision(False, f"launch-bound but its buffers would stay reserved "
+                                    f"({figures}; over {POOL_FRACTION:.0%} of device memory)")
+    return GraphDecision(True, f"launch-bound ({figures})")

@@ -1,0 +1,127 @@
+"""The CUDA-graph policy (runtime/graph_policy.py): which plans replay through a CUDA graph by
+default. Plans are compiled on the CPU and judged as if for a GPU from the hardware presets."""
+import pytest
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+import cherenkov
+from cherenkov import hw
+from cherenkov.compiler import compile_fx
+from cherenkov.config import Config
+from cherenkov.lowering.library import library_node
+from cherenkov.runtime import graph_policy
+from cherenkov.runtime.graph_policy import GraphDecision, PlanEstimate, decide, estimate
+
+H200 = hw.device("h200")
+
+
+def _plan(fn, *inputs):
+    compiled, info = compile_fx(make_fx(fn)(*inputs), list(inputs), Config(strict=True))
+    return compiled, info
+
+
+def test_a_small_graph_is_launch_bound_on_a_fast_gpu_and_graphed_by_default():
+    compiled, _ = _plan(lambda x, w: torch.relu(x @ w).sum(-1) * 2, torch.randn(8, 64),
+                        torch.randn(64, 64))
+    plan = estimate(compiled, H200)
+    assert plan.launches >= 2 and not plan.blockers
+    assert plan.host_s == pytest.approx(plan.launches * H200.launch_overhead_s, rel=0.5)
+    assert 0 < plan.device_s < plan.host_s
+    assert plan.pool_bytes > 0
+    decision = decide(plan, "auto", H200, on_cuda=True)
+    assert decision.use and "launch-bound" in decision.reason
+
+
+def test_the_decision_follows_the_device_rates():
+    """The same plan is GPU-bound on a device a million times slower, and not launch-bound
+    at all where launches cost nothing."""
+    compiled, _ = _plan(lambda x, w: torch.relu(x @ w).sum(-1), torch.randn(64, 64),
+                        torch.randn(64, 64))
+    slow = H200.replace(peak_flops={k: v * 1e-6 for k, v in H200.peak_flops.items()},
+                        measured_flops={}, memory_bandwidth=H200.memory_bandwidth * 1e-6,
+                        measured_copy_bandwidth=None)
+    assert decide(estimate(compiled, H200), "auto", H200, True).use
+    off = decide(estimate(compiled, slow), "auto", slow, True)
+    assert not off.use and "GPU-bound" in off.reason
+    free = H200.replace(launch_overhead_s=0.0)
+    assert not decide(estimate(compiled, free), "auto", free, True).use
+
+
+def test_predicted_gpu_time_counts_matmul_flops():
+    small, _ = _plan(lambda x, w: x @ w, torch.randn(16, 32), torch.randn(32, 16))
+    big, _ = _plan(lambda x, w: x @ w, torch.randn(256, 512), torch.randn(512, 256))
+    slow = H200.replace(peak_flops={k: v * 1e-6 for k, v in H200.peak_flops.items()},
+                        measured_flops={})
+    t_small, t_big = estimate(small, slow).device_s, estimate(big, slow).device_s
+    # 2 * 256 * 256 * 512 vs 2 * 16 * 16 * 32 FLOPs: 4096x, compute-bound on the slow device
+    assert t_big / t_small == pytest.approx(4096, rel=0.05)
+
+
+def test_working_set_over_the_pool_share_keeps_a_plan_off():
+    compiled, _ = _plan(lambda x: (x * 2).exp().sum(), torch.randn(64, 64))
+    plan = estimate(compiled, H200)
+    tiny = H200.replace(memory_bytes=plan.pool_bytes / graph_policy.POOL_FRACTION / 2)
+    decision = decide(plan, "auto", tiny, True)
+    assert not decision.use and "reserved" in decision.reason
+    assert decide(plan, "on", tiny, True).use          # asked for: graphed anyway
+
+
+def test_modes_and_devices():
+    plan = PlanEstimate(host_s=1e-4, device_s=1e-6, pool_bytes=1, launches=20)
+    assert decide(plan, "off", H200, True) == GraphDecision(False, "cuda_graphs='off'")
+    assert not decide(plan, "auto", H200, on_cuda=False).use
+    assert not decide(plan, "on", H200, on_cuda=False).use
+    busy = PlanEstimate(host_s=1e-5, device_s=1e-3, pool_bytes=1, launches=2)
+    assert decide(busy, "on", H200, True).use and not decide(busy, "auto", H200, True).use
+
+
+def _with_library_step(compiled, node):
+    step = type(compiled.steps[0])("library", lambda env: None, "extra")
+    step.node, step.out_slots = node, []
+    compiled.steps.append(step)
+    return compiled
+
+
+def test_host_synchronizing_ops_and_host_outputs_block_capture_even_when_asked():
+    compiled, _ = _plan(lambda x: x * 2, torch.randn(8))
+    x = next(iter(compiled.slot))
+    nonzero = library_node(torch.ops.aten.nonzero.default, (x,), {},
+                           torch.empty(3, 1, dtype=torch.long))
+    plan = estimate(_with_library_step(compiled, nonzero), H200)
+    assert any("nonzero" in b for b in plan.blockers)
+    for mode in ("auto", "on"):
+        decision = decide(plan, mode, H200, True)
+        assert not decision.use and "cannot capture" in decision.reason
+
+    compiled, _ = _plan(lambda x: x * 2, torch.randn(8))
+    x = next(iter(compiled.slot))
+    # (the plan is on the CPU here, so an output on the meta device stands for a host copy)
+    to_host = library_node(torch.ops.aten._to_copy.default, (x,), {"device": "meta"},
+                           torch.empty(8, device="meta"))
+    plan = estimate(_with_library_step(compiled, to_host), H200)
+    assert any("another device" in b for b in plan.blockers)
+
+
+@pytest.mark.parametrize("given,mode", [(True, "on"), (False, "off"), ("auto", "auto"),
+                                        ("1", "on"), ("off", "off"), (" Auto ", "auto")])
+def test_config_spellings(given, mode):
+    assert Config(cuda_graphs=given).cuda_graphs == mode
+
+
+def test_config_rejects_other_modes_and_reads_the_environment():
+    with pytest.raises(ValueError, match="cuda_graphs"):
+        Config(cuda_graphs="sometimes")
+    assert Config().cuda_graphs == "auto"
+    assert Config.from_env({"CHERENKOV_CUDA_GRAPHS": "0"}).cuda_graphs == "off"
+    assert Config.from_env({"CHERENKOV_CUDA_GRAPHS": "auto"}).cuda_graphs == "auto"
+
+
+def test_cpu_plans_record_why_they_are_not_graphed():
+    from cherenkov.backend import COMPILED
+    fn = lambda x: (x * 2).sigmoid().sum(-1)  # noqa: E731
+    compiled = cherenkov.compile(fn, strict=True)
+    x = torch.randn(4, 6)
+    torch.testing.assert_close(compiled(x), fn(x))
+    _, info = COMPILED[-1]
+    assert info.cuda_graphs == GraphDecision(False, "not on a CUDA device")
+    assert info.summary()["cuda_graphs"].startswith("off: ")
