@@ -1,6 +1,8 @@
 """Replay a compiled graph's plan through a CUDA graph (static shapes, CUDA only).
 
-Warm-up calls run the plan as usual; the next call captures it. Inputs whose storage stayed
+Warm-up calls run the plan as usual; the next call runs it as usual too and then captures it
+(capture records without running, so each call runs the plan once: an in-place update of an
+input -- an optimizer step -- is never applied twice). Inputs whose storage stayed
 put since the previous call (parameters updated in place, the saved activations a graphed
 forward hands its backward) are read where they are; the others are copied into static
 buffers before each replay. A static input that later moves makes the plan capture again (a
@@ -28,6 +30,13 @@ MAX_CAPTURES = 4
 def storage_uses(tensors) -> list[int]:
     """Use counts of the tensors' storages (how many tensors and views share each)."""
     return [torch._C._storage_Use_Count(t.untyped_storage()._cdata) for t in tensors]
+
+
+def _same_layout(t: torch.Tensor) -> torch.Tensor:
+    """An uninitialized tensor with t's shape, strides and storage offset."""
+    extent = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride())) if t.numel() else 0
+    storage = torch.empty(t.storage_offset() + extent, dtype=t.dtype, device=t.device)
+    return storage.as_strided(t.shape, t.stride(), t.storage_offset())
 
 
 class GraphedPlan:
@@ -58,9 +67,7 @@ class GraphedPlan:
             self.prev_ptrs = ptrs
             return self.run_plan(inputs)
         if self.graph is None:
-            self._capture(inputs, ptrs)
-            if self.graph is None:
-                return self.run_plan(inputs)
+            return self._run_and_capture(inputs, ptrs)
         elif storage_uses(self.owned) != self.baseline:
             if not self.held_logged:
                 log.info("cherenkov: %s: an output of the previous replay is still held; "
@@ -85,25 +92,37 @@ class GraphedPlan:
     def _release(self) -> None:
         self.graph, self.static_inputs, self.static_outputs, self.owned = None, [], [], []
 
-    def _capture(self, inputs, ptrs) -> None:
+    def _run_and_capture(self, inputs, ptrs) -> list:
+        """This call's result, computed by running the plan as usual; then the capture.
+
+        Capturing records the plan without running it, so the call runs exactly once: a plan
+        that updates its inputs in place (an optimizer step, running statistics) must not be
+        applied twice on the call that captures it."""
         if self.captures >= MAX_CAPTURES:
             log.warning("cherenkov: %s: inputs keep moving; running without CUDA graphs",
                         self.name)
             self.disabled = True
-            return
+            return self.run_plan(inputs)
         self.captures += 1
         prev = self.prev_ptrs or [None] * len(ptrs)
         self.static_slots = [p is not None and p == q for p, q in zip(ptrs, prev)]
         self.input_storages = [t.untyped_storage().data_ptr() if isinstance(t, torch.Tensor)
                                else None for t in inputs]
-        self.static_inputs = [t if (not isinstance(t, torch.Tensor) or keep) else t.clone()
+        copied = [t for t, keep in zip(inputs, self.static_slots)
+                  if isinstance(t, torch.Tensor) and not keep]
+        overlapping = [t for t in copied if torch._debug_has_internal_overlap(t) != 0]
+        if overlapping:         # a broadcast input that moves cannot be copied into place
+            log.info("cherenkov: %s not captured: an input with overlapping elements (shape "
+                     "%s, strides %s) changes address between calls", self.name,
+                     tuple(overlapping[0].shape), overlapping[0].stride())
+            self.disabled = True
+            return self.run_plan(inputs)
+        # the copied slots' buffers, laid out as the plan was compiled for (strides and
+        # storage offset); their values now do not matter: each replay copies in
+        self.static_inputs = [t if (not isinstance(t, torch.Tensor) or keep) else _same_layout(t)
                               for t, keep in zip(inputs, self.static_slots)]
+        outs = self.run_plan(inputs)
         try:
-            stream = torch.cuda.Stream()
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):
-                self.run_plan(list(self.static_inputs))
-            torch.cuda.current_stream().wait_stream(stream)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
                 outputs = self.run_plan(list(self.static_inputs))
@@ -112,7 +131,7 @@ class GraphedPlan:
                         self.name, e)
             self.disabled = True
             self._release()
-            return
+            return outs
         self.graph = graph
         self.captured_ptrs = ptrs
         # keep only the copies: holding a static input (a forward graph's output read in place
@@ -130,9 +149,8 @@ class GraphedPlan:
                     seen.add(key)
                     self.owned.append(o)
         self.baseline = storage_uses(self.owned)
-        copied = [t for t, keep in zip(inputs, self.static_slots)
-                  if isinstance(t, torch.Tensor) and not keep]
         log.info("cherenkov: %s captured (capture %d): %d inputs read in place, %d copied "
                  "before each replay (%.1f MB)", self.name, self.captures,
                  sum(self.static_slots), len(copied),
                  sum(t.numel() * t.element_size() for t in copied) / 1e6)
+        return outs

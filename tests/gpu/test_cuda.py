@@ -52,6 +52,29 @@ def test_cuda_graph_replay_matches_eager_on_fresh_inputs():
         torch.testing.assert_close(compiled(x, w), fn(x, w), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("mode", ["on", "auto"])
+def test_cuda_graph_applies_in_place_updates_once_per_call(mode):
+    """A plan that updates an input in place (running statistics, an optimizer step) is
+    graphed (auto: it is launch-bound) and updates it once per call, the capturing call
+    included; a moving input that is a view at an offset is copied into the same layout."""
+    def fn(x, stat):
+        stat.mul_(0.9).add_(x.sum(0))
+        return x * 2 + stat
+    stat, ref = torch.zeros(8, device="cuda"), torch.zeros(8, device="cuda")
+    compiled = cherenkov.compile(fn, strict=True, cuda_graphs=mode)
+    for _ in range(6):
+        base = torch.randn(5, 8, device="cuda")
+        x = base[1:]                      # storage offset 8, a new address every call
+        out = compiled(x, stat)
+        torch.testing.assert_close(out, fn(x, ref))
+        torch.testing.assert_close(stat, ref)
+    _, info = COMPILED[-1]
+    assert info.cuda_graphs.use, info.cuda_graphs
+    graph = COMPILED[-1][0]
+    plan = next(iter(graph.cache.values()))
+    assert plan._call.graph is not None and not plan._call.disabled
+
+
 def test_direct_launch_is_checked_then_used():
     fn = lambda x: torch.softmax(x * 2, -1)  # noqa: E731
     compiled = cherenkov.compile(fn, strict=True)
