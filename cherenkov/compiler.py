@@ -117,9 +117,10 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
     info.cuda_graphs = graph_policy.decide(plan, config.cuda_graphs, spec, on_cuda)
     log.info("cherenkov [%s] CUDA graphs %s", name, info.cuda_graphs)
     if info.cuda_graphs.use:
-        # a backward captures one call after its forward, so the saved activations it reads
-        # already live in the forward graph's buffers and are read in place
-        compiled.use_cuda_graphs(warmup=2 if name.startswith("backward") else 1)
+        # a forward runs normally on call 1, runs and captures on call 2 and replays from call
+        # 3; its backward captures on call 4, after seeing the same replay buffers twice, so
+        # the saved activations it reads are read in place rather than copied in
+        compiled.use_cuda_graphs(warmup=3 if name.startswith("backward") else 1)
     if config.dump_dir:
         try:
             _dump(Path(config.dump_dir) / name, gm, lowered, graph, fusion, sources, info)
