@@ -74,6 +74,7 @@ def main(out):
             rows.append({"case": "MLP d=256 batch 8, inference", "backend": name,
                          "us_per_call": per_call_us(lambda: m(x)), "max_abs_err": errs[name]})
     for name in BACKENDS:
+        torch._dynamo.reset()       # each variant compiles afresh (Dynamo's recompile limit)
         torch.manual_seed(0)
         m = MLP().cuda()
         step_model = _variant(name, m)
