@@ -117,10 +117,17 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
     info.cuda_graphs = graph_policy.decide(plan, config.cuda_graphs, spec, on_cuda)
     log.info("cherenkov [%s] CUDA graphs %s", name, info.cuda_graphs)
     if info.cuda_graphs.use:
-        # a forward runs normally on call 1, runs and captures on call 2 and replays from call
-        # 3; its backward captures on call 4, after seeing the same replay buffers twice, so
+        # a forward runs normally for `warmup` calls (the last one timed and judged when
+        # measuring), runs and captures on the next and replays from the one after; its
+        # backward waits two calls more, until it has seen the same replay buffers twice, so
         # the saved activations it reads are read in place rather than copied in
-        compiled.use_cuda_graphs(warmup=3 if name.startswith("backward") else 1)
+        warmup = 2 if info.cuda_graphs.measure else 1
+        judge = None
+        if info.cuda_graphs.measure:
+            def judge(host_s, device_s, info=info):
+                info.cuda_graphs = graph_policy.judge(host_s, device_s)
+                return info.cuda_graphs
+        compiled.use_cuda_graphs(warmup + 2 if name.startswith("backward") else warmup, judge)
     if config.dump_dir:
         try:
             _dump(Path(config.dump_dir) / name, gm, lowered, graph, fusion, sources, info)

@@ -360,8 +360,9 @@ class CompiledGraph:
         return step
 
     # ---- running --------------------------------------------------------------------------
-    def use_cuda_graphs(self, warmup: int = 1) -> None:
-        """Replay the plan through a CUDA graph after `warmup` calls (see cuda_graphs.py)."""
+    def use_cuda_graphs(self, warmup: int = 1, judge=None) -> None:
+        """Replay the plan through a CUDA graph after `warmup` calls (see cuda_graphs.py);
+        `judge(host_s, device_s)`: the last warm-up call is timed and judged first."""
         from cherenkov.runtime.cuda_graphs import GraphedPlan
         host = [n for n in self.graph.inputs
                 if isinstance(n.meta, TensorMeta) and n.meta.device != self.device]
@@ -370,7 +371,7 @@ class CompiledGraph:
             log.info("cherenkov: graph %s not captured: it reads %d tensors on another device",
                      self.graph.name, len(host))
         elif self.device.type == "cuda":
-            self._call = GraphedPlan(self.run_plan, self.graph.name, warmup)
+            self._call = GraphedPlan(self.run_plan, self.graph.name, warmup, judge)
 
     def __call__(self, inputs: list):
         """Runs the plan on `inputs`, taking ownership of the list: it is emptied, so each

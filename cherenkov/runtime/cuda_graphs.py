@@ -19,6 +19,7 @@ without graphs, with the reason logged.
 from __future__ import annotations
 
 import logging
+import time
 
 import torch
 
@@ -40,10 +41,14 @@ def _same_layout(t: torch.Tensor) -> torch.Tensor:
 
 
 class GraphedPlan:
-    def __init__(self, run_plan, name: str, warmup: int = 1):
+    def __init__(self, run_plan, name: str, warmup: int = 1, judge=None):
         self.run_plan = run_plan        # callable(list of inputs) -> list of outputs
         self.name = name
         self.warmup = warmup            # calls before capture (a backward waits for its forward)
+        # judge(host_s, device_s) -> GraphDecision: the last warm-up call is timed (host issue
+        # time and GPU time, from an idle GPU) and the plan is captured only if judged so
+        self.judge = judge
+        self.verdict = None
         self.calls = 0
         self.captures = 0
         self.prev_ptrs: list | None = None
@@ -59,12 +64,15 @@ class GraphedPlan:
         self.baseline: list[int] = []
 
     def __call__(self, inputs: list):
-        if self.disabled:
+        if self.disabled or torch.cuda.is_current_stream_capturing():
+            # (inside a caller's own capture, the plan is simply recorded into theirs)
             return self.run_plan(inputs)
         self.calls += 1
         ptrs = [t.data_ptr() if isinstance(t, torch.Tensor) else None for t in inputs]
         if self.graph is None and self.calls <= self.warmup:
             self.prev_ptrs = ptrs
+            if self.judge is not None and self.calls == self.warmup:
+                return self._timed(inputs)
             return self.run_plan(inputs)
         if self.graph is None:
             return self._run_and_capture(inputs, ptrs)
@@ -88,6 +96,23 @@ class GraphedPlan:
         # fresh tensors on the graph's buffers (not marked as views): whoever holds one adds
         # to its storage's use count, which is what the check above reads
         return [o.detach() if isinstance(o, torch.Tensor) else o for o in self.static_outputs]
+
+    def _timed(self, inputs: list) -> list:
+        """Run the plan from an idle GPU, timing the host's issue of its launches and the GPU's
+        execution; the judge decides whether later calls go through a CUDA graph."""
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        t0 = time.perf_counter()
+        outs = self.run_plan(inputs)
+        host_s = time.perf_counter() - t0
+        end.record()
+        end.synchronize()
+        self.verdict = self.judge(host_s, start.elapsed_time(end) / 1e3)
+        log.info("cherenkov: %s: CUDA graphs %s", self.name, self.verdict)
+        if not self.verdict.use:
+            self.disabled = True
+        return outs
 
     def _release(self) -> None:
         self.graph, self.static_inputs, self.static_outputs, self.owned = None, [], [], []

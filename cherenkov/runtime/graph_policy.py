@@ -1,24 +1,26 @@
-"""Whether a compiled plan replays through a CUDA graph: the cost model decides by default.
+"""Whether a compiled plan replays through a CUDA graph: by default, measured per plan.
 
 A CUDA graph removes the host's per-launch cost and nothing else, and it costs memory: the
 plan's buffers stay reserved in the graph's private pool between calls. So under
 `cuda_graphs="auto"` (the default) a plan is graphed when
 
 * it can be (CUDA tensors only -- a plan is specialized to its shapes, so shapes are static --
-  no collectives, no op that synchronizes with the host or sizes its output from data), and
-* it is predicted launch-bound: the host time of its launches (steps x the device's
-  measured launch overhead) is at least `HOST_FRACTION` of the GPU time the roofline predicts
-  for its kernels and library calls (below that the GPU queue stays full and a graph gains
-  nothing), and
+  no collectives, no op that synchronizes with the host or sizes its output from data),
 * its working set (peak bytes of the buffers it allocates, by lifetime) is at most
-  `POOL_FRACTION` of device memory.
+  `POOL_FRACTION` of device memory (a training step's activations and gradients are not: their
+  memory is shared between forward and backward without graphs), and
+* it is launch-bound, measured: its last warm-up call runs from an idle GPU and the host's
+  time issuing the launches is at least `HOST_FRACTION` of the GPU's time running them
+  (`judge`). Measured, because the host's cost per step is this runtime's Python on this
+  host's CPU, which no preset knows; the roofline estimate (`estimate`: steps x the device's
+  launch overhead vs the kernels' and library calls' predicted time) is logged beside it.
 
 `"on"` graphs every plan that can be graphed; `"off"` none. Capture failures still fall back
-to running without the graph (cuda_graphs.py). The decision and its figures are logged, kept
-on the compile info and shown in dumps.
+to running without the graph (cuda_graphs.py). Decisions are logged, kept on the compile info
+and shown in dumps.
 
-    plan = estimate(compiled, spec)     # host_s, device_s, pool_bytes, blockers
-    decision = decide(plan, "auto", spec, on_cuda=True)
+    plan = estimate(compiled, spec)          # host_s, device_s, pool_bytes, blockers
+    decision = decide(plan, "auto", spec, on_cuda=True)   # measure=True: judge() decides later
 """
 from __future__ import annotations
 
@@ -29,8 +31,8 @@ from cherenkov.cost.roofline import roofline
 from cherenkov.ir.ops import GroupOp, Op
 from cherenkov.ir.graph import TensorMeta
 
-HOST_FRACTION = 0.5        # graph when host launch time >= this fraction of predicted GPU time
-POOL_FRACTION = 0.05       # ... and the plan's working set is at most this share of memory
+HOST_FRACTION = 0.5        # graph when host issue time >= this fraction of the GPU's time
+POOL_FRACTION = 0.01       # ... and the plan's working set is at most this share of memory
 VIEW_STEP_COST = 0.25      # a view / getitem step's host cost, in launches (Python only)
 
 # extern ops that synchronize with the host or size their output from data: never captured
@@ -55,9 +57,11 @@ class PlanEstimate:
 class GraphDecision:
     use: bool
     reason: str
+    measure: bool = False       # use: provisionally, until a warm-up call is timed and judged
 
     def __str__(self) -> str:
-        return f"{'on' if self.use else 'off'}: {self.reason}"
+        state = "measuring" if self.measure else "on" if self.use else "off"
+        return f"{state}: {self.reason}"
 
 
 def _nbytes(meta) -> int:
@@ -167,9 +171,16 @@ def decide(plan: PlanEstimate, mode: str, spec, on_cuda: bool) -> GraphDecision:
                f"{plan.device_s * 1e6:.0f} us predicted, working set {plan.pool_bytes / 2**20:.1f} MiB")
     if mode == "on":
         return GraphDecision(True, f"cuda_graphs='on' ({figures})")
-    if plan.host_s < HOST_FRACTION * plan.device_s:
-        return GraphDecision(False, f"GPU-bound ({figures})")
     if plan.pool_bytes > POOL_FRACTION * spec.memory_bytes:
-        return GraphDecision(False, f"launch-bound but its buffers would stay reserved "
-                                    f"({figures}; over {POOL_FRACTION:.0%} of device memory)")
-    return GraphDecision(True, f"launch-bound ({figures})")
+        return GraphDecision(False, f"its buffers would stay reserved ({figures}; over "
+                                    f"{POOL_FRACTION:.0%} of device memory)")
+    return GraphDecision(True, f"capturable; a warm-up call is timed ({figures})", measure=True)
+
+
+def judge(host_s: float, device_s: float) -> GraphDecision:
+    """The measured verdict: launch-bound when issuing the launches took the host at least
+    HOST_FRACTION of the time the GPU took (from idle) to run them."""
+    figures = f"host {host_s * 1e6:.0f} us issuing, GPU {device_s * 1e6:.0f} us, measured"
+    if host_s >= HOST_FRACTION * device_s:
+        return GraphDecision(True, f"launch-bound ({figures})")
+    return GraphDecision(False, f"GPU-bound ({figures})")

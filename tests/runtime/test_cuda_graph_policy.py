@@ -1,5 +1,7 @@
-"""The CUDA-graph wrapper's liveness check, on CPU tensors (capture itself needs a GPU:
+"""The CUDA-graph wrapper (its liveness check, its run-once and timed-judgement protocols with a
+stand-in graph), on CPU tensors (capture itself needs a GPU:
 tests/gpu/test_cuda.py)."""
+import pytest
 import torch
 
 from cherenkov.runtime.cuda_graphs import storage_uses
@@ -50,14 +52,32 @@ class _Capture:
         _FakeGraph.capturing = None
 
 
-def test_each_call_runs_the_plan_once_including_the_capturing_call(monkeypatch):
-    """A plan that adds its input into a state tensor in place: after n calls through the
-    graphed wrapper (warm-up, capture, replays, a moved input) the state holds n additions."""
-    from cherenkov.runtime import cuda_graphs
+class _FakeEvent:
+    gpu_ms = 1.0            # what every timed run "took" on the GPU
+
+    def __init__(self, enable_timing=False):
+        pass
+
+    def record(self):
+        pass
+
+    def synchronize(self):
+        pass
+
+    def elapsed_time(self, end):
+        return _FakeEvent.gpu_ms
+
+
+def _fake_cuda(monkeypatch):
     monkeypatch.setattr(torch.cuda, "CUDAGraph", _FakeGraph)
     monkeypatch.setattr(torch.cuda, "graph", _Capture)
-    state = torch.zeros(3)
+    monkeypatch.setattr(torch.cuda, "Event", _FakeEvent)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
 
+
+def _adding_plan(state):
+    """A plan adding its input into `state` in place (applied on replay when captured)."""
     def run_plan(inputs):
         x, s = inputs
         out = torch.empty(3)
@@ -71,8 +91,38 @@ def test_each_call_runs_the_plan_once_including_the_capturing_call(monkeypatch):
             apply()
         inputs.clear()
         return [out]
+    return run_plan
 
-    plan = cuda_graphs.GraphedPlan(run_plan, "step", warmup=1)
+
+@pytest.mark.parametrize("gpu_ms,graphed", [(1e-6, True), (1e6, False)])
+def test_the_last_warm_up_call_is_timed_and_judged(monkeypatch, gpu_ms, graphed):
+    """Launch-bound (the GPU took next to nothing next to the host's issue time): captured
+    after the timed call. GPU-bound: never captured. Either way every call runs once."""
+    from cherenkov.runtime import cuda_graphs, graph_policy
+    _fake_cuda(monkeypatch)
+    monkeypatch.setattr(_FakeEvent, "gpu_ms", gpu_ms)
+    state, total = torch.zeros(3), torch.zeros(3)
+    plan = cuda_graphs.GraphedPlan(_adding_plan(state), "fwd", warmup=2, judge=graph_policy.judge)
+    for i in range(5):
+        x = torch.full((3,), float(i + 1))
+        total += x
+        out, = plan([x, state])
+        torch.testing.assert_close(state, total)
+        del out
+        if i == 0:
+            assert plan.verdict is None
+    assert plan.verdict.use == graphed
+    assert (plan.graph is not None) == graphed and plan.disabled == (not graphed)
+
+
+def test_each_call_runs_the_plan_once_including_the_capturing_call(monkeypatch):
+    """A plan that adds its input into a state tensor in place: after n calls through the
+    graphed wrapper (warm-up, capture, replays, a moved input) the state holds n additions."""
+    from cherenkov.runtime import cuda_graphs
+    _fake_cuda(monkeypatch)
+    state = torch.zeros(3)
+
+    plan = cuda_graphs.GraphedPlan(_adding_plan(state), "step", warmup=1)
     total = torch.zeros(3)
     for i in range(6):
         x = torch.full((3,), float(i + 1))

@@ -10,7 +10,8 @@ from cherenkov.compiler import compile_fx
 from cherenkov.config import Config
 from cherenkov.lowering.library import library_node
 from cherenkov.runtime import graph_policy
-from cherenkov.runtime.graph_policy import GraphDecision, PlanEstimate, decide, estimate
+from cherenkov.runtime.graph_policy import (GraphDecision, PlanEstimate, decide, estimate,
+                                            judge)
 
 H200 = hw.device("h200")
 
@@ -20,31 +21,25 @@ def _plan(fn, *inputs):
     return compiled, info
 
 
-def test_a_small_graph_is_launch_bound_on_a_fast_gpu_and_graphed_by_default():
+def test_a_small_capturable_graph_is_measured_then_judged():
     compiled, _ = _plan(lambda x, w: torch.relu(x @ w).sum(-1) * 2, torch.randn(8, 64),
                         torch.randn(64, 64))
     plan = estimate(compiled, H200)
     assert plan.launches >= 2 and not plan.blockers
     assert plan.host_s == pytest.approx(plan.launches * H200.launch_overhead_s, rel=0.5)
-    assert 0 < plan.device_s < plan.host_s
+    assert 0 < plan.device_s < plan.host_s          # the roofline also calls it launch-bound
     assert plan.pool_bytes > 0
     decision = decide(plan, "auto", H200, on_cuda=True)
-    assert decision.use and "launch-bound" in decision.reason
+    assert decision.use and decision.measure and str(decision).startswith("measuring: ")
 
 
-def test_the_decision_follows_the_device_rates():
-    """The same plan is GPU-bound on a device a million times slower, and not launch-bound
-    at all where launches cost nothing."""
-    compiled, _ = _plan(lambda x, w: torch.relu(x @ w).sum(-1), torch.randn(64, 64),
-                        torch.randn(64, 64))
-    slow = H200.replace(peak_flops={k: v * 1e-6 for k, v in H200.peak_flops.items()},
-                        measured_flops={}, memory_bandwidth=H200.memory_bandwidth * 1e-6,
-                        measured_copy_bandwidth=None)
-    assert decide(estimate(compiled, H200), "auto", H200, True).use
-    off = decide(estimate(compiled, slow), "auto", slow, True)
+def test_the_measured_verdict():
+    on = judge(host_s=40e-6, device_s=50e-6)
+    assert on.use and not on.measure and "launch-bound" in on.reason
+    off = judge(host_s=1e-3, device_s=10e-3)
     assert not off.use and "GPU-bound" in off.reason
-    free = H200.replace(launch_overhead_s=0.0)
-    assert not decide(estimate(compiled, free), "auto", free, True).use
+    edge = graph_policy.HOST_FRACTION
+    assert judge(edge * 1e-3, 1e-3).use and not judge(edge * 0.99e-3, 1e-3).use
 
 
 def test_predicted_gpu_time_counts_matmul_flops():
@@ -72,7 +67,9 @@ def test_modes_and_devices():
     assert not decide(plan, "auto", H200, on_cuda=False).use
     assert not decide(plan, "on", H200, on_cuda=False).use
     busy = PlanEstimate(host_s=1e-5, device_s=1e-3, pool_bytes=1, launches=2)
-    assert decide(busy, "on", H200, True).use and not decide(busy, "auto", H200, True).use
+    assert decide(busy, "on", H200, True) == GraphDecision(True, decide(busy, "on", H200,
+                                                                        True).reason)
+    assert decide(busy, "auto", H200, True).measure       # auto: the measurement decides
 
 
 def _with_library_step(compiled, node):
