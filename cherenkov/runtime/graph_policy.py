@@ -9,7 +9,8 @@ plan's buffers stay reserved in the graph's private pool between calls. So under
 * its working set (peak bytes of the buffers it allocates, by lifetime) is at most
   `POOL_FRACTION` of device memory (a training step's activations and gradients are not: their
   memory is shared between forward and backward without graphs), and
-* it is launch-bound, measured: its last warm-up call runs from an idle GPU and the host's
+* it is launch-bound, measured: its last warm-up call (the third; the second checks each
+  kernel's direct launch and measures nothing) runs from an idle GPU and the host's
   time issuing the launches is at least `HOST_FRACTION` of the GPU's time running them
   (`judge`). Measured, because the host's cost per step is this runtime's Python on this
   host's CPU, which no preset knows; the roofline estimate (`estimate`: steps x the device's
