@@ -40,6 +40,7 @@ class ShapeSpecialized:
 
     def __init__(self, gm: torch.fx.GraphModule, config: Config, name: str):
         self.gm = gm
+        self.flex_specs = _flex_specs(gm)          # held while this graph can run
         self.config = config
         self.name = name
         self.cache: OrderedDict = OrderedDict()
@@ -228,6 +229,34 @@ def _flex_attention(gm: torch.fx.GraphModule, config: Config):
         log.warning("cherenkov: flex_attention not taken: %s: %s", type(e).__name__, e)
 
 
+def _flex_specs(gm: torch.fx.GraphModule) -> list:
+    """The FlexSpecs `gm`'s flex-attention ops use (attention/flex_op.py keeps them only as
+    long as a holder does)."""
+    if not any(n.op == "call_function" and str(n.target).startswith("cherenkov.flex_attention")
+               for m in gm.modules() if isinstance(m, torch.fx.GraphModule)
+               for n in m.graph.nodes):
+        return []
+    from cherenkov.attention.flex_op import specs_in
+    return specs_in(gm)
+
+
+def _holding_flex_specs(gm: torch.fx.GraphModule, compiled):
+    """`compiled`, holding the specs of `gm`'s flex calls for as long as Dynamo keeps it."""
+    specs = _flex_specs(gm)
+    if not specs:
+        return compiled
+    try:
+        compiled._cherenkov_flex_specs = specs
+        return compiled
+    except (AttributeError, TypeError):
+        def holding(*args, **kwargs):
+            return compiled(*args, **kwargs)
+        if hasattr(compiled, "_boxed_call"):
+            holding._boxed_call = compiled._boxed_call
+        holding._cherenkov_flex_specs = specs
+        return holding
+
+
 def cherenkov_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None = None,
                       **kwargs):
     """Entry point registered as torch.compile(backend="cherenkov"); torch.compile's
@@ -240,7 +269,7 @@ def cherenkov_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | 
     _fuse_linear_cross_entropy(gm, example_inputs, config)
     _flex_attention(gm, config)
     try:
-        return aot_module_simplified(
+        return _holding_flex_specs(gm, aot_module_simplified(
             gm, example_inputs,
             fw_compiler=_make_compiler(config, "forward"),
             bw_compiler=_make_compiler(config, "backward"),
@@ -248,7 +277,7 @@ def cherenkov_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | 
             decompositions=decomposition_table(),
             partition_fn=_partition_fn(config),
             keep_inference_input_mutations=True,
-        )
+        ))
     except Exception as e:  # noqa: BLE001
         if config.strict:
             raise

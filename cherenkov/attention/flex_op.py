@@ -21,7 +21,9 @@ the tracer cannot render, float64, or no Triton: the math implementation, as eag
 """
 from __future__ import annotations
 
+import itertools
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -153,16 +155,43 @@ class FlexSpec:
         return mask
 
 
-_SPECS: list[FlexSpec] = []
+# key -> spec, held weakly: whoever may run a graph calling the ops holds its specs (the
+# graph module the capture pass rewrote, the function the backend returns, each compiled
+# forward / backward: `specs_in`), so a spec goes when the last graph using it goes
+_SPECS: "weakref.WeakValueDictionary[int, FlexSpec]" = weakref.WeakValueDictionary()
+_KEYS = itertools.count()
 _SPECS_LOCK = threading.Lock()
 
 
 def register(spec: FlexSpec) -> int:
-    """The key the ops find `spec` by (specs live as long as the process: compiled graphs
-    may be called at any time)."""
+    """The key the ops find `spec` by, for as long as something holds the spec."""
     with _SPECS_LOCK:
-        _SPECS.append(spec)
-        return len(_SPECS) - 1
+        key = next(_KEYS)
+        _SPECS[key] = spec
+        return key
+
+
+def spec_of(key: int) -> FlexSpec:
+    spec = _SPECS.get(key)
+    if spec is None:
+        raise RuntimeError(f"cherenkov::flex_attention: spec {key} is gone (the compiled graph "
+                           "that recorded this call was freed; compile the function again)")
+    return spec
+
+
+def specs_in(gm: torch.fx.GraphModule) -> list[FlexSpec]:
+    """The specs the flex ops of `gm` and its submodules use (to be held by whoever keeps
+    `gm`, or a graph compiled from it, callable)."""
+    ops = (torch.ops.cherenkov.flex_attention.default,
+           torch.ops.cherenkov.flex_attention_backward.default)
+    found = {}
+    for module in gm.modules():
+        if isinstance(module, torch.fx.GraphModule):
+            for node in module.graph.nodes:
+                if node.op == "call_function" and node.target in ops:
+                    key = node.args[-1]
+                    found[key] = spec_of(key)
+    return list(found.values())
 
 
 def _i32(t: torch.Tensor) -> torch.Tensor:
@@ -225,7 +254,7 @@ def _check(q, k, v) -> None:
 def forward(q, k, v, blocks, score_bufs, mask_bufs, scale, key):
     """(out, lse in log2 units, -inf on empty rows)."""
     _check(q, k, v)
-    spec = _SPECS[key]
+    spec = spec_of(key)
     mode, kernels = _kernels_or_reason(spec, q, k)
     if mode is None:
         log_math_once(kernels)
@@ -250,7 +279,7 @@ def forward(q, k, v, blocks, score_bufs, mask_bufs, scale, key):
 
 def backward(q, k, v, out, lse, dout, dlse, blocks, score_bufs, mask_bufs, scale, key):
     """(dq, dk, dv, [gradient of each score buffer, or None])."""
-    spec = _SPECS[key]
+    spec = spec_of(key)
     mode, kernels = _kernels_or_reason(spec, q, k)
     if mode is None or kernels is None:
         return _backward_math(spec, q, k, v, dout, dlse, score_bufs, mask_bufs, scale)
@@ -356,7 +385,7 @@ def flex_attention_backward_op(
 @flex_attention_backward_op.register_fake
 def _(q, k, v, out, lse, dout, dlse, *rest):
     score_bufs, key = rest[8], rest[11]
-    spec = _SPECS[key]
+    spec = spec_of(key)
     grads = [torch.empty_like(b, memory_format=torch.contiguous_format) if spec.grad_buffer(i)
              else b.new_empty(0) for i, b in enumerate(score_bufs)]
     return (torch.empty_like(q, memory_format=torch.contiguous_format),
@@ -388,7 +417,7 @@ def _backward(ctx, dout, dlse):
         dout = torch.zeros_like(out)
     dq, dk, dv, grads = flex_attention_backward_op(q, k, v, out, lse, dout, dlse, *blocks,
                                                    score_bufs, mask_bufs, ctx.scale, ctx.key)
-    spec = _SPECS[ctx.key]
+    spec = spec_of(ctx.key)
     grads = [g if spec.grad_buffer(i) else None for i, g in enumerate(grads)]
     return (dq, dk, dv) + (None,) * 8 + (grads, [None] * len(mask_bufs), None, None)
 
@@ -421,7 +450,7 @@ def compile_jobs(key, q, k, v, blocks, score_bufs, mask_bufs, scale, device,
     """(forward jobs, backward jobs) for a call on meta tensors laid out as the run's, on
     `device`; `grads` = (out, lse, dout, dlse) for the backward's. Empty when the kernels
     would not run (math implementation, decode)."""
-    spec = _SPECS[key]
+    spec = spec_of(key)
     mode, _ = kernel_mode(device)
     if mode is None or q.dtype == torch.float64 or q.shape[2] <= DECODE_MAX_Q:
         return [], []

@@ -165,6 +165,7 @@ def _rewrite(gm: torch.fx.GraphModule, hop) -> int:
             continue
         spec, q, k, v, lists, score_bufs, mask_bufs, scale = parsed
         key = register(spec)
+        gm.__dict__.setdefault("_cherenkov_flex_specs", []).append(spec)   # gm holds its specs
         with gm.graph.inserting_before(node):
             device = _value(q).device
             score_bufs = _tensor_buffers(gm, score_bufs, device)

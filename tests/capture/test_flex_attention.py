@@ -401,3 +401,35 @@ def test_random_flex_calls_match_float64(B, HK, G, Q, KV, D, score, mask, lists)
                                .float(), atol=3e-5, rtol=3e-5)
     for g, t in zip(got, (q, k, v)):
         torch.testing.assert_close(g, t.grad.float(), atol=1e-4, rtol=1e-4)
+
+
+def test_specs_live_while_their_compiled_function_does(calls):
+    """The op's spec registry holds specs weakly: the compiled function (and the graphs and
+    plans it holds) keep a spec through garbage collection, training included; once the
+    function is gone and Dynamo's cache reset, the spec goes too (no leak per compile)."""
+    import gc
+    torch.manual_seed(0)
+    before = set(flex_op._SPECS.keys())
+    scale = torch.randn(4, requires_grad=True)
+    mod = lambda s, b, h, q, kv: s * scale[h]  # noqa: E731
+    bm = create_block_mask(causal, 1, 1, 64, 64, device="cpu", BLOCK_SIZE=(32, 32))
+
+    def step(q, k, v):       # the HOP as flex_attention calls it (its CPU wrapper refuses grads)
+        out, *_ = flex_hop(q, k, v, mod, bm.as_tuple(), 0.25,
+                           _apply_kernel_options(q, k, v, True, None))
+        return out.sum()
+    fn = _compiled(step)
+    q, k, v = (torch.randn(1, 4, 64, 16, requires_grad=True) for _ in range(3))
+    fn(q, k, v)
+    new = set(flex_op._SPECS.keys()) - before
+    assert len(new) == 1
+    gc.collect()
+    loss = fn(q, k, v)             # the spec survived collection; forward and backward run
+    loss.backward()
+    assert calls["forward"] >= 1 and calls["backward"] >= 1 and scale.grad is not None
+    del fn, loss
+    torch._dynamo.reset()
+    gc.collect()
+    assert not new & set(flex_op._SPECS.keys())
+    with pytest.raises(RuntimeError, match="is gone"):
+        flex_op.spec_of(next(iter(new)))
