@@ -1,43 +1,8 @@
-"""Forward-kernel variants on the GPU: which inner-loop rewrites speed our attention forward?
-
-Each variant replaces the forward part of the kernel source (`_fwd_tile` and `_attn_fwd`) by
-a rewrite with three switches, checks it against the unpatched kernel, and times it (do_bench
-median, best of 2 interleaved rounds):
-
-* raw max: without a score mod, the row max is taken on the raw q.k products and scaled
-  once per row, so a score costs one FMA (q.k * scale - max) instead of a multiply and a
-  subtract (the scaled scores were kept for both the max and the exponent);
-* lazy rescale: on full tiles, the running max (and with it the rescale of the accumulator,
-  l and m) moves only when some row's max grew by more than 8 (log2 domain, a factor 256),
-  as in FlashAttention-4; exact up to rounding, the final division by l undoes it;
-* prefetch: over full tiles, the next tile's q.k MMA is issued before this tile's softmax,
-  so the tensor cores work while the softmax runs (FlashAttention-3's intra-warpgroup
-  overlap, written as a software-pipelined loop).
-
-    CHERENKOV_COMMIT=<sha> python bench/attention_fwd_variants_gpu.py OUT_DIR
-
-B=4 H=16 S=4096 D=128 bf16 forward. Writes OUT_DIR/attention_fwd_variants.{md,json}.
-"""
+"""The forward-kernel rewrite of `attention_variants_gpu.py fwd`: `_fwd_tile` split into the
+q.k MMA and the softmax + P.V step, with three switches substituted into the source (raw-score
+max, lazy rescale, QK prefetch over full tiles). Measured slower than the kernel it replaces
+(bench/results/2026-11-30_attention_fwd_variants_h200_edc058e.md); kept to rerun."""
 from __future__ import annotations
-
-import datetime
-import json
-import os
-import sys
-import traceback
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-import torch  # noqa: E402
-import triton  # noqa: E402
-from triton.testing import do_bench  # noqa: E402
-
-import cherenkov.attention as ca  # noqa: E402
-from cherenkov.attention import codegen, tuning  # noqa: E402
-from cherenkov.bench.report import commit  # noqa: E402
-
-K = tuning.KernelConfig
-B, H, S, D = 4, 16, 4096, 128
 
 FWD = r'''
 @triton.jit
@@ -178,21 +143,6 @@ def _attn_fwd(Q, K, V, O, LSE, __CAPS__
 
 '''
 
-# name -> (raw, lazy, prefetch, fwd config or None)
-VARIANTS = {
-    "base": None,
-    "rewrite": (False, False, False, None),
-    "raw": (True, False, False, None),
-    "lazy": (False, True, False, None),
-    "prefetch": (False, False, True, None),
-    "raw+lazy": (True, True, False, None),
-    "raw+prefetch": (True, False, True, None),
-    "raw+lazy+prefetch": (True, True, True, None),
-    "raw+lazy 128x64 w8": (True, True, False, K(128, 64, 8, 3)),
-    "raw+lazy+prefetch 128x64 w8": (True, True, True, K(128, 64, 8, 3)),
-    "raw+lazy+prefetch 64x64 s2": (True, True, True, K(64, 64, 4, 2)),
-}
-
 
 def patched(original: str, raw: bool, lazy: bool, prefetch: bool) -> str:
     start = original.index("@triton.jit\ndef _fwd_tile(")
@@ -200,77 +150,3 @@ def patched(original: str, raw: bool, lazy: bool, prefetch: bool) -> str:
     body = (FWD.replace("__RAW__", str(raw)).replace("__LAZY__", str(lazy))
             .replace("__PREFETCH__", str(prefetch)))
     return original[:start] + body.lstrip("\n") + "\n" + original[end:]
-
-
-def main(out_dir: str) -> int:
-    torch.manual_seed(0)
-    q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    slopes = ca.alibi_slopes(H, device="cuda")
-    cases = {"causal": (None, ca.causal), "alibi": (ca.alibi(slopes), ca.causal),
-             "sliding_window1024": (None, ca.sliding_window(1024)),
-             "prefix_lm1024": (None, ca.prefix_lm(1024)),
-             "softcap30": (ca.tanh_softcap(30.0), ca.causal)}
-    masks = {name: ca.block_mask(m, B, H, S, S, device="cuda") for name, (_, m) in cases.items()}
-    rows, ref = [], {}
-    original = codegen.KERNELS
-    for rnd in range(2):
-        for name, spec in VARIANTS.items():
-            if spec is None:
-                text, table = original, {}
-            else:
-                raw, lazy, prefetch, cfg = spec
-                text = patched(original, raw, lazy, prefetch)
-                table = {"fwd": cfg} if cfg else {}
-            codegen.KERNELS = text
-            codegen._COMPILED.clear()
-            for case, (score_mod, mask_mod) in cases.items():
-                row = next((r for r in rows if r["variant"] == name and r["case"] == case), None)
-                if row is None:
-                    row = {"variant": name, "case": case}
-                    rows.append(row)
-                if "error" in row:
-                    continue
-                try:
-                    with tuning.override(D, table), torch.no_grad():
-                        fn = lambda: ca.attention(q, k, v, score_mod=score_mod,  # noqa: E731
-                                                  block_mask=masks[case])
-                        out = fn()
-                        if name == "base":
-                            ref[case] = out
-                        row["max_err"] = (out - ref[case]).abs().max().item()
-                        ms = do_bench(fn, warmup=25, rep=150)
-                    row["fwd_ms"] = min(row.get("fwd_ms", 1e9), ms)
-                except Exception as e:  # noqa: BLE001
-                    row["error"] = f"{type(e).__name__}: {e}"[:200]
-                    traceback.print_exc()
-                print(rnd, row, flush=True)
-    codegen.KERNELS = original
-    base = {r["case"]: r.get("fwd_ms") for r in rows if r["variant"] == "base"}
-    for r in rows:
-        if r.get("fwd_ms") and base.get(r["case"]):
-            r["speedup_vs_base"] = base[r["case"]] / r["fwd_ms"]
-    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-            "triton": triton.__version__, "commit": commit(),
-            "shape": f"B={B} H={H} S={S} D={D} bf16 forward, best of 2 rounds"}
-    lines = [f"# Attention forward variants on {meta['gpu']}", "",
-             f"{meta['date']}, torch {meta['torch']}, triton {meta['triton']}, commit "
-             f"{meta['commit']}. {meta['shape']}. Speedup = base ms / variant ms.", "",
-             "| variant | case | fwd ms | speedup vs base | max err vs base | error |",
-             "|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['variant']} | {r['case']} | {r.get('fwd_ms', float('nan')):.4f} | "
-                     f"{r.get('speedup_vs_base', float('nan')):.3f} | {r.get('max_err', '')} | "
-                     f"{r.get('error', '')} |")
-    text = "\n".join(lines) + "\n"
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "attention_fwd_variants.md"), "w") as f:
-        f.write(text)
-    with open(os.path.join(out_dir, "attention_fwd_variants.json"), "w") as f:
-        json.dump({"meta": meta, "rows": rows}, f, indent=1)
-    print(text)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "bench/results"))

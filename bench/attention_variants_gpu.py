@@ -1,0 +1,291 @@
+"""Attention-kernel experiments: variants patched into the kernel source (and the tile table),
+each checked against the unpatched kernels and timed (do_bench median, best of 2 interleaved
+rounds), in one process. Three experiment sets:
+
+* `ws`: Triton's automatic warp specialization (`tl.range(..., warp_specialize=True)`) on the
+  forward's KV loops -- does Triton on Hopper overlap the softmax with the MMAs when asked?
+* `fwd`: rewrites of the forward's inner loop, three switches:
+  raw max (without a score mod the row max is taken on the raw q.k products and scaled once
+  per row: one FMA per score instead of a multiply and a subtract), lazy rescale (on full
+  tiles the running max -- and with it the rescale of the accumulator -- moves only when some
+  row's max grew by more than 8 in the log2 domain, as in FlashAttention-4), prefetch (the
+  next full tile's q.k MMA is issued before this tile's softmax, FlashAttention-3's
+  intra-warpgroup overlap as a software-pipelined loop); and tile shapes.
+* `bwd`: a score mod's derivative folded into P before the dV and dP matmuls (one live tile
+  fewer), and 64-row dK/dV steps for mods whose derivative varies per score; timed
+  forward+backward.
+
+    CHERENKOV_COMMIT=<sha> python bench/attention_variants_gpu.py {ws,fwd,bwd} OUT_DIR
+    python bench/attention_variants_gpu.py fwd OUT_DIR --smoke    # CPU interpreter, tiny
+
+B=4 H=16 S=4096 D=128 bf16 (smoke: B=1 H=2 S=128 D=32 fp32). Writes
+OUT_DIR/attention_<set>_variants.{md,json}.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import os
+import sys
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if "--smoke" in sys.argv:
+    os.environ["TRITON_INTERPRET"] = "1"        # before triton.language is imported
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+
+import cherenkov.attention as ca  # noqa: E402
+from cherenkov.attention import codegen, tuning  # noqa: E402
+from cherenkov.bench.report import commit  # noqa: E402
+
+K = tuning.KernelConfig
+
+
+# ---- the harness -----------------------------------------------------------------------------
+class Variant:
+    """A name, a rewrite of the kernel source, tile-table overrides and any other context."""
+
+    def __init__(self, name, rewrite=None, table=None, context=None):
+        self.name = name
+        self.rewrite = rewrite or (lambda text: text)
+        self.table = table or {}
+        self.context = context or contextlib.nullcontext
+
+
+def _relative_error(got, ref) -> float:
+    return max(((g.float() - r.float()).abs().max() / r.float().abs().max().clamp(min=1.0)).item()
+               for g, r in zip(got, ref))
+
+
+def run_variants(variants: list[Variant], cases: dict, measure, head_dim: int,
+                 rounds: int = 2) -> list[dict]:
+    """Rows (variant, case, ms: best over rounds, max_rel_err vs the first variant,
+    speedup_vs_base) for `measure(case) -> (ms, tensors)`; the source is restored after."""
+    original = codegen.KERNELS
+    rows: dict = {}
+    ref: dict = {}
+    try:
+        for rnd in range(rounds):
+            for variant in variants:
+                codegen.KERNELS = variant.rewrite(original)
+                codegen._COMPILED.clear()
+                tuning._LIVE.clear()
+                with variant.context(), tuning.override(head_dim, variant.table):
+                    for name, case in cases.items():
+                        row = rows.setdefault((variant.name, name),
+                                              {"variant": variant.name, "case": name})
+                        if "error" in row:
+                            continue
+                        try:
+                            ms, result = measure(case)
+                            ref.setdefault(name, result)
+                            row["max_rel_err"] = _relative_error(result, ref[name])
+                            row["ms"] = min(row.get("ms", float("inf")), ms)
+                        except Exception as e:  # noqa: BLE001
+                            row["error"] = f"{type(e).__name__}: {e}"[:200]
+                            traceback.print_exc()
+                        print(rnd, row, flush=True)
+    finally:
+        codegen.KERNELS = original
+        codegen._COMPILED.clear()
+        tuning._LIVE.clear()
+    rows = list(rows.values())
+    base = {r["case"]: r.get("ms") for r in rows if r["variant"] == variants[0].name}
+    for r in rows:
+        if r.get("ms") and base.get(r["case"]):
+            r["speedup_vs_base"] = base[r["case"]] / r["ms"]
+    return rows
+
+
+def write_report(out_dir: str, stem: str, title: str, note: str, rows: list[dict]) -> str:
+    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU",
+            "torch": torch.__version__, "triton": triton.__version__, "commit": commit(),
+            "note": note}
+    lines = [f"# {title} on {meta['gpu']}", "",
+             f"{meta['date']}, torch {meta['torch']}, triton {meta['triton']}, commit "
+             f"{meta['commit']}. {note}", "",
+             "| variant | case | ms | speedup vs base | max rel err vs base | error |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['variant']} | {r['case']} | {r.get('ms', float('nan')):.4f} | "
+                     f"{r.get('speedup_vs_base', float('nan')):.3f} | "
+                     f"{r.get('max_rel_err', '')} | {r.get('error', '')} |")
+    text = "\n".join(lines) + "\n"
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, f"{stem}.md"), "w") as f:
+        f.write(text)
+    with open(os.path.join(out_dir, f"{stem}.json"), "w") as f:
+        json.dump({"meta": meta, "rows": rows}, f, indent=1)
+    return text
+
+
+# ---- ws: warp specialization on the forward's loops ------------------------------------------
+FULL = "    for it in range(0, n_full * R):\n        start_n = tl.load(FULL_IDX"
+PART = "    for it in range(0, n_partial * R):\n        start_n = tl.load(KV_IDX"
+
+
+def _loop(loop: str, extra: str = "warp_specialize=True") -> str:
+    head, rest = loop.split(":\n", 1)
+    return head.replace("range(", "tl.range(").replace("* R)", f"* R, {extra})") + ":\n" + rest
+
+
+def _replacing(*pairs):
+    def rewrite(text):
+        for old, new in pairs:
+            assert old in text, old
+            text = text.replace(old, new, 1)      # the forward kernel comes first
+        return text
+    return rewrite
+
+
+def ws_variants():
+    return [Variant("base"),
+            Variant("ws full loop", _replacing((FULL, _loop(FULL)))),
+            Variant("ws both loops", _replacing((FULL, _loop(FULL)), (PART, _loop(PART)))),
+            Variant("ws full, fwd 128x64 w4", _replacing((FULL, _loop(FULL))),
+                    {"fwd": K(128, 64, 4, 2)}),
+            Variant("ws full, fwd 128x64 w8", _replacing((FULL, _loop(FULL))),
+                    {"fwd": K(128, 64, 8, 2)}),
+            Variant("stages4 full loop", _replacing((FULL, _loop(FULL, "num_stages=4"))))]
+
+
+# ---- fwd: inner-loop rewrites ----------------------------------------------------------------
+def fwd_variants():
+    from attention_fwd_source import patched
+    table = [("rewrite", False, False, False, None), ("raw", True, False, False, None),
+             ("lazy", False, True, False, None), ("prefetch", False, False, True, None),
+             ("raw+lazy", True, True, False, None), ("raw+prefetch", True, False, True, None),
+             ("raw+lazy+prefetch", True, True, True, None),
+             ("raw+lazy 128x64 w8", True, True, False, K(128, 64, 8, 3)),
+             ("raw+lazy+prefetch 128x64 w8", True, True, True, K(128, 64, 8, 3)),
+             ("raw+lazy+prefetch 64x64 s2", True, True, True, K(64, 64, 4, 2))]
+    return [Variant("base")] + [
+        Variant(name, lambda text, r=raw, la=lazy, p=pre: patched(text, r, la, p),
+                {"fwd": cfg} if cfg else {})
+        for name, raw, lazy, pre, cfg in table]
+
+
+# ---- bwd: the score mod's derivative folded into P -------------------------------------------
+DKDV_OLD = '''    dv = tl.dot(pT.to(do.dtype), do, dv, input_precision=DOT_PREC)
+    dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PREC)              # (BLOCK_N, BLOCK_M)
+    dsT = pT * (dpT - delta[None, :])
+    if HAS_SCORE_MOD:
+        dsT = tl.where(pT == 0.0, 0.0, dsT * dsdx)
+'''
+DKDV_NEW = '''    if HAS_SCORE_MOD:
+        pdT = tl.where(pT == 0.0, 0.0, pT * dsdx)
+    dv = tl.dot(pT.to(do.dtype), do, dv, input_precision=DOT_PREC)
+    dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PREC)              # (BLOCK_N, BLOCK_M)
+    if HAS_SCORE_MOD:
+        dsT = pdT * (dpT - delta[None, :])
+    else:
+        dsT = pT * (dpT - delta[None, :])
+'''
+DQ_OLD = '''    dp = tl.dot(do, vT, input_precision=DOT_PREC)
+    ds = p * (dp - delta[:, None])
+    if HAS_SCORE_MOD:
+        if HAS_CAPTURE_GRADS:
+            _capture_grads(score, ds, p != 0.0, b, h, q_idx, kv_idx, __CAPS__ __GRADS__)
+        ds = tl.where(p == 0.0, 0.0, ds * dsdx)
+'''
+DQ_NEW = '''    if HAS_SCORE_MOD and not HAS_CAPTURE_GRADS:
+        pd = tl.where(p == 0.0, 0.0, p * dsdx)
+    dp = tl.dot(do, vT, input_precision=DOT_PREC)
+    if HAS_SCORE_MOD and not HAS_CAPTURE_GRADS:
+        ds = pd * (dp - delta[:, None])
+    else:
+        ds = p * (dp - delta[:, None])
+    if HAS_SCORE_MOD and HAS_CAPTURE_GRADS:
+        _capture_grads(score, ds, p != 0.0, b, h, q_idx, kv_idx, __CAPS__ __GRADS__)
+        ds = tl.where(p == 0.0, 0.0, ds * dsdx)
+'''
+
+
+@contextlib.contextmanager
+def _dkdv_64_rows():
+    """choose_config without the 32-row dK/dV clip for mods whose derivative varies."""
+    import cherenkov.attention.launch as launch_mod
+    choose = tuning.choose_config
+
+    def no_clip(kernel, head_dim, dtype, sparse_block=(64, 64), interpret=False, device=None,
+                score_grad=False):
+        return choose(kernel, head_dim, dtype, sparse_block, interpret, device, False)
+    tuning.choose_config = launch_mod.choose_config = no_clip
+    try:
+        yield
+    finally:
+        tuning.choose_config = launch_mod.choose_config = choose
+
+
+def bwd_variants():
+    fold_dkdv = _replacing((DKDV_OLD, DKDV_NEW))
+    fold_both = _replacing((DKDV_OLD, DKDV_NEW), (DQ_OLD, DQ_NEW))
+    return [Variant("base"), Variant("fold dkdv", fold_dkdv),
+            Variant("fold dkdv+dq", fold_both),
+            Variant("fold dkdv+dq, dkdv 64 rows", fold_both, context=_dkdv_64_rows),
+            Variant("base, dkdv 64 rows", context=_dkdv_64_rows)]
+
+
+# ---- cases and timing ------------------------------------------------------------------------
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("set", choices=("ws", "fwd", "bwd"))
+    parser.add_argument("out_dir", nargs="?", default="bench/results")
+    parser.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes")
+    args = parser.parse_args()
+    dev, dt = ("cpu", torch.float32) if args.smoke else ("cuda", torch.bfloat16)
+    B, H, S, D = (1, 2, 128, 32) if args.smoke else (4, 16, 4096, 128)
+    torch.manual_seed(0)
+    grad = args.set == "bwd"
+    q, k, v = (torch.randn(B, H, S, D, device=dev, dtype=dt, requires_grad=grad)
+               for _ in range(3))
+    do = torch.randn(B, H, S, D, device=dev, dtype=dt)
+    slopes = ca.alibi_slopes(H, device=dev)
+    mods = {"causal": (None, ca.causal), "alibi": (ca.alibi(slopes), ca.causal),
+            "sliding_window1024": (None, ca.sliding_window(1024 if not args.smoke else 40)),
+            "prefix_lm1024": (None, ca.prefix_lm(1024 if not args.smoke else 40)),
+            "softcap30": (ca.tanh_softcap(30.0), ca.causal)}
+    names = {"ws": ("causal", "alibi"), "bwd": ("causal", "softcap30", "alibi"),
+             "fwd": tuple(mods)}[args.set]
+    block = (32, 32) if args.smoke else (64, 64)
+    cases = {n: (mods[n][0], ca.block_mask(mods[n][1], B, H, S, S, block=block, device=dev))
+             for n in names}
+
+    def timed(fn):
+        if args.smoke:
+            t0 = time.perf_counter()
+            fn()
+            return (time.perf_counter() - t0) * 1e3
+        from triton.testing import do_bench
+        return do_bench(fn, warmup=10 if grad else 25, rep=100 if grad else 150)
+
+    def measure(case):
+        score_mod, bm = case
+        if grad:
+            def fn():
+                out = ca.attention(q, k, v, score_mod=score_mod, block_mask=bm)
+                return torch.autograd.grad(out, (q, k, v), do)
+            return timed(fn), fn()
+        with torch.no_grad():
+            fn = lambda: ca.attention(q, k, v, score_mod=score_mod, block_mask=bm)  # noqa: E731
+            return timed(fn), (fn(),)
+
+    variants = {"ws": ws_variants, "fwd": fwd_variants, "bwd": bwd_variants}[args.set]()
+    rows = run_variants(variants, cases, measure, D, rounds=1 if args.smoke else 2)
+    what = "forward+backward" if grad else "forward"
+    note = (f"B={B} H={H} S={S} D={D} {str(dt).split('.')[-1]} {what}, best of "
+            f"{1 if args.smoke else 2} interleaved rounds; speedup = base ms / variant ms")
+    title = {"ws": "Warp-specialized attention forward", "fwd": "Attention forward variants",
+             "bwd": "Attention backward variants"}[args.set]
+    print(write_report(args.out_dir, f"attention_{args.set}_variants", title, note, rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
