@@ -75,6 +75,25 @@ def test_cuda_graph_applies_in_place_updates_once_per_call(mode):
     assert plan._call.graph is not None and not plan._call.disabled
 
 
+@pytest.mark.parametrize("mode", ["on", "auto"])
+def test_cuda_graph_replays_draw_fresh_random_numbers(mode):
+    """Dropout and rand_like in a graphed plan: every call, replays included, draws new
+    numbers (torch's generator moves its offset on each replay), with dropout's statistics."""
+    def fn(x):
+        return torch.nn.functional.dropout(x, 0.5, training=True) + torch.rand_like(x)
+    compiled = cherenkov.compile(fn, strict=True, cuda_graphs=mode)
+    x = torch.ones(4096, device="cuda")
+    outs = [compiled(x).clone() for _ in range(8)]
+    plan = next(iter(COMPILED[-1][0].cache.values()))
+    assert plan._call.graph is not None and not plan._call.disabled
+    for a, b in zip(outs, outs[1:]):
+        assert not torch.equal(a, b)
+    every = torch.stack(outs)
+    kept = every >= 2                     # kept: 2 + U[0, 1); dropped: U[0, 1)
+    assert 0.45 < kept.float().mean().item() < 0.55
+    assert ((every >= 0) & (every < 3) & ((every < 1) | kept)).all()
+
+
 def test_direct_launch_is_checked_then_used():
     fn = lambda x: torch.softmax(x * 2, -1)  # noqa: E731
     compiled = cherenkov.compile(fn, strict=True)
