@@ -112,8 +112,12 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
     compiled = CompiledGraph(graph, fusion, kernels, device)
     lap("plan")
     on_cuda = device.type == "cuda"
-    plan = (graph_policy.estimate(compiled, spec) if on_cuda and config.cuda_graphs != "off"
-            else graph_policy.PlanEstimate())
+    plan = graph_policy.PlanEstimate()
+    if on_cuda and config.cuda_graphs != "off":
+        try:
+            plan = graph_policy.estimate(compiled, spec)
+        except Exception as e:  # noqa: BLE001 -- advisory: it never costs the compiled graph
+            plan.blockers.append(f"no estimate ({type(e).__name__}: {e})")
     info.cuda_graphs = graph_policy.decide(plan, config.cuda_graphs, spec, on_cuda)
     log.info("cherenkov [%s] CUDA graphs %s", name, info.cuda_graphs)
     if info.cuda_graphs.use:

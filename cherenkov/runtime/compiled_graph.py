@@ -371,7 +371,9 @@ class CompiledGraph:
             log.info("cherenkov: graph %s not captured: it reads %d tensors on another device",
                      self.graph.name, len(host))
         elif self.device.type == "cuda":
-            self._call = GraphedPlan(self.run_plan, self.graph.name, warmup, judge)
+            index = self.device.index if self.device.index is not None \
+                else torch.cuda.current_device()
+            self._call = GraphedPlan(self.run_plan, self.graph.name, warmup, judge, index)
 
     def __call__(self, inputs: list):
         """Runs the plan on `inputs`, taking ownership of the list: it is emptied, so each

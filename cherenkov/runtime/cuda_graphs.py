@@ -33,6 +33,21 @@ def storage_uses(tensors) -> list[int]:
     return [torch._C._storage_Use_Count(t.untyped_storage()._cdata) for t in tensors]
 
 
+def _overlapping(t: torch.Tensor) -> bool:
+    """Whether two of t's elements may share memory (then it cannot be copied into place).
+    torch answers "too hard" for any non-dense view; a layout whose dims, by stride, each step
+    over all the smaller ones' extent is free of overlap."""
+    answer = torch._debug_has_internal_overlap(t)
+    if answer != 2:
+        return answer == 1
+    extent = 0
+    for stride, size in sorted((st, n) for n, st in zip(t.shape, t.stride()) if n > 1):
+        if stride <= extent:
+            return True
+        extent += (size - 1) * stride
+    return False
+
+
 def _same_layout(t: torch.Tensor) -> torch.Tensor:
     """An uninitialized tensor with t's shape, strides and storage offset."""
     extent = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride())) if t.numel() else 0
@@ -41,15 +56,20 @@ def _same_layout(t: torch.Tensor) -> torch.Tensor:
 
 
 class GraphedPlan:
-    def __init__(self, run_plan, name: str, warmup: int = 1, judge=None):
+    def __init__(self, run_plan, name: str, warmup: int = 1, judge=None,
+                 device_index: int | None = None):
         self.run_plan = run_plan        # callable(list of inputs) -> list of outputs
         self.name = name
+        # the plan's GPU: timing, capture and replay run with it current (the plan launches
+        # on its device's stream whatever the current device is)
+        self.device_index = device_index
         self.warmup = warmup            # calls before capture (a backward waits for its forward)
         # judge(host_s, device_s) -> GraphDecision: the last warm-up call is timed (host issue
         # time and GPU time, from an idle GPU) and the plan is captured only if judged so
         self.judge = judge
         self.verdict = None
         self.calls = 0
+        self.replays = 0
         self.captures = 0
         self.prev_ptrs: list | None = None
         self.graph = None
@@ -67,6 +87,12 @@ class GraphedPlan:
         if self.disabled or torch.cuda.is_current_stream_capturing():
             # (inside a caller's own capture, the plan is simply recorded into theirs)
             return self.run_plan(inputs)
+        if self.device_index is not None and torch.cuda.current_device() != self.device_index:
+            with torch.cuda.device(self.device_index):
+                return self._step(inputs)
+        return self._step(inputs)
+
+    def _step(self, inputs: list):
         self.calls += 1
         ptrs = [t.data_ptr() if isinstance(t, torch.Tensor) else None for t in inputs]
         if self.graph is None and self.calls <= self.warmup:
@@ -93,6 +119,7 @@ class GraphedPlan:
             else:
                 self.static_inputs[i].copy_(t)
         self.graph.replay()
+        self.replays += 1
         # fresh tensors on the graph's buffers (not marked as views): whoever holds one adds
         # to its storage's use count, which is what the check above reads
         return [o.detach() if isinstance(o, torch.Tensor) else o for o in self.static_outputs]
@@ -135,7 +162,7 @@ class GraphedPlan:
                                else None for t in inputs]
         copied = [t for t, keep in zip(inputs, self.static_slots)
                   if isinstance(t, torch.Tensor) and not keep]
-        overlapping = [t for t in copied if torch._debug_has_internal_overlap(t) != 0]
+        overlapping = [t for t in copied if _overlapping(t)]
         if overlapping:         # a broadcast input that moves cannot be copied into place
             log.info("cherenkov: %s not captured: an input with overlapping elements (shape "
                      "%s, strides %s) changes address between calls", self.name,
@@ -164,13 +191,17 @@ class GraphedPlan:
         self.static_inputs = [None if keep else t
                               for t, keep in zip(self.static_inputs, self.static_slots)]
         self.static_outputs = outputs
-        inputs_storage = {t.untyped_storage().data_ptr() for t in self.static_inputs
-                          if isinstance(t, torch.Tensor)}
+        # outputs on a read-in-place input's storage are the caller's own tensors (the plan
+        # writes them only with the in-place updates it makes on every call): not watched.
+        # Outputs on the graph's buffers -- its pool, and the copied inputs' buffers, which
+        # each replay overwrites -- are
+        callers = {p for p, keep in zip(self.input_storages, self.static_slots)
+                   if keep and p is not None}
         seen, self.owned = set(), []
         for o in outputs:
             if isinstance(o, torch.Tensor):
                 key = o.untyped_storage().data_ptr()
-                if key not in inputs_storage and key not in seen:
+                if key not in callers and key not in seen:
                     seen.add(key)
                     self.owned.append(o)
         self.baseline = storage_uses(self.owned)

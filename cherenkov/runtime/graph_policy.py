@@ -109,8 +109,11 @@ def _library_seconds(node, spec) -> float:
              else _attention_flops(node) if node.op == Op.ATTENTION else 0.0)
     if dtype is None or not dtype.is_floating_point:
         flops = 0.0
-    line = roofline(spec, flops, moved, dtype, tensor_core=True) if flops else \
-        roofline(spec, 0.0, moved)
+    try:
+        line = roofline(spec, flops, moved, dtype, tensor_core=True) if flops else \
+            roofline(spec, 0.0, moved)
+    except ValueError:          # no rate for this dtype on this device: its bytes only
+        line = roofline(spec, 0.0, moved)
     return max(line.compute_s, line.memory_s)
 
 

@@ -135,6 +135,9 @@ def test_cuda_graph_training_steps_match_and_backward_reads_saved_activations_in
     forward = next(p for name, p in plans.items() if name.startswith("forward"))
     backward = next(p for name, p in plans.items() if name.startswith("backward"))
     assert forward.graph is not None and backward.graph is not None
+    # both replayed on the steps after their captures (an output viewing a forward input,
+    # such as a saved x.t(), is no holder)
+    assert forward.replays == 3 and backward.replays == 1, (forward.replays, backward.replays)
     # activations the forward graph computed are read in place (only the batch, a saved
     # forward input, and the incoming gradient are copied in)
     made_by_forward = {o.untyped_storage().data_ptr() for o in forward.owned}

@@ -36,7 +36,10 @@ class _FakeGraph:
     def __init__(self):
         self.recorded = []
 
+    replays = 0
+
     def replay(self):
+        _FakeGraph.replays += 1
         for fn in self.recorded:
             fn()
 
@@ -133,3 +136,56 @@ def test_each_call_runs_the_plan_once_including_the_capturing_call(monkeypatch):
         del out
     assert plan.graph is not None and plan.captures == 1 and not plan.disabled
     assert plan.static_slots == [False, True]     # x copied in, the state read in place
+
+
+def _plan_with_views(state):
+    """Adds x into `state` in place; returns its own sum, a view of `state` (an input read in
+    place) and a view of x (an input copied in on replays)."""
+    def run_plan(inputs):
+        x, s = inputs
+        out = torch.empty(3)
+
+        def apply():
+            s.add_(x)
+            out.copy_(s * 2)
+        if _FakeGraph.capturing is not None:
+            _FakeGraph.capturing.recorded.append(apply)
+        else:
+            apply()
+        inputs.clear()
+        return [out, s[:2], x[1:]]
+    return run_plan
+
+
+def test_outputs_on_the_callers_inputs_do_not_stop_replays(monkeypatch):
+    """An output viewing an input read in place (a forward's saved `x.t()`) is the caller's
+    own tensor: every call after the capture replays. An output viewing an input that is
+    copied in, held across a call, is never overwritten (that call runs without the graph)."""
+    from cherenkov.runtime import cuda_graphs
+    _fake_cuda(monkeypatch)
+    monkeypatch.setattr(_FakeGraph, "replays", 0)
+    state, total = torch.zeros(3), torch.zeros(3)
+    plan = cuda_graphs.GraphedPlan(_plan_with_views(state), "fwd", warmup=1)
+    for i in range(6):
+        x = torch.full((3,), float(i + 1))
+        total += x
+        out, head, tail = plan([x, state])
+        torch.testing.assert_close(out, total * 2)
+        torch.testing.assert_close(head, total[:2])
+        torch.testing.assert_close(tail, x[1:])
+        del out, head, tail
+    assert _FakeGraph.replays == 4                  # calls 3..6 (call 2 captures)
+    x = torch.full((3,), 10.0)
+    _, _, held = plan([x, state])
+    plan([torch.full((3,), 20.0), state])
+    torch.testing.assert_close(held, x[1:])         # not overwritten by the next call's copy
+    assert _FakeGraph.replays == 5
+
+
+def test_overlap_check_tells_slices_from_broadcasts():
+    from cherenkov.runtime.cuda_graphs import _overlapping
+    b = torch.zeros(5, 8)
+    assert not _overlapping(b) and not _overlapping(b[:, :4]) and not _overlapping(b[:, ::2])
+    assert not _overlapping(b.t()[1:]) and not _overlapping(b[1:3, 2:7])
+    assert _overlapping(torch.zeros(3).expand(4, 3))
+    assert _overlapping(torch.zeros(9).as_strided((3, 3), (1, 1)))

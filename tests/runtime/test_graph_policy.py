@@ -122,3 +122,14 @@ def test_cpu_plans_record_why_they_are_not_graphed():
     _, info = COMPILED[-1]
     assert info.cuda_graphs == GraphDecision(False, "not on a CUDA device")
     assert info.summary()["cuda_graphs"].startswith("off: ")
+
+
+def test_a_device_without_a_rate_for_the_dtype_is_estimated_by_bytes():
+    """float64 matmuls on a device whose spec lists no fp64 rate: no error, bytes only."""
+    compiled, _ = _plan(lambda a, b: a @ b, torch.randn(32, 32, dtype=torch.float64),
+                        torch.randn(32, 32, dtype=torch.float64))
+    no_fp64 = H200.replace(peak_flops={k: v for k, v in H200.peak_flops.items()
+                                       if not k.startswith("fp64")},
+                           measured_flops={})
+    plan = estimate(compiled, no_fp64)
+    assert plan.device_s > 0 and not plan.blockers
