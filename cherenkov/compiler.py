@@ -15,6 +15,7 @@ import json
 import logging
 import time
 import warnings
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -118,8 +119,11 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
             plan = graph_policy.estimate(compiled, spec)
         except Exception as e:  # noqa: BLE001 -- advisory: it never costs the compiled graph
             plan.blockers.append(f"no estimate ({type(e).__name__}: {e})")
-    info.cuda_graphs = graph_policy.decide(plan, config.cuda_graphs, spec, on_cuda)
+    info.cuda_graphs = graph_policy.decide(plan, config.cuda_graphs, spec, on_cuda, device)
     log.info("cherenkov [%s] CUDA graphs %s", name, info.cuda_graphs)
+    if info.cuda_graphs.measure:         # its pool share goes back with it, or if judged off
+        share = graph_policy.POOLS.share(plan)
+        release = weakref.finalize(compiled, graph_policy.POOLS.give_back, device, share)
     if info.cuda_graphs.use:
         # a forward runs normally for `warmup` calls (the last one timed and judged when
         # measuring: the third, as the second checks each kernel's direct launch against
@@ -129,8 +133,10 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
         warmup = 3 if info.cuda_graphs.measure else 1
         judge = None
         if info.cuda_graphs.measure:
-            def judge(host_s, device_s, info=info):
+            def judge(host_s, device_s, info=info, release=release):
                 info.cuda_graphs = graph_policy.judge(host_s, device_s)
+                if not info.cuda_graphs.use:
+                    release()
                 return info.cuda_graphs
         compiled.use_cuda_graphs(warmup + 2 if name.startswith("backward") else warmup, judge)
     if config.dump_dir:

@@ -8,7 +8,9 @@ plan's buffers stay reserved in the graph's private pool between calls. So under
   no collectives, no op that synchronizes with the host or sizes its output from data),
 * its working set (peak bytes of the buffers it allocates, by lifetime) is at most
   `POOL_FRACTION` of device memory (a training step's activations and gradients are not: their
-  memory is shared between forward and backward without graphs), and
+  memory is shared between forward and backward without graphs),
+* all auto-graphed plans' pools together stay within `TOTAL_FRACTION` of device memory
+  (`PoolBudget`), and
 * it is launch-bound, measured: its last warm-up call (the third; the second checks each
   kernel's direct launch and measures nothing) runs from an idle GPU and the host's
   time issuing the launches is at least `HOST_FRACTION` of the GPU's time running them
@@ -26,6 +28,7 @@ and shown in dumps.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, field
 
 from cherenkov.cost.roofline import roofline
@@ -33,6 +36,8 @@ from cherenkov.ir.ops import GroupOp, Op
 from cherenkov.ir.graph import TensorMeta
 
 HOST_FRACTION = 0.5        # graph when host issue time >= this fraction of the GPU's time
+TOTAL_FRACTION = 0.05      # ... and all auto-graphed plans' pools stay within this share
+POOL_GRAIN = 2 << 20       # a pool reserves its allocator segments: 2 MiB at the least
 POOL_FRACTION = 0.01       # ... and the plan's working set is at most this share of memory
 VIEW_STEP_COST = 0.25      # a view / getitem step's host cost, in launches (Python only)
 
@@ -163,8 +168,40 @@ def estimate(compiled, spec) -> PlanEstimate:
     return plan
 
 
-def decide(plan: PlanEstimate, mode: str, spec, on_cuda: bool) -> GraphDecision:
-    """Graph the plan or not, under `mode` in {"auto", "on", "off"}, with the reason."""
+class PoolBudget:
+    """Bytes the graph pools of auto-graphed plans may hold per device, all plans together
+    (each pool keeps its memory for the plan's lifetime: a model broken into a hundred small
+    graphs must not reserve a hundred pools' worth). A plan's share is taken when it is
+    provisionally graphed and given back when it is judged not launch-bound or freed."""
+
+    def __init__(self):
+        self.reserved: dict = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def share(plan: PlanEstimate) -> int:
+        return -(-max(plan.pool_bytes, 1) // POOL_GRAIN) * POOL_GRAIN
+
+    def fits(self, device, nbytes: int, spec) -> bool:
+        return self.reserved.get(device, 0) + nbytes <= TOTAL_FRACTION * spec.memory_bytes
+
+    def take(self, device, nbytes: int) -> None:
+        with self._lock:
+            self.reserved[device] = self.reserved.get(device, 0) + nbytes
+
+    def give_back(self, device, nbytes: int) -> None:
+        with self._lock:
+            self.reserved[device] = max(0, self.reserved.get(device, 0) - nbytes)
+
+
+POOLS = PoolBudget()
+
+
+def decide(plan: PlanEstimate, mode: str, spec, on_cuda: bool, device=None,
+           pools: PoolBudget = POOLS) -> GraphDecision:
+    """Graph the plan or not, under `mode` in {"auto", "on", "off"}, with the reason. An auto
+    decision to measure takes the plan's pool share from `pools` (for `device`); the caller
+    gives it back if the plan is judged GPU-bound or goes away."""
     if mode == "off":
         return GraphDecision(False, "cuda_graphs='off'")
     if not on_cuda:
@@ -178,6 +215,12 @@ def decide(plan: PlanEstimate, mode: str, spec, on_cuda: bool) -> GraphDecision:
     if plan.pool_bytes > POOL_FRACTION * spec.memory_bytes:
         return GraphDecision(False, f"its buffers would stay reserved ({figures}; over "
                                     f"{POOL_FRACTION:.0%} of device memory)")
+    share = pools.share(plan)
+    if not pools.fits(device, share, spec):
+        return GraphDecision(False, f"graph pools already hold "
+                                    f"{pools.reserved.get(device, 0) / 2**20:.0f} MiB "
+                                    f"({TOTAL_FRACTION:.0%} of device memory at most; {figures})")
+    pools.take(device, share)
     return GraphDecision(True, f"capturable; a warm-up call is timed ({figures})", measure=True)
 
 

@@ -133,3 +133,22 @@ def test_a_device_without_a_rate_for_the_dtype_is_estimated_by_bytes():
                            measured_flops={})
     plan = estimate(compiled, no_fp64)
     assert plan.device_s > 0 and not plan.blockers
+
+
+def test_auto_plans_share_one_pool_budget_per_device():
+    """Measured plans take their pool's share (rounded to the allocator's 2 MiB segments);
+    past TOTAL_FRACTION of device memory further plans stay ungraphed until shares return."""
+    pools = graph_policy.PoolBudget()
+    small = H200.replace(memory_bytes=100 * 2**20)          # 5% = 5 MiB: two 2 MiB shares
+    plan = PlanEstimate(host_s=1e-4, device_s=1e-5, pool_bytes=1000, launches=5)
+    assert pools.share(plan) == 2 << 20
+    first = decide(plan, "auto", small, True, "cuda:0", pools)
+    second = decide(plan, "auto", small, True, "cuda:0", pools)
+    third = decide(plan, "auto", small, True, "cuda:0", pools)
+    assert first.measure and second.measure
+    assert not third.use and "graph pools already hold 4 MiB" in third.reason
+    assert decide(plan, "auto", small, True, "cuda:1", pools).measure   # another device
+    assert decide(plan, "on", small, True, "cuda:0", pools).use         # asked for: no cap
+    pools.give_back("cuda:0", pools.share(plan))
+    assert decide(plan, "auto", small, True, "cuda:0", pools).measure
+    assert pools.reserved["cuda:0"] == 4 << 20
