@@ -35,14 +35,14 @@ from cherenkov.cost.roofline import roofline
 from cherenkov.ir.ops import GroupOp, Op
 from cherenkov.ir.graph import TensorMeta
 
-HOST_FRACTION = 0.5        # graph when host issue time >= this fraction of the GPU's time
-TOTAL_FRACTION = 0.05      # ... and all auto-graphed plans' pools stay within this share
+HOST_FRACTION = 0.5        # graph when host issue time >= this fraction of the GPU's time,
+POOL_FRACTION = 0.01       # the plan's working set is at most this share of device memory
+TOTAL_FRACTION = 0.05      # and all auto-graphed plans' pools stay within this share
 POOL_GRAIN = 2 << 20       # a pool reserves its allocator segments: 2 MiB at the least
-POOL_FRACTION = 0.01       # ... and the plan's working set is at most this share of memory
 VIEW_STEP_COST = 0.25      # a view / getitem step's host cost, in launches (Python only)
 
-# extern ops that synchronize with the host or size their output from data: never captured
-# by default (a capture would fail, or bake in what one call saw)
+# extern ops that synchronize with the host or size their output from data: never captured,
+# whatever the mode (a capture would fail, or bake in what one call saw)
 _HOST_SYNC = frozenset({
     "nonzero", "masked_select", "unique", "_unique", "_unique2", "unique_consecutive",
     "unique_dim", "_local_scalar_dense", "item", "repeat_interleave", "bincount", "histc",
