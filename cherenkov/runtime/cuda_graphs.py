@@ -26,6 +26,7 @@ import torch
 log = logging.getLogger("cherenkov")
 
 MAX_CAPTURES = 4
+MAX_OFFSET_WASTE = 64 << 20     # bytes a copied input's storage offset may cost its copy
 
 
 def storage_uses(tensors) -> list[int]:
@@ -48,10 +49,24 @@ def _overlapping(t: torch.Tensor) -> bool:
     return False
 
 
+def _extent(t: torch.Tensor) -> int:
+    """Elements from t's first to its last, inclusive."""
+    return 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride())) if t.numel() else 0
+
+
+def _extent_bytes(t: torch.Tensor) -> int:
+    return _extent(t) * t.element_size()
+
+
+def _offset_waste(t: torch.Tensor) -> int:
+    """Bytes a same-layout copy allocates before t's first element (the plan indexes from the
+    storage start, so the offset is kept)."""
+    return t.storage_offset() * t.element_size()
+
+
 def _same_layout(t: torch.Tensor) -> torch.Tensor:
     """An uninitialized tensor with t's shape, strides and storage offset."""
-    extent = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride())) if t.numel() else 0
-    storage = torch.empty(t.storage_offset() + extent, dtype=t.dtype, device=t.device)
+    storage = torch.empty(t.storage_offset() + _extent(t), dtype=t.dtype, device=t.device)
     return storage.as_strided(t.shape, t.stride(), t.storage_offset())
 
 
@@ -167,6 +182,12 @@ class GraphedPlan:
             log.info("cherenkov: %s not captured: an input with overlapping elements (shape "
                      "%s, strides %s) changes address between calls", self.name,
                      tuple(overlapping[0].shape), overlapping[0].stride())
+            self.disabled = True
+            return self.run_plan(inputs)
+        far = [t for t in copied if _offset_waste(t) > max(MAX_OFFSET_WASTE, _extent_bytes(t))]
+        if far:                 # its copy would need all the storage before it, too
+            log.info("cherenkov: %s not captured: an input that changes address between "
+                     "calls sits %.0f MB into its storage", self.name, _offset_waste(far[0]) / 1e6)
             self.disabled = True
             return self.run_plan(inputs)
         # the copied slots' buffers, laid out as the plan was compiled for (strides and

@@ -189,3 +189,21 @@ def test_overlap_check_tells_slices_from_broadcasts():
     assert not _overlapping(b.t()[1:]) and not _overlapping(b[1:3, 2:7])
     assert _overlapping(torch.zeros(3).expand(4, 3))
     assert _overlapping(torch.zeros(9).as_strided((3, 3), (1, 1)))
+
+
+def test_a_moving_input_far_into_its_storage_is_not_captured(monkeypatch):
+    """A copied input's buffer keeps its storage offset (the plan indexes from the storage
+    start): an input far into a big storage would cost all of it again, so no capture."""
+    from cherenkov.runtime import cuda_graphs
+    _fake_cuda(monkeypatch)
+    monkeypatch.setattr(cuda_graphs, "MAX_OFFSET_WASTE", 1024)
+    state = torch.zeros(3)
+    plan = cuda_graphs.GraphedPlan(_adding_plan(state), "fwd", warmup=1)
+    for i in range(3):
+        big = torch.zeros(4096)
+        x = big[4000:4003]                          # 16 kB into its storage, 12 bytes long
+        x += i + 1
+        out, = plan([x, state])
+        torch.testing.assert_close(state, torch.full((3,), float(sum(range(1, i + 2)))))
+        del out
+    assert plan.disabled and plan.graph is None
