@@ -1,10 +1,12 @@
-"""The forward-kernel rewrite of `attention_variants_gpu.py fwd`: `_fwd_tile` split into the
-q.k MMA and the softmax + P.V step, with three switches substituted into the source (raw-score
-max, lazy rescale, QK prefetch over full tiles). Measured slower than the kernel it replaces
+"""The forward-kernel rewrite of `attention_variants_gpu.py fwd`: the kernel's `_fwd_tile`
+split into the q.k MMA (`_fwd_qk`) and the softmax + P.V step (`_fwd_pv`) with three switches
+substituted into the source (raw-score max, lazy rescale), and, for QK prefetch, the
+forward's loop over full tiles issuing the next tile's q.k before this tile's softmax; the
+rest of the kernel source is left as it is. Measured slower than the kernel it replaces
 (bench/results/2026-11-30_attention_fwd_variants_h200_edc058e.md); kept to rerun."""
 from __future__ import annotations
 
-FWD = r'''
+TILE = r'''
 @triton.jit
 def _fwd_qk(q, K_base, start_n, offs_d, KV_LEN, stride_kn, D: tl.constexpr, D_PAD: tl.constexpr,
             BLOCK_N: tl.constexpr, EVEN_N: tl.constexpr, DOT_PREC: tl.constexpr):
@@ -69,84 +71,54 @@ def _fwd_pv(acc, l_i, m_i, qk, V_base, start_n, offs_m, offs_d, b, h, sm_scale, 
 
 
 @triton.jit
-def _attn_fwd(Q, K, V, O, LSE, __CAPS__
-              KV_NUM, KV_IDX, FULL_NUM, FULL_IDX,
-              stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
-              stride_vb, stride_vh, stride_vn, stride_ob, stride_oh, stride_om,
-              snb, snh, snm, sib, sih, sim,
-              sm_scale, Q_LEN, KV_LEN, H, GROUPS, NUM_M_BLOCKS,
-              D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-              SPARSE_M: tl.constexpr, SPARSE_N: tl.constexpr, EVEN_M: tl.constexpr,
-              EVEN_N: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, DOT_PREC: tl.constexpr):
-    pid_m = NUM_M_BLOCKS - 1 - tl.program_id(0)
-    bh = tl.program_id(1)
-    b = bh // H
-    h = bh % H
-    hk = h // GROUPS
-    start_m = pid_m * BLOCK_M
-    offs_m = start_m + tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, D_PAD)
-    q_ptrs = Q + b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :]
-    if EVEN_M and D == D_PAD:
-        q = tl.load(q_ptrs)
-    else:
-        q = tl.load(q_ptrs, mask=(offs_m[:, None] < Q_LEN) & (offs_d[None, :] < D), other=0.0)
-    K_base = K + b * stride_kb + hk * stride_kh
-    V_base = V + b * stride_vb + hk * stride_vh
-    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
-    l_i = tl.zeros([BLOCK_M], tl.float32)
-    acc = tl.zeros([BLOCK_M, D_PAD], tl.float32)
-    R = SPARSE_N // BLOCK_N
-    row = b * snb + h * snh + (start_m // SPARSE_M) * snm
-    irow = b * sib + h * sih + (start_m // SPARSE_M) * sim
-    n_partial = tl.load(KV_NUM + row)
-    for it in range(0, n_partial * R):
-        start_n = tl.load(KV_IDX + irow + it // R) * SPARSE_N + (it % R) * BLOCK_N
-        qk = _fwd_qk(q, K_base, start_n, offs_d, KV_LEN, stride_kn, D, D_PAD, BLOCK_N, EVEN_N,
-                     DOT_PREC)
-        acc, l_i, m_i = _fwd_pv(acc, l_i, m_i, qk, V_base, start_n, offs_m, offs_d, b, h,
-                                sm_scale, KV_LEN, stride_vn, __CAPS__
-                                D, D_PAD, BLOCK_N, True, EVEN_N, HAS_SCORE_MOD, DOT_PREC)
-    n_full = tl.load(FULL_NUM + row) * R
-    if __PREFETCH__:
-        if n_full > 0:
-            start_n = tl.load(FULL_IDX + irow) * SPARSE_N
-            qk = _fwd_qk(q, K_base, start_n, offs_d, KV_LEN, stride_kn, D, D_PAD, BLOCK_N,
-                         EVEN_N, DOT_PREC)
-            for it in range(1, n_full):
-                start_next = tl.load(FULL_IDX + irow + it // R) * SPARSE_N + (it % R) * BLOCK_N
-                qk_next = _fwd_qk(q, K_base, start_next, offs_d, KV_LEN, stride_kn, D, D_PAD,
-                                  BLOCK_N, EVEN_N, DOT_PREC)
-                acc, l_i, m_i = _fwd_pv(acc, l_i, m_i, qk, V_base, start_n, offs_m, offs_d, b,
-                                        h, sm_scale, KV_LEN, stride_vn, __CAPS__
-                                        D, D_PAD, BLOCK_N, False, EVEN_N, HAS_SCORE_MOD,
-                                        DOT_PREC)
-                qk = qk_next
-                start_n = start_next
-            acc, l_i, m_i = _fwd_pv(acc, l_i, m_i, qk, V_base, start_n, offs_m, offs_d, b, h,
-                                    sm_scale, KV_LEN, stride_vn, __CAPS__
-                                    D, D_PAD, BLOCK_N, False, EVEN_N, HAS_SCORE_MOD, DOT_PREC)
-    else:
-        for it in range(0, n_full):
-            start_n = tl.load(FULL_IDX + irow + it // R) * SPARSE_N + (it % R) * BLOCK_N
-            qk = _fwd_qk(q, K_base, start_n, offs_d, KV_LEN, stride_kn, D, D_PAD, BLOCK_N,
-                         EVEN_N, DOT_PREC)
-            acc, l_i, m_i = _fwd_pv(acc, l_i, m_i, qk, V_base, start_n, offs_m, offs_d, b, h,
-                                    sm_scale, KV_LEN, stride_vn, __CAPS__
-                                    D, D_PAD, BLOCK_N, False, EVEN_N, HAS_SCORE_MOD, DOT_PREC)
-    l_safe = tl.where(l_i == 0.0, 1.0, l_i)
-    o = acc / l_safe[:, None]
-    o_ptrs = O + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :]
-    tl.store(o_ptrs, o.to(O.dtype.element_ty), mask=(offs_m[:, None] < Q_LEN) & (offs_d[None, :] < D))
-    lse = tl.where(l_i == 0.0, float("inf"), m_i + tl.log2(l_safe))
-    tl.store(LSE + bh * Q_LEN + offs_m, lse, mask=offs_m < Q_LEN)
+def _fwd_tile(acc, l_i, m_i, q, K_base, V_base, start_n, offs_m, offs_d, b, h, sm_scale, KV_LEN,
+              stride_kn, stride_vn, __CAPS__
+              D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
+              IS_PARTIAL: tl.constexpr, EVEN_N: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
+              DOT_PREC: tl.constexpr):
+    qk = _fwd_qk(q, K_base, start_n, offs_d, KV_LEN, stride_kn, D, D_PAD, BLOCK_N, EVEN_N,
+                 DOT_PREC)
+    return _fwd_pv(acc, l_i, m_i, qk, V_base, start_n, offs_m, offs_d, b, h, sm_scale, KV_LEN,
+                   stride_vn, __CAPS__ D, D_PAD, BLOCK_N, IS_PARTIAL, EVEN_N, HAS_SCORE_MOD,
+                   DOT_PREC)
+
 
 '''
 
+FULL_LOOP = """    n_full = tl.load(FULL_NUM + row)
+    for it in range(0, n_full * R):
+        start_n = tl.load(FULL_IDX + irow + it // R) * SPARSE_N + (it % R) * BLOCK_N
+        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, K_base, V_base, start_n, offs_m, offs_d, b, h,
+                                  sm_scale, KV_LEN, stride_kn, stride_vn, __CAPS__
+                                  D, D_PAD, BLOCK_N, False, EVEN_N, HAS_SCORE_MOD, DOT_PREC)
+"""
+PREFETCH_LOOP = """    n_full = tl.load(FULL_NUM + row) * R
+    if n_full > 0:
+        start_n = tl.load(FULL_IDX + irow) * SPARSE_N
+        qk = _fwd_qk(q, K_base, start_n, offs_d, KV_LEN, stride_kn, D, D_PAD, BLOCK_N, EVEN_N,
+                     DOT_PREC)
+        for it in range(1, n_full):
+            start_next = tl.load(FULL_IDX + irow + it // R) * SPARSE_N + (it % R) * BLOCK_N
+            qk_next = _fwd_qk(q, K_base, start_next, offs_d, KV_LEN, stride_kn, D, D_PAD,
+                              BLOCK_N, EVEN_N, DOT_PREC)
+            acc, l_i, m_i = _fwd_pv(acc, l_i, m_i, qk, V_base, start_n, offs_m, offs_d, b, h,
+                                    sm_scale, KV_LEN, stride_vn, __CAPS__
+                                    D, D_PAD, BLOCK_N, False, EVEN_N, HAS_SCORE_MOD, DOT_PREC)
+            qk = qk_next
+            start_n = start_next
+        acc, l_i, m_i = _fwd_pv(acc, l_i, m_i, qk, V_base, start_n, offs_m, offs_d, b, h,
+                                sm_scale, KV_LEN, stride_vn, __CAPS__
+                                D, D_PAD, BLOCK_N, False, EVEN_N, HAS_SCORE_MOD, DOT_PREC)
+"""
+
 
 def patched(original: str, raw: bool, lazy: bool, prefetch: bool) -> str:
+    """The kernel source with `_fwd_tile` rewritten (and its full-tile loop, for prefetch)."""
     start = original.index("@triton.jit\ndef _fwd_tile(")
-    end = original.index("@triton.jit\ndef _attn_bwd_delta(")
-    body = (FWD.replace("__RAW__", str(raw)).replace("__LAZY__", str(lazy))
-            .replace("__PREFETCH__", str(prefetch)))
-    return original[:start] + body.lstrip("\n") + "\n" + original[end:]
+    end = original.index("@triton.jit\ndef _attn_fwd(")
+    tile = TILE.replace("__RAW__", str(raw)).replace("__LAZY__", str(lazy))
+    text = original[:start] + tile.lstrip("\n") + original[end:]
+    if prefetch:
+        assert FULL_LOOP in text
+        text = text.replace(FULL_LOOP, PREFETCH_LOOP)
+    return text

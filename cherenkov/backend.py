@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 import time
 import warnings
 import weakref
@@ -232,12 +233,8 @@ def _flex_attention(gm: torch.fx.GraphModule, config: Config):
 def _flex_specs(gm: torch.fx.GraphModule) -> list:
     """The FlexSpecs `gm`'s flex-attention ops use (attention/flex_op.py keeps them only as
     long as a holder does)."""
-    if not any(n.op == "call_function" and str(n.target).startswith("cherenkov.flex_attention")
-               for m in gm.modules() if isinstance(m, torch.fx.GraphModule)
-               for n in m.graph.nodes):
-        return []
-    from cherenkov.attention.flex_op import specs_in
-    return specs_in(gm)
+    flex_op = sys.modules.get("cherenkov.attention.flex_op")   # it defines the ops: no module,
+    return flex_op.specs_in(gm) if flex_op is not None else []  # no flex op in any graph
 
 
 def _holding_flex_specs(gm: torch.fx.GraphModule, compiled):

@@ -15,7 +15,6 @@ import json
 import logging
 import time
 import warnings
-import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -122,8 +121,7 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
     info.cuda_graphs = graph_policy.decide(plan, config.cuda_graphs, spec, on_cuda, device)
     log.info("cherenkov [%s] CUDA graphs %s", name, info.cuda_graphs)
     if info.cuda_graphs.measure:         # its pool share goes back with it, or if judged off
-        share = graph_policy.POOLS.share(plan)
-        release = weakref.finalize(compiled, graph_policy.POOLS.give_back, device, share)
+        release = graph_policy.POOLS.held_by(compiled, device, plan)
     if info.cuda_graphs.use:
         # a forward runs normally for `warmup` calls (the last one timed and judged when
         # measuring: the third, as the second checks each kernel's direct launch against

@@ -10,9 +10,9 @@ Every option lives in `Config`; every environment variable is read here and nowh
 | CHERENKOV_DUMP=dir          | dump_dir       | write every stage of every compiled graph under dir  |
 | CHERENKOV_LOG=1             | log_fallbacks  | log each extern op / eager fallback with its reason  |
 | CHERENKOV_FUSION=0          | fusion         | one kernel per op (for debugging fusion)             |
-| CHERENKOV_CUDA_GRAPHS=mode  | cuda_graphs    | replay plans with CUDA graphs: "auto" (default: the  |
-|                             |                | cost model picks launch-bound ones), "on" (1), "off" |
-|                             |                | (0); True/False mean on/off                          |
+| CHERENKOV_CUDA_GRAPHS=mode  | cuda_graphs    | replay plans with CUDA graphs: "auto" (default:      |
+|                             |                | small plans measured launch-bound), "on" (1), "off"  |
+|                             |                | (0); True/False mean on/off (graph_policy.py)        |
 | CHERENKOV_INTERPRET=1       | interpret      | run Triton kernels in the interpreter (CPU tensors   |
 |                             |                | always do)                                           |
 | CHERENKOV_CACHE_SIZE=n      | cache_size     | recompiles kept per graph for static shapes          |

@@ -8,7 +8,6 @@ in a CUDA graph and replayed.
 """
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
 import torch
@@ -21,8 +20,6 @@ from cherenkov.passes.fusion import FusionResult, Group, const_fill, is_library
 from cherenkov.runtime.alloc import Recycler, allocator
 from cherenkov.runtime.schedule import plan_order
 from cherenkov.runtime.triton_launch import TritonLaunch
-
-log = logging.getLogger("cherenkov")
 
 
 @dataclass
@@ -362,18 +359,14 @@ class CompiledGraph:
     # ---- running --------------------------------------------------------------------------
     def use_cuda_graphs(self, warmup: int = 1, judge=None) -> None:
         """Replay the plan through a CUDA graph after `warmup` calls (see cuda_graphs.py);
-        `judge(host_s, device_s)`: the last warm-up call is timed and judged first."""
+        `judge(host_s, device_s)`: the last warm-up call is timed and judged first.
+        Whether it can be (a CUDA plan, no host tensors, ...) is graph_policy's to say."""
         from cherenkov.runtime.cuda_graphs import GraphedPlan
-        host = [n for n in self.graph.inputs
-                if isinstance(n.meta, TensorMeta) and n.meta.device != self.device]
-        if host:
-            # its ops on those tensors run on the host, which a replay would skip
-            log.info("cherenkov: graph %s not captured: it reads %d tensors on another device",
-                     self.graph.name, len(host))
-        elif self.device.type == "cuda":
+        index = None                # one GPU: it is always the current one (no check per call)
+        if torch.cuda.device_count() > 1:
             index = self.device.index if self.device.index is not None \
                 else torch.cuda.current_device()
-            self._call = GraphedPlan(self.run_plan, self.graph.name, warmup, judge, index)
+        self._call = GraphedPlan(self.run_plan, self.graph.name, warmup, judge, index)
 
     def __call__(self, inputs: list):
         """Runs the plan on `inputs`, taking ownership of the list: it is emptied, so each

@@ -54,16 +54,6 @@ def _extent(t: torch.Tensor) -> int:
     return 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride())) if t.numel() else 0
 
 
-def _extent_bytes(t: torch.Tensor) -> int:
-    return _extent(t) * t.element_size()
-
-
-def _offset_waste(t: torch.Tensor) -> int:
-    """Bytes a same-layout copy allocates before t's first element (the plan indexes from the
-    storage start, so the offset is kept)."""
-    return t.storage_offset() * t.element_size()
-
-
 def _same_layout(t: torch.Tensor) -> torch.Tensor:
     """An uninitialized tensor with t's shape, strides and storage offset."""
     storage = torch.empty(t.storage_offset() + _extent(t), dtype=t.dtype, device=t.device)
@@ -184,10 +174,14 @@ class GraphedPlan:
                      tuple(overlapping[0].shape), overlapping[0].stride())
             self.disabled = True
             return self.run_plan(inputs)
-        far = [t for t in copied if _offset_waste(t) > max(MAX_OFFSET_WASTE, _extent_bytes(t))]
-        if far:                 # its copy would need all the storage before it, too
+        # a copy keeps the storage offset (the plan indexes from the storage start): an input
+        # far into a big storage would cost all that lies before it again
+        far = [t for t in copied if t.storage_offset() > max(
+            MAX_OFFSET_WASTE // t.element_size(), _extent(t))]
+        if far:
             log.info("cherenkov: %s not captured: an input that changes address between "
-                     "calls sits %.0f MB into its storage", self.name, _offset_waste(far[0]) / 1e6)
+                     "calls sits %.0f MB into its storage", self.name,
+                     far[0].storage_offset() * far[0].element_size() / 1e6)
             self.disabled = True
             return self.run_plan(inputs)
         # the copied slots' buffers, laid out as the plan was compiled for (strides and

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import threading
+import weakref
 from dataclasses import dataclass, field
 
 from cherenkov.cost.roofline import roofline
@@ -128,12 +129,12 @@ def estimate(compiled, spec) -> PlanEstimate:
     by_slot = {slot: node for node, slot in compiled.slot.items()}
     host = [n for n in compiled.graph.inputs
             if isinstance(n.meta, TensorMeta) and n.meta.device != compiled.device]
-    if host:
+    if host:                    # the plan runs its ops on them on the host: a replay would not
         plan.blockers.append(f"reads {len(host)} tensor(s) on another device")
     live = peak = 0
     sizes: dict[int, int] = {}
     for step in compiled.steps:
-        if step.kind in ("kernel", "library", "kernel_batch"):
+        if step.kind in ("kernel", "library"):
             plan.launches += 1
             plan.host_s += spec.launch_overhead_s
         else:
@@ -192,6 +193,11 @@ class PoolBudget:
     def give_back(self, device, nbytes: int) -> None:
         with self._lock:
             self.reserved[device] = max(0, self.reserved.get(device, 0) - nbytes)
+
+    def held_by(self, owner, device, plan: PlanEstimate):
+        """The share `decide` took for `plan`, given back when `owner` goes or when the
+        returned callable is called (once, whichever comes first)."""
+        return weakref.finalize(owner, self.give_back, device, self.share(plan))
 
 
 POOLS = PoolBudget()
