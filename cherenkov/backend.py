@@ -23,6 +23,7 @@ from functorch.compile import min_cut_rematerialization_partition
 from cherenkov.capture.decompositions import decomposition_table
 from cherenkov.compiler import compile_fx
 from cherenkov.config import Config, current
+from cherenkov.runtime import unused_grads
 
 log = logging.getLogger("cherenkov")
 
@@ -49,8 +50,14 @@ class ShapeSpecialized:
         self.failed_reason: str | None = None
         self.profile_next = False                 # time each kernel on the next call
         self.last = None                          # (signature, compiled) of the last call
+        self.tangents = unused_grads.tangent_positions(gm)    # a backward's; () otherwise
+        self.zeroed: dict = {}                    # tangents given as None -> their variant
 
     def __call__(self, inputs: list):
+        if self.tangents:
+            zeros = tuple(i for i in self.tangents if inputs[i] is None)
+            if zeros:
+                return self._call_zeroed(inputs, zeros)
         if self.failed_reason is not None:
             return self.gm(*inputs)
         signature = _signature(inputs)
@@ -108,6 +115,26 @@ class ShapeSpecialized:
         if loads:
             new.seconds["first kernel launches"] = loads
         return out
+
+    def _call_zeroed(self, inputs: list, zeros: tuple):
+        """A backward call given None for the gradients of unused outputs (at `zeros`): its
+        graph without those inputs, zeros in their place (runtime/unused_grads.py)."""
+        if self.failed_reason is not None:
+            return self.gm(*unused_grads.filled(self.gm, inputs, zeros))
+        variant = self.zeroed.get(zeros)
+        if variant is None:
+            try:
+                gm = unused_grads.zeroed(self.gm, zeros)
+            except Exception as e:  # noqa: BLE001 -- eager with real zeros, one warning
+                if self.config.strict:
+                    raise
+                self._fallback(f"{type(e).__name__}: {e}")
+                return self.gm(*unused_grads.filled(self.gm, inputs, zeros))
+            variant = self.zeroed[zeros] = ShapeSpecialized(
+                gm, self.config, f"{self.name}_zero{'_'.join(map(str, zeros))}")
+        rest = [x for i, x in enumerate(inputs) if i not in zeros]
+        inputs.clear()                            # the variant frees what it no longer needs
+        return variant(rest)
 
     def device_spec(self, inputs):
         from cherenkov.hw import device_for_config
@@ -237,19 +264,31 @@ def _flex_specs(gm: torch.fx.GraphModule) -> list:
     return flex_op.specs_in(gm) if flex_op is not None else []  # no flex op in any graph
 
 
-def _holding_flex_specs(gm: torch.fx.GraphModule, compiled):
-    """`compiled`, holding the specs of `gm`'s flex calls for as long as Dynamo keeps it."""
+def _returned(gm: torch.fx.GraphModule, compiled, config: Config, example_inputs):
+    """What the backend hands Dynamo for `gm`: AOTAutograd's `compiled`, holding the specs of
+    `gm`'s flex calls for as long as Dynamo keeps it, and -- with `unused_grads`, for static
+    shapes -- watching each call's outputs so that its backward is handed None, not filled
+    zeros, for the gradients of unused outputs (runtime/unused_grads.py)."""
     specs = _flex_specs(gm)
+    if config.unused_grads and unused_grads.static(example_inputs):
+        watch = unused_grads.watch
+
+        @functools.wraps(compiled)
+        def watching(*args, **kwargs):
+            outs = compiled(*args, **kwargs)
+            watch(outs)
+            return outs
+        watching._cherenkov_flex_specs = specs
+        return watching
     if not specs:
         return compiled
     try:
         compiled._cherenkov_flex_specs = specs
         return compiled
     except (AttributeError, TypeError):
+        @functools.wraps(compiled)
         def holding(*args, **kwargs):
             return compiled(*args, **kwargs)
-        if hasattr(compiled, "_boxed_call"):
-            holding._boxed_call = compiled._boxed_call
         holding._cherenkov_flex_specs = specs
         return holding
 
@@ -266,7 +305,7 @@ def cherenkov_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | 
     _fuse_linear_cross_entropy(gm, example_inputs, config)
     _flex_attention(gm, config)
     try:
-        return _holding_flex_specs(gm, aot_module_simplified(
+        return _returned(gm, aot_module_simplified(
             gm, example_inputs,
             fw_compiler=_make_compiler(config, "forward"),
             bw_compiler=_make_compiler(config, "backward"),
@@ -274,7 +313,7 @@ def cherenkov_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | 
             decompositions=decomposition_table(),
             partition_fn=_partition_fn(config),
             keep_inference_input_mutations=True,
-        ))
+        ), config, example_inputs)
     except Exception as e:  # noqa: BLE001
         if config.strict:
             raise

@@ -34,6 +34,9 @@ Every option lives in `Config`; every environment variable is read here and nowh
 | CHERENKOV_ROW_LOOPS=0       | row_loops      | (GPU, Triton) row kernels take in the column partials|
 |                             |                | of the same elements (norm backward's weight         |
 |                             |                | gradients): one read instead of two; 0 turns it off  |
+| CHERENKOV_UNUSED_GRADS=0    | unused_grads   | the gradient of an output the loss never used is     |
+|                             |                | zeros written by autograd, read by the backward (by  |
+|                             |                | default the backward is compiled with it as zeros)   |
 """
 from __future__ import annotations
 
@@ -99,6 +102,7 @@ class Config:
     fp_contract: bool = field(default=True, metadata={"env": "CHERENKOV_FP_CONTRACT"})
     row_loops: bool = field(default=True, metadata={"env": "CHERENKOV_ROW_LOOPS"})
     linear_ce: str = field(default="auto", metadata={"env": "CHERENKOV_LINEAR_CE"})
+    unused_grads: bool = field(default=True, metadata={"env": "CHERENKOV_UNUSED_GRADS"})
 
     def __post_init__(self):
         object.__setattr__(self, "cuda_graphs", _graph_mode(self.cuda_graphs))

@@ -251,3 +251,29 @@ def test_outputs_keep_eager_layout_and_never_alias_on_the_device():
     want_a, want_b = f(x)
     torch.testing.assert_close(a, want_a)
     assert a.stride() == want_a.stride() and a.data_ptr() != b.data_ptr()
+
+
+@pytest.mark.parametrize("cuda_graphs", ["auto", "on"])
+def test_unused_logits_gradient_is_compiled_as_zeros(cuda_graphs):
+    """nanoGPT's (logits, loss) with the logits dropped: the backward is handed None for their
+    gradient (no zero fill) and runs its zeroed variant; gradients as with autograd's zeros."""
+    cfg = dataclasses.replace(preset("tiny"), hidden=64, heads=4, seq=32, vocab=4096, layers=2)
+    torch.manual_seed(0)
+    ours, ref = GPT(cfg).cuda(), GPT(cfg).cuda()
+    ref.load_state_dict(ours.state_dict())
+    start = len(COMPILED)
+    fast = cherenkov.compile(ours, strict=True, cuda_graphs=cuda_graphs)
+    filled = cherenkov.compile(ref, strict=True, cuda_graphs=cuda_graphs, unused_grads=False)
+    for step in range(4):
+        idx = torch.randint(0, cfg.vocab, (4, cfg.seq), device="cuda")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss_a = fast(idx, idx)[1]
+            loss_b = filled(idx, idx)[1]
+        loss_a.backward()
+        loss_b.backward()
+        torch.testing.assert_close(loss_a, loss_b)
+        for p, q in zip(ours.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-5)
+            p.grad = q.grad = None
+    names = [info.name for _, info in COMPILED[start:]]
+    assert sum("_zero" in n for n in names) == 1, names

@@ -122,6 +122,8 @@ BACKENDS = {b.name: b for b in (
     Backend("torch.compile", lambda m: torch.compile(m, dynamic=False)),
     Backend("cherenkov", _cherenkov()),
     Backend("cherenkov+cudagraphs", _cherenkov(cuda_graphs=True)),
+    # autograd's zero fill for unused outputs' gradients (the logits), as torch.compile has it
+    Backend("cherenkov-zerofill", _cherenkov(unused_grads=False)),
     # the optimizer step compiled too (run when named with --impls), each by its own compiler
     Backend("torch.compile+opt", lambda m: torch.compile(m, dynamic=False),
             lambda opt: torch.compile(opt.step, dynamic=False)),

@@ -1,0 +1,102 @@
+"""Gradients of outputs the loss never used: zero, without writing zeros.
+
+A compiled forward often returns more than the loss depends on -- nanoGPT's model returns
+`(logits, loss)` and the training loop drops the logits. Autograd then hands the compiled
+backward a gradient for every differentiable output, and for an unused one it allocates and
+fills zeros first (GPT-2, B=16 T=1024: 1.6 GB of bf16 written, then read again by the
+cross-entropy backward that adds it to the logits' gradient).
+
+Here the backward learns which gradients are zero instead:
+
+1. `watch(outputs)`: after each compiled forward call (static shapes only), the autograd node
+   of AOTAutograd's compiled function is told not to materialize missing gradients
+   (`set_materialize_grads(False)`; the node is the function's ctx), when it has two or more
+   differentiable outputs (a node with one runs only when that one is used).
+2. AOTAutograd passes a missing gradient on as None (it processes tensors only).
+3. The compiled backward sees None at a tangent input and runs a variant of its graph
+   compiled without that input, zeros in its place (`zeroed`): constants in the generated
+   kernels, no memory read. A variant that cannot compile runs in eager like any graph.
+
+Off with `unused_grads=False` (CHERENKOV_UNUSED_GRADS=0): then autograd fills zeros as usual.
+"""
+from __future__ import annotations
+
+import torch
+import torch.fx
+
+NODE_NAME = "CompiledFunctionBackward"      # AOTAutograd's autograd node
+
+
+def static(example_inputs) -> bool:
+    """Whether Dynamo traced the graph with static shapes (a zeroed variant writes its
+    zeros' shape into the graph)."""
+    for x in example_inputs:
+        if isinstance(x, torch.SymInt) or (
+                isinstance(x, torch.Tensor)
+                and any(not isinstance(d, int) for d in (*x.shape, *x.stride()))):
+            return False
+    return True
+
+
+def watch(outputs) -> None:
+    """Let the backward of one compiled forward call's node receive None for the gradients of
+    its unused outputs."""
+    if not isinstance(outputs, (tuple, list)) or not torch.is_grad_enabled():
+        return
+    counts: dict = {}
+    for o in outputs:
+        if type(o) is torch.Tensor and o.requires_grad:
+            node = o.grad_fn
+            if node is not None and type(node).__name__ == NODE_NAME:
+                counts[node] = counts.get(node, 0) + 1
+    for node, count in counts.items():
+        if count >= 2:
+            node.set_materialize_grads(False)
+
+
+def tangent_positions(gm: torch.fx.GraphModule) -> tuple:
+    """Input positions of a backward graph's tangents (AOTAutograd names them tangents_N)."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    return tuple(i for i, n in enumerate(placeholders) if n.name.startswith("tangents"))
+
+
+def _zeros_node(graph: torch.fx.Graph, placeholder: torch.fx.Node) -> torch.fx.Node:
+    val = placeholder.meta.get("val")
+    if not isinstance(val, torch.Tensor) or not all(isinstance(d, int) for d in val.shape):
+        raise RuntimeError(f"cherenkov: tangent {placeholder.name} has no static shape "
+                           f"({val!r}): cannot compile its gradient as zeros")
+    z = graph.call_function(torch.ops.aten.full.default, (list(val.shape), 0),
+                            {"dtype": val.dtype, "layout": torch.strided,
+                             "device": val.device, "pin_memory": False})
+    z.meta = dict(placeholder.meta)
+    return z
+
+
+def zeroed(gm: torch.fx.GraphModule, indices: tuple) -> torch.fx.GraphModule:
+    """`gm` without its inputs at `indices`, zeros of their recorded shape in their place."""
+    graph = torch.fx.Graph()
+    env: dict = {}
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    gone = {placeholders[i] for i in indices}
+    for p in placeholders:
+        if p not in gone:
+            env[p] = graph.node_copy(p, lambda a: env[a])
+    for p in placeholders:
+        if p in gone:
+            env[p] = _zeros_node(graph, p)
+    for n in gm.graph.nodes:
+        if n.op != "placeholder":
+            env[n] = graph.node_copy(n, lambda a: env[a])
+    out = torch.fx.GraphModule(gm, graph, gm.__class__.__name__)
+    out.meta = dict(getattr(gm, "meta", {}))
+    return out
+
+
+def filled(gm: torch.fx.GraphModule, inputs: list, indices: tuple) -> list:
+    """`inputs` with real zeros at `indices` (for running `gm` itself, in eager)."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    out = list(inputs)
+    for i in indices:
+        val = placeholders[i].meta["val"]
+        out[i] = torch.zeros(val.shape, dtype=val.dtype, device=val.device)
+    return out

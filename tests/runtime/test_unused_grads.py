@@ -1,0 +1,155 @@
+"""Gradients of unused outputs (runtime/unused_grads.py): the backward is handed None, not
+filled zeros, and runs a variant compiled with zeros in their place -- the same gradients as
+eager whichever outputs the loss uses."""
+import pytest
+import torch
+
+import cherenkov
+import cherenkov.backend as backend
+from cherenkov.runtime import unused_grads
+
+
+class LogitsAndLoss(torch.nn.Module):
+    """nanoGPT's shape of forward: (logits, loss)."""
+
+    def __init__(self):
+        super().__init__()
+        self.l1 = torch.nn.Linear(16, 32)
+        self.l2 = torch.nn.Linear(32, 40)
+
+    def forward(self, x, t):
+        logits = self.l2(torch.relu(self.l1(x)))
+        return logits, torch.nn.functional.cross_entropy(logits, t)
+
+
+def _pair(seed=0):
+    torch.manual_seed(seed)
+    m = LogitsAndLoss()
+    ref = LogitsAndLoss()
+    ref.load_state_dict(m.state_dict())
+    return m, ref
+
+
+def _names_since(start: int) -> list[str]:
+    return [info.name for _, info in backend.COMPILED[start:]]
+
+
+def _check_grads(m, ref):
+    for (name, p), q in zip(m.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, msg=name)
+
+
+def _step(fn, model, x, t, use_logits: bool):
+    logits, loss = fn(x, t)
+    (loss + logits.square().mean() if use_logits else loss).backward()
+    return loss
+
+
+@pytest.fixture
+def data():
+    torch.manual_seed(1)
+    return torch.randn(24, 16), torch.randint(0, 40, (24,))
+
+
+def test_unused_output_gradient_compiles_as_zeros(data):
+    """The loss alone: the backward variant without the logits' tangent; the loss alone and
+    then both outputs on the same compiled model give eager's gradients each time."""
+    torch._dynamo.reset()
+    x, t = data
+    m, ref = _pair()
+    start = len(backend.COMPILED)
+    fn = cherenkov.compile(m, strict=True)
+    for use_logits in (False, False, True, False):
+        loss = _step(fn, m, x, t, use_logits)
+        ref_loss = _step(ref, ref, x, t, use_logits)
+        torch.testing.assert_close(loss, ref_loss)
+        _check_grads(m, ref)
+        m.zero_grad()
+        ref.zero_grad()
+    names = _names_since(start)
+    zero = [n for n in names if "_zero" in n]
+    assert len(zero) == 1 and zero[0].startswith("backward"), names
+    assert any(n.startswith("backward") and "_zero" not in n for n in names), names
+
+
+def test_off_keeps_autograd_zeros(data):
+    torch._dynamo.reset()
+    x, t = data
+    m, ref = _pair()
+    start = len(backend.COMPILED)
+    fn = cherenkov.compile(m, strict=True, unused_grads=False)
+    _step(fn, m, x, t, False)
+    _step(ref, ref, x, t, False)
+    _check_grads(m, ref)
+    assert not [n for n in _names_since(start) if "_zero" in n]
+
+
+def test_dynamic_shapes_are_not_watched(data):
+    """A graph traced with symbolic shapes keeps autograd's zeros (a zeroed variant would need
+    its zeros' shape)."""
+    torch._dynamo.reset()
+    x, t = data
+    m, ref = _pair()
+    start = len(backend.COMPILED)
+    fn = torch.compile(m, backend="cherenkov", dynamic=True, options={"strict": True})
+    for n in (24, 11):
+        _step(fn, m, x[:n], t[:n], False)
+        _step(ref, ref, x[:n], t[:n], False)
+        _check_grads(m, ref)
+        m.zero_grad()
+        ref.zero_grad()
+    assert not [n for n in _names_since(start) if "_zero" in n]
+
+
+def test_zeroed_variant_that_fails_to_compile_runs_in_eager(data, monkeypatch):
+    torch._dynamo.reset()
+    x, t = data
+    m, ref = _pair()
+    real = backend.compile_fx
+
+    def no_zero(gm, inputs, config, name):
+        if "_zero" in name:
+            raise RuntimeError("planted failure")
+        return real(gm, inputs, config, name)
+    monkeypatch.setattr(backend, "compile_fx", no_zero)
+    fn = cherenkov.compile(m)
+    with pytest.warns(UserWarning, match="planted failure"):
+        _step(fn, m, x, t, False)
+    _step(ref, ref, x, t, False)
+    _check_grads(m, ref)
+
+
+def test_zeroed_graph_drops_the_input_and_reads_zeros():
+    def f(a, tangents_1, tangents_2):
+        return a * tangents_1 + tangents_2
+    gm = torch.fx.symbolic_trace(f)
+    vals = [torch.randn(3, 4), torch.randn(3, 4), torch.randn(4)]
+    for node, v in zip(gm.graph.nodes, vals):
+        node.meta["val"] = v
+    assert unused_grads.tangent_positions(gm) == (1, 2)
+    z = unused_grads.zeroed(gm, (1,))
+    assert [n.name for n in z.graph.nodes if n.op == "placeholder"] == ["a", "tangents_2"]
+    torch.testing.assert_close(z(vals[0], vals[2]), vals[2].expand(3, 4))
+    filled = unused_grads.filled(gm, [vals[0], None, vals[2]], (1,))
+    assert torch.equal(filled[1], torch.zeros(3, 4))
+    torch.testing.assert_close(gm(*filled), z(vals[0], vals[2]))
+
+
+def test_symbolic_tangent_cannot_be_zeroed():
+    def f(a, tangents_1):
+        return a + tangents_1
+    gm = torch.fx.symbolic_trace(f)
+    for node in gm.graph.nodes:
+        node.meta["val"] = None
+    with pytest.raises(RuntimeError, match="no static shape"):
+        unused_grads.zeroed(gm, (1,))
+
+
+def test_static_checks_example_inputs():
+    assert unused_grads.static([torch.randn(2, 3), 4])
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    fake = mode.from_tensor(torch.randn(5, 3), symbolic_context=None)
+    s = mode.shape_env.create_unbacked_symint()
+    assert not unused_grads.static([fake, s])
