@@ -3,6 +3,7 @@
 Odd sizes on purpose (hidden 80, sequence 37): masks for sizes that are not powers of two.
 """
 import dataclasses
+import re
 
 import pytest
 import torch
@@ -84,7 +85,8 @@ def test_transformer_blocks(arch, backend):
                         backend)
     # forward and backward: nothing but matmuls and attention runs as a library call
     # (embedding and cross-entropy backward scatter in generated kernels)
-    assert {i.name.rstrip("_v0").rstrip("0123456789") for i in infos} == {"forward", "backward"}
+    # (the backward as its variant without the dropped logits' gradient: runtime/unused_grads)
+    assert {re.match(r"[a-z]+", i.name).group() for i in infos} == {"forward", "backward"}
     for info in infos:
         assert not info.externs, info.externs
         assert set(info.library_calls) <= {"matmul", "attention"}
