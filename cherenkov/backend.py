@@ -210,6 +210,8 @@ def _make_compiler(config: Config, kind: str):
             args.clear()
             return fn(inputs)
         run._boxed_call = True
+        if kind == "forward":       # its autograd node may skip zero-filling (unused_grads)
+            setattr(run, unused_grads.MARK, True)
         return run
     return compiler
 

@@ -10,8 +10,8 @@ Here the backward learns which gradients are zero instead:
 
 1. `watch(outputs)`: after each compiled forward call (static shapes only), the autograd node
    of AOTAutograd's compiled function is told not to materialize missing gradients
-   (`set_materialize_grads(False)`; the node is the function's ctx), when it has two or more
-   differentiable outputs (a node with one runs only when that one is used).
+   (`materialize_grads = False`, as `ctx.set_materialize_grads(False)` would: the node is the
+   function's ctx).
 2. AOTAutograd passes a missing gradient on as None (it processes tensors only).
 3. The compiled backward sees None at a tangent input and runs a variant of its graph
    compiled without that input, zeros in its place (`zeroed`): constants in the generated
@@ -21,10 +21,13 @@ Off with `unused_grads=False` (CHERENKOV_UNUSED_GRADS=0): then autograd fills ze
 """
 from __future__ import annotations
 
+import weakref
+
 import torch
 import torch.fx
 
 NODE_NAME = "CompiledFunctionBackward"      # AOTAutograd's autograd node
+MARK = "_cherenkov_forward"                 # on the forward callables our compiler returns
 
 
 def static(example_inputs) -> bool:
@@ -39,19 +42,37 @@ def static(example_inputs) -> bool:
 
 
 def watch(outputs) -> None:
-    """Let the backward of one compiled forward call's node receive None for the gradients of
-    its unused outputs."""
+    """Let the backward of one compiled forward call receive None for the gradients of its
+    unused outputs: its autograd node -- the output's own, or one view away (AOTAutograd
+    regenerates views of an intermediate outside its function) -- stops materializing them.
+    Only nodes of Cherenkov's own graphs: an output may be an input passed through, its node
+    another graph's (whose backward may expect tensors)."""
     if not isinstance(outputs, (tuple, list)) or not torch.is_grad_enabled():
         return
-    counts: dict = {}
     for o in outputs:
-        if type(o) is torch.Tensor and o.requires_grad:
-            node = o.grad_fn
-            if node is not None and type(node).__name__ == NODE_NAME:
-                counts[node] = counts.get(node, 0) + 1
-    for node, count in counts.items():
-        if count >= 2:
-            node.set_materialize_grads(False)
+        if type(o) is not torch.Tensor or o.grad_fn is None:
+            continue
+        node = o.grad_fn
+        if _ours(node):
+            node.materialize_grads = False
+            continue
+        for parent, _ in node.next_functions:
+            if parent is not None and _ours(parent):
+                parent.materialize_grads = False
+
+
+# autograd node class -> whether it is AOTAutograd's around our forward (weak: a class holds
+# its compiled graphs, which must go when Dynamo drops them)
+_OURS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _ours(node) -> bool:
+    cls = type(node)
+    known = _OURS.get(cls)
+    if known is None:
+        fw = getattr(getattr(cls, "_forward_cls", None), "compiled_fw", None)
+        known = _OURS[cls] = cls.__name__ == NODE_NAME and getattr(fw, MARK, False)
+    return known
 
 
 def tangent_positions(gm: torch.fx.GraphModule) -> tuple:

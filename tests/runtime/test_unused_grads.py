@@ -153,3 +153,75 @@ def test_static_checks_example_inputs():
     fake = mode.from_tensor(torch.randn(5, 3), symbolic_context=None)
     s = mode.shape_env.create_unbacked_symint()
     assert not unused_grads.static([fake, s])
+
+
+def test_view_outputs_and_a_second_backward_through_the_same_graph():
+    """Outputs that view an intermediate (AOTAutograd returns their base as an extra output)
+    and a graph backpropagated twice (retain_graph), each time through different outputs."""
+    torch._dynamo.reset()
+
+    def f(x, w):
+        h = x @ w
+        return h.view(-1), h.t(), (h.relu() ** 2).sum()
+    torch.manual_seed(2)
+    x, w = torch.randn(12, 16), torch.randn(16, 20, requires_grad=True)
+    w_ref = w.detach().clone().requires_grad_()
+    start = len(backend.COMPILED)
+    fn = cherenkov.compile(f, strict=True, dynamic=False)
+    outs, refs = fn(x, w), f(x, w_ref)
+    for pick in ((2,), (0, 2), (1,)):
+        sum(outs[i].sum() * (i + 1) for i in pick).backward(retain_graph=True)
+        sum(refs[i].sum() * (i + 1) for i in pick).backward(retain_graph=True)
+        torch.testing.assert_close(w.grad, w_ref.grad)
+        w.grad = w_ref.grad = None
+    # the two views share one tangent (their base's): the sum alone leaves it None, the
+    # transpose alone the sum's; both used, none is
+    assert sum("_zero" in n for n in _names_since(start)) == 2
+
+
+def test_input_updated_in_place_with_an_unused_output(data):
+    """A graph that also updates a buffer in place (batch-norm running stats): the mutated
+    input's gradient slot and the unused output's both handled."""
+    torch._dynamo.reset()
+    torch.manual_seed(3)
+
+    class WithStats(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(16, 40)
+            self.bn = torch.nn.BatchNorm1d(40)
+
+        def forward(self, x, t):
+            logits = self.bn(self.lin(x))
+            return logits, torch.nn.functional.cross_entropy(logits, t)
+    m, ref = WithStats(), WithStats()
+    ref.load_state_dict(m.state_dict())
+    x, t = data
+    start = len(backend.COMPILED)
+    fn = cherenkov.compile(m, strict=True, dynamic=False)
+    for _ in range(2):
+        fn(x, t)[1].backward()
+        ref(x, t)[1].backward()
+        _check_grads(m, ref)
+        torch.testing.assert_close(m.bn.running_mean, ref.bn.running_mean)
+        m.zero_grad()
+        ref.zero_grad()
+    assert any("_zero" in n for n in _names_since(start))
+
+
+def test_an_input_passed_through_keeps_its_own_graphs_zeros():
+    """An output that is an input returned as is carries the node of whatever made the input
+    (here torch's own compiled graph, whose backward expects tensors): it is left alone."""
+    torch._dynamo.reset()
+    lin = torch.nn.Linear(8, 8)
+    theirs = torch.compile(lambda x: (lin(x), lin(x).relu()), backend="aot_eager")
+    ours = cherenkov.compile(lambda a, b: (a, b * 2, (b * 3).sum()), strict=True, dynamic=False)
+    x = torch.randn(4, 8)
+    a, b = theirs(x)
+    out = ours(a, b)
+    out[2].backward()           # neither `a` (theirs) nor out[1] is used
+    ref = torch.nn.Linear(8, 8)
+    ref.load_state_dict(lin.state_dict())
+    (ref(x).relu() * 3).sum().backward()
+    torch.testing.assert_close(lin.weight.grad, ref.weight.grad)
+    assert not unused_grads._ours(a.grad_fn)
