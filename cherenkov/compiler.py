@@ -30,6 +30,7 @@ from cherenkov.lowering.from_fx import graph_device, lower_fx
 from cherenkov.passes.cse import eliminate_common_subexpressions
 from cherenkov.passes.fusion import fuse, is_scatter
 from cherenkov.passes.split_reductions import split_reductions
+from cherenkov.passes.widen_matmul import widen_matmuls
 from cherenkov.runtime.compiled_graph import CompiledGraph
 from cherenkov.runtime import graph_policy, parallel_compile
 from cherenkov.runtime.loader import load_module
@@ -87,6 +88,7 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
         parallel_compile.submit(report.compile_jobs + report.later_jobs, config.compile_workers)
     lap("lower")
     graph = eliminate_common_subexpressions(graph)
+    graph = widen_matmuls(graph, device)
     from cherenkov.hw import device_for_config
     spec = device_for_config(config.device, device)
     cpp = device.type == "cpu" and config.cpu_backend == "cpp" and not config.interpret

@@ -281,3 +281,26 @@ def test_unused_logits_gradient_is_compiled_as_zeros(cuda_graphs):
             p.grad = q.grad = None
     names = [info.name for _, info in COMPILED[start:]]
     assert sum("_zero" in n for n in names) == 1, names
+
+
+def test_weight_gradients_come_out_of_cublas_in_fp32():
+    """Under bf16 autocast a weight gradient is one mm.dtype call writing fp32, no cast kernel
+    (passes/widen_matmul.py); it is no further from the fp64 gradient than eager's."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(),
+                                torch.nn.Linear(512, 128)).cuda()
+    eager, ref = copy.deepcopy(model), copy.deepcopy(model).double()
+    start = len(COMPILED)
+    compiled = cherenkov.compile(model, strict=True, dynamic=False)
+    x = torch.randn(384, 256, device="cuda")
+    for m, inp in ((compiled, x), (eager, x)):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            m(inp).float().square().mean().backward()
+    ref(x.double()).square().mean().backward()
+    for p, e, r in zip(model.parameters(), eager.parameters(), ref.parameters()):
+        assert p.grad.dtype == torch.float32
+        assert rel(p.grad, r.grad) <= max(1.5 * rel(e.grad, r.grad), 1e-3)
+    backward = next(g for g, info in COMPILED[start:] if info.name.startswith("backward"))
+    plan = next(iter(backward.cache.values()))
+    targets = [n.args[0] for n in plan.graph.nodes() if n.op.name == "MATMUL"]
+    assert targets.count(torch.ops.aten.mm.dtype) == 2, targets
