@@ -29,6 +29,7 @@ from cherenkov.ir.verifier import verify
 from cherenkov.lowering.from_fx import graph_device, lower_fx
 from cherenkov.passes.cse import eliminate_common_subexpressions
 from cherenkov.passes.fusion import fuse, is_scatter
+from cherenkov.passes.one_hot_sums import sum_one_hots
 from cherenkov.passes.split_reductions import split_reductions
 from cherenkov.passes.widen_matmul import widen_matmuls
 from cherenkov.runtime.compiled_graph import CompiledGraph
@@ -88,6 +89,7 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
         parallel_compile.submit(report.compile_jobs + report.later_jobs, config.compile_workers)
     lap("lower")
     graph = eliminate_common_subexpressions(graph)
+    graph = sum_one_hots(graph)
     graph = widen_matmuls(graph, device)
     from cherenkov.hw import device_for_config
     spec = device_for_config(config.device, device)
