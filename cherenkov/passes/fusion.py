@@ -202,6 +202,8 @@ def fuse(graph: Graph, enable: bool = True, device=None, row_loops: bool = False
         for r in g.reads:
             readers.setdefault(r, set()).add(g)
     always = set(outputs) | _library_read(users) | set(views.values())
+    for g in groups:
+        _by_rows(g)
     for i, g in enumerate(groups):
         stored = {m for m in g.members if m in always or readers.get(m, set()) - {g}}
         g.kernel = build_kernel(g, stored, f"k{i}")
@@ -481,6 +483,29 @@ def halves_of(group: Group) -> int:
             return D
         stack.extend(n.inputs)
     return 0
+
+
+ROW_MIN = 1024      # columns a pointwise kernel's rows need before it is tiled by rows
+
+
+def _by_rows(group: Group) -> None:
+    """A pointwise group over long rows that reads per-row values (a cross-entropy gradient:
+    the row's target, max and log-sum) runs as X rows of R columns: what depends on the row
+    alone is then loaded and computed once per row of a tile, not once per element (with
+    the element's row recovered by a division)."""
+    if group.R != 1 or group.row_loop or halves_of(group) or any(
+            m.op in GroupOp.REDUCTION or m.op in GroupOp.SCATTER for m in group.members):
+        return
+    shapes = {m.shape for m in group.members}
+    if len(shapes) != 1:
+        return
+    (shape,) = shapes
+    if len(shape) < 2 or shape[-1] < ROW_MIN or numel(shape) != group.X:
+        return
+    rows = group.X // shape[-1]
+    if any(r.meta is not None and not isinstance(r.meta, tuple) and r.meta.numel == rows
+           for r in group.reads):
+        group.X, group.R = rows, shape[-1]
 
 
 def build_kernel(group: Group, needed: set[Node], name: str) -> Kernel:

@@ -73,3 +73,30 @@ def test_targets_out_of_range_and_non_finite_rows_match_eager():
     got = cherenkov.compile(one_hot_sum, strict=True, dynamic=False)(a, k, r)
     torch.testing.assert_close(got, one_hot_sum(a, k, r), equal_nan=True)
     assert got[2] == 0 and got[3] == 0 and got[4].isnan() and got[5].isnan()
+
+
+@pytest.mark.parametrize("cpu_backend", ["triton", "cpp"])
+def test_pointwise_kernel_over_long_rows_tiles_by_rows(cpu_backend, monkeypatch):
+    """With the sum gone the cross-entropy gradient is one pointwise kernel reading per-row
+    values (passes/fusion.py `_by_rows`): tiled by rows it computes the same bits."""
+    from cherenkov.backend import COMPILED
+    from cherenkov.passes import fusion
+    torch.manual_seed(1)
+    x = torch.randn(37, 301, dtype=torch.bfloat16)
+    t = torch.randint(0, 301, (37,))
+    grads, domains = [], []
+    for row_min in (10 ** 9, 1):
+        monkeypatch.setattr(fusion, "ROW_MIN", row_min)
+        torch._dynamo.reset()
+        start = len(COMPILED)
+        x1 = x.detach().clone().requires_grad_()
+        cherenkov.compile(_cross_entropy, strict=True, dynamic=False,
+                          cpu_backend=cpu_backend)(x1, t).backward()
+        grads.append(x1.grad)
+        kernels = [k for _, info in COMPILED[start:] if info.name.startswith("backward")
+                   for k in info.kernels]
+        # a kernel over rows of 301 (Triton: an r index; C++: its header comment)
+        domains.append(any("rbase" in src or "37 rows x 301" in src
+                           for _, _, _, src in kernels))
+    assert torch.equal(grads[0], grads[1])
+    assert domains == [False, True]
