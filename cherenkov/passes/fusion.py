@@ -485,7 +485,8 @@ def halves_of(group: Group) -> int:
     return 0
 
 
-ROW_MIN = 1024      # columns a pointwise kernel's rows need before it is tiled by rows
+ROW_MIN = 1024      # columns a pointwise kernel's rows need before it is tiled by rows,
+ROWS_MIN = 512      # and rows (its programs, or a CPU's threads, share out the rows)
 
 
 def _by_rows(group: Group) -> None:
@@ -503,6 +504,8 @@ def _by_rows(group: Group) -> None:
     if len(shape) < 2 or shape[-1] < ROW_MIN or numel(shape) != group.X:
         return
     rows = group.X // shape[-1]
+    if rows < ROWS_MIN:
+        return
     if any(r.meta is not None and not isinstance(r.meta, tuple) and r.meta.numel == rows
            for r in group.reads):
         group.X, group.R = rows, shape[-1]

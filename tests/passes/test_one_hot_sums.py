@@ -87,6 +87,7 @@ def test_pointwise_kernel_over_long_rows_tiles_by_rows(cpu_backend, monkeypatch)
     grads, domains = [], []
     for row_min in (10 ** 9, 1):
         monkeypatch.setattr(fusion, "ROW_MIN", row_min)
+        monkeypatch.setattr(fusion, "ROWS_MIN", 1)
         torch._dynamo.reset()
         start = len(COMPILED)
         x1 = x.detach().clone().requires_grad_()
