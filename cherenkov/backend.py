@@ -119,19 +119,24 @@ class ShapeSpecialized:
     def _call_zeroed(self, inputs: list, zeros: tuple):
         """A backward call given None for the gradients of unused outputs (at `zeros`): its
         graph without those inputs, zeros in their place (runtime/unused_grads.py)."""
-        if self.failed_reason is not None:
-            return self.gm(*unused_grads.filled(self.gm, inputs, zeros))
-        variant = self.zeroed.get(zeros)
-        if variant is None:
+        variant = self.zeroed.get(zeros, False)
+        if variant is False:
             try:
-                gm = unused_grads.zeroed(self.gm, zeros)
-            except Exception as e:  # noqa: BLE001 -- eager with real zeros, one warning
+                variant = ShapeSpecialized(unused_grads.zeroed(self.gm, zeros), self.config,
+                                           f"{self.name}_zero{'_'.join(map(str, zeros))}")
+            except Exception as e:  # noqa: BLE001 -- this pattern in eager, real zeros
                 if self.config.strict:
                     raise
-                self._fallback(f"{type(e).__name__}: {e}")
-                return self.gm(*unused_grads.filled(self.gm, inputs, zeros))
-            variant = self.zeroed[zeros] = ShapeSpecialized(
-                gm, self.config, f"{self.name}_zero{'_'.join(map(str, zeros))}")
+                variant = None
+                msg = f"cherenkov: graph {self.name} with zero gradients at {zeros} runs in " \
+                      f"eager: {type(e).__name__}: {e}"
+                warnings.warn(msg, stacklevel=3)
+                log.warning(msg)
+            self.zeroed[zeros] = variant
+        if variant is None or self.failed_reason is not None:
+            args = unused_grads.filled(self.gm, inputs, zeros)
+            inputs.clear()
+            return self.gm(*args)
         rest = [x for i, x in enumerate(inputs) if i not in zeros]
         inputs.clear()                            # the variant frees what it no longer needs
         return variant(rest)
@@ -210,7 +215,9 @@ def _make_compiler(config: Config, kind: str):
             args.clear()
             return fn(inputs)
         run._boxed_call = True
-        if kind == "forward":       # its autograd node may skip zero-filling (unused_grads)
+        if kind == "forward" and config.unused_grads and unused_grads.static(example_inputs):
+            # its autograd node may skip zero-filling (runtime/unused_grads.py): its backward
+            # can compile the zeros in (their shape is static)
             setattr(run, unused_grads.MARK, True)
         return run
     return compiler

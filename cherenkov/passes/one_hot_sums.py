@@ -37,10 +37,13 @@ def _row(node: Node, lead: tuple) -> Node | None:
     return None
 
 
-def _is_zero(node: Node) -> bool:
+def _zero(node: Node) -> Node | None:
+    """The scalar 0 constant `node` broadcasts, or None."""
     while node.op is Op.EXPAND:
         node = node.inputs[0]
-    return node.op is Op.CONST and node.args[0] == 0 and not isinstance(node.args[0], bool)
+    if node.op is Op.CONST and node.args[0] == 0 and not isinstance(node.args[0], bool):
+        return node
+    return None
 
 
 def _is_column_index(node: Node, width: int) -> bool:
@@ -93,7 +96,7 @@ def _match(total: Node):
                 return None
         else:
             break
-    if x.op is not Op.WHERE or x.shape != total.inputs[0].shape or not _is_zero(x.inputs[2]) \
+    if x.op is not Op.WHERE or x.shape != total.inputs[0].shape or _zero(x.inputs[2]) is None \
             or _row(x.inputs[1], lead) is None:
         return None
     cond = x.inputs[0]
@@ -128,8 +131,7 @@ def _per_row(total: Node, chain: list, where: Node, k: Node) -> Node:
     lead, width = x.shape[:-1], x.shape[-1]
     ctx = LoweringContext(x.meta.device)
     one = _at_one_column(chain, _row(where.inputs[1], lead), lead, ctx)
-    zero = _at_one_column(chain, where.inputs[2] if where.inputs[2].op is Op.CONST
-                          else where.inputs[2].inputs[0], lead, ctx)
+    zero = _at_one_column(chain, _zero(where.inputs[2]), lead, ctx)
     shape, dtype = lead + (1,), one.dtype
     k = ctx.expand(k, shape)
     inside = ctx.pointwise(Op.AND, [ctx.pointwise(Op.GE, [k, 0], torch.bool, k.dtype),

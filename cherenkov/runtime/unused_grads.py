@@ -21,6 +21,7 @@ Off with `unused_grads=False` (CHERENKOV_UNUSED_GRADS=0): then autograd fills ze
 """
 from __future__ import annotations
 
+import sys
 import weakref
 
 import torch
@@ -45,9 +46,11 @@ def watch(outputs) -> None:
     """Let the backward of one compiled forward call receive None for the gradients of its
     unused outputs: its autograd node -- the output's own, or one view away (AOTAutograd
     regenerates views of an intermediate outside its function) -- stops materializing them.
-    Only nodes of Cherenkov's own graphs: an output may be an input passed through, its node
-    another graph's (whose backward may expect tensors)."""
-    if not isinstance(outputs, (tuple, list)) or not torch.is_grad_enabled():
+    Only nodes of Cherenkov's own graphs traced with static shapes (their forward callables
+    carry MARK): an output may be an input passed through, its node another graph's, whose
+    backward expects tensors."""
+    if not isinstance(outputs, (tuple, list)) or not torch.is_grad_enabled() \
+            or _compiled_autograd():
         return
     for o in outputs:
         if type(o) is not torch.Tensor or o.grad_fn is None:
@@ -59,6 +62,20 @@ def watch(outputs) -> None:
         for parent, _ in node.next_functions:
             if parent is not None and _ours(parent):
                 parent.materialize_grads = False
+
+
+def _compiled_autograd() -> bool:
+    """Compiled autograd traces AOTAutograd's backward graph itself, tangents and all: a None
+    there fails. Seen when it is on at forward time (its config flag, or inside its context);
+    turned on around the backward alone, it is not (README limits)."""
+    dynamo = sys.modules.get("torch._dynamo")
+    if dynamo is None:
+        return False
+    ca = sys.modules.get("torch._dynamo.compiled_autograd")
+    config = getattr(dynamo, "config", None)
+    return bool(getattr(config, "compiled_autograd", False)
+                or getattr(ca, "compiled_autograd_enabled", False)
+                or getattr(ca, "in_compiled_autograd_region", False))
 
 
 # autograd node class -> whether it is AOTAutograd's around our forward (weak: a class holds

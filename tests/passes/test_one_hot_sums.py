@@ -24,11 +24,19 @@ def _cross_entropy(logits, t):
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_cross_entropy_backward_unchanged_bit_for_bit(dtype, monkeypatch):
+    rewrote = []
+
+    def counted(graph):
+        out = sum_one_hots(graph)
+        rewrote.append(out is not graph)
+        return out
+    monkeypatch.setattr(compiler, "sum_one_hots", counted)
     torch.manual_seed(0)
     x = torch.randn(37, 301, dtype=dtype)
     t = torch.randint(0, 301, (37,))
     t[2] = 3                                        # an ignored row
     with_pass = _grads(_cross_entropy, x, t)
+    assert any(rewrote)                             # the backward's sum went
     monkeypatch.setattr(compiler, "sum_one_hots", lambda graph: graph)
     without = _grads(_cross_entropy, x, t)
     assert torch.equal(with_pass, without)
@@ -101,3 +109,13 @@ def test_pointwise_kernel_over_long_rows_tiles_by_rows(cpu_backend, monkeypatch)
                            for _, _, _, src in kernels))
     assert torch.equal(grads[0], grads[1])
     assert domains == [False, True]
+
+
+def test_zero_broadcast_through_several_expands():
+    """The other columns' 0 broadcast from a constant in more than one step."""
+    def fn(a, k):
+        zeros = torch.zeros(1, 3, 50).expand(2, 3, 50)
+        return torch.where(torch.arange(50) == k.view(2, 3, 1), a.view(2, 3, 1), zeros).sum(-1)
+    a, k = torch.randn(6), torch.tensor([0, 49, -1, 50, 7, 3])
+    torch.testing.assert_close(cherenkov.compile(fn, strict=True, dynamic=False)(a, k),
+                               fn(a, k))

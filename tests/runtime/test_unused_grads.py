@@ -209,19 +209,57 @@ def test_input_updated_in_place_with_an_unused_output(data):
     assert any("_zero" in n for n in _names_since(start))
 
 
-def test_an_input_passed_through_keeps_its_own_graphs_zeros():
-    """An output that is an input returned as is carries the node of whatever made the input
-    (here torch's own compiled graph, whose backward expects tensors): it is left alone."""
+def test_a_view_of_another_compilers_output_keeps_its_zeros():
+    """An output that views an input carries, one step up, the node of whatever made the
+    input -- here torch's own compiled graph, whose backward expects tensors: left alone."""
     torch._dynamo.reset()
     lin = torch.nn.Linear(8, 8)
     theirs = torch.compile(lambda x: (lin(x), lin(x).relu()), backend="aot_eager")
-    ours = cherenkov.compile(lambda a, b: (a, b * 2, (b * 3).sum()), strict=True, dynamic=False)
+    ours = cherenkov.compile(lambda a, b: (a.view(-1), b * 2, (b * 3).sum()), strict=True,
+                             dynamic=False)
     x = torch.randn(4, 8)
     a, b = theirs(x)
     out = ours(a, b)
-    out[2].backward()           # neither `a` (theirs) nor out[1] is used
+    assert not unused_grads._ours(out[0].grad_fn.next_functions[0][0])
+    out[2].backward()           # neither `a` (theirs, through the view) nor out[1] is used
     ref = torch.nn.Linear(8, 8)
     ref.load_state_dict(lin.state_dict())
     (ref(x).relu() * 3).sum().backward()
     torch.testing.assert_close(lin.weight.grad, ref.weight.grad)
-    assert not unused_grads._ours(a.grad_fn)
+
+
+def test_a_dynamic_graphs_node_is_never_switched():
+    """A static graph viewing the output of a graph traced with symbolic shapes: that graph's
+    backward cannot compile zeros in, and its node keeps autograd's zeros."""
+    torch._dynamo.reset()
+    torch.manual_seed(4)
+    w = torch.randn(16, 20, requires_grad=True)
+    w_ref = w.detach().clone().requires_grad_()
+    dyn = torch.compile(lambda x, w: (x @ w, (x @ w).relu()), backend="cherenkov",
+                        dynamic=True, options={"strict": True})
+    static = cherenkov.compile(lambda h: (h.view(-1), (h * 2).sum()), strict=True,
+                               dynamic=False)
+    static(torch.randn(12, 20, requires_grad=True) * 1)     # compiled static first
+    x = torch.randn(12, 16)
+    h, _ = dyn(x, w)
+    static(h)[1].backward()
+    ((x @ w_ref) * 2).sum().backward()
+    torch.testing.assert_close(w.grad, w_ref.grad)
+
+
+def test_compiled_autograd_on_at_forward_time_keeps_autograd_zeros():
+    """Compiled autograd traces AOTAutograd's backward graph itself (a None tangent would
+    fail there): outputs made while it is on are not watched."""
+    torch._dynamo.reset()
+    torch.manual_seed(5)
+    lin = torch.nn.Linear(16, 12)
+    ref = torch.nn.Linear(16, 12)
+    ref.load_state_dict(lin.state_dict())
+    x = torch.randn(8, 16)
+    fn = cherenkov.compile(lambda x: (lin(x), lin(x).relu().sum()), dynamic=False)
+    from torch._dynamo import compiled_autograd
+    with compiled_autograd._enable(torch.compile(backend="aot_eager")):
+        out = fn(x)
+        out[1].backward()
+    ref(x).relu().sum().backward()
+    torch.testing.assert_close(lin.weight.grad, ref.weight.grad)
