@@ -485,8 +485,11 @@ def halves_of(group: Group) -> int:
     return 0
 
 
-ROW_MIN = 1024      # columns a pointwise kernel's rows need before it is tiled by rows,
-ROWS_MIN = 512      # and rows (its programs, or a CPU's threads, share out the rows)
+# columns a pointwise kernel's rows need before it is tiled by rows (vocabulary-wide rows:
+# what was measured, the cross-entropy gradient; a norm's rows are untried), and rows (its
+# programs, or a CPU's threads, share out the rows)
+ROW_MIN = 8192
+ROWS_MIN = 512
 
 
 def _by_rows(group: Group) -> None:
