@@ -128,6 +128,24 @@ class Graph:
         return users
 
 
+def rewritten(graph: Graph, rewrite) -> Graph:
+    """`graph` with each node, in order, replaced by `rewrite(node, rebuilt)`: `rebuilt` is
+    the node reading its inputs' replacements (the node itself if none changed); returning it
+    keeps the node. The same graph object when nothing changed."""
+    replaced: dict[Node, Node] = {}
+    for node in graph.nodes():
+        inputs = tuple(replaced.get(i, i) for i in node.inputs)
+        rebuilt = node.replace(inputs=inputs) if inputs != node.inputs else node
+        new = rewrite(node, rebuilt)
+        if new is not node:
+            replaced[node] = new
+    if not replaced:
+        return graph
+    return dataclasses.replace(
+        graph, inputs=[replaced.get(i, i) for i in graph.inputs],
+        outputs=[None if o is None else replaced.get(o, o) for o in graph.outputs])
+
+
 def toposort(roots: Iterable[Node], first: Iterable[Node] = ()) -> list[Node]:
     """Every node reachable from `roots`, inputs before users; `first` nodes lead in their order."""
     order: list[Node] = list(first)

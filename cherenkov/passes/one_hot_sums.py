@@ -14,11 +14,9 @@ the right side is what the loop adds up (up to the sign of a zero).
 """
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 
-from cherenkov.ir.graph import Graph, Node
+from cherenkov.ir.graph import Graph, Node, rewritten
 from cherenkov.ir.ops import Op
 from cherenkov.lowering.context import LoweringContext
 
@@ -139,38 +137,12 @@ def _per_row(total: Node, chain: list, where: Node, k: Node) -> Node:
                            torch.bool)
     hit = ctx.pointwise(Op.ADD, [one, ctx.pointwise(Op.MUL, [zero, width - 1], dtype)], dtype)
     miss = ctx.pointwise(Op.MUL, [zero, width], dtype)
-    ctx.out = None
     value = ctx.where(inside, hit, miss, dtype)
     return ctx.reshape(ctx.cast(value, total.dtype), total.shape)
 
 
 def sum_one_hots(graph: Graph) -> Graph:
-    replaced: dict[Node, Node] = {}
-    for node in graph.nodes():
-        inputs = tuple(replaced.get(i, i) for i in node.inputs)
-        new = node.replace(inputs=inputs) if inputs != node.inputs else node
-        found = _match(node)
-        if found is not None:
-            chain, where, k = found
-            # built from the original nodes, then re-pointed at their replacements
-            new = _rewire(_per_row(node, chain, where, k), replaced)
-        if new is not node:
-            replaced[node] = new
-    if not replaced:
-        return graph
-    return dataclasses.replace(
-        graph, inputs=[replaced.get(i, i) for i in graph.inputs],
-        outputs=[None if o is None else replaced.get(o, o) for o in graph.outputs])
-
-
-def _rewire(node: Node, replaced: dict, memo: dict | None = None) -> Node:
-    """`node` with every input that was replaced earlier in the pass swapped in."""
-    memo = {} if memo is None else memo
-    if node in replaced:
-        return replaced[node]
-    if node in memo:
-        return memo[node]
-    inputs = tuple(_rewire(i, replaced, memo) for i in node.inputs)
-    out = node.replace(inputs=inputs) if inputs != node.inputs else node
-    memo[node] = out
-    return out
+    def per_row(node: Node, rebuilt: Node) -> Node:
+        found = _match(rebuilt)
+        return rebuilt if found is None else _per_row(rebuilt, *found)
+    return rewritten(graph, per_row)

@@ -14,11 +14,9 @@ two split kernels (bench/results/2026-11-30_memory_h200_4968a55.md, tried and re
 """
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 
-from cherenkov.ir.graph import Graph, Node, numel
+from cherenkov.ir.graph import Graph, Node, numel, rewritten
 from cherenkov.ir.ops import Op
 
 SPLITTABLE = {Op.SUM: Op.SUM, Op.MAX: Op.MAX, Op.MIN: Op.MIN, Op.ANY: Op.ANY, Op.ALL: Op.ALL}
@@ -58,16 +56,11 @@ def split_reductions(graph: Graph, sm_count: int, row_loops: bool = False) -> Gr
     makes). Other column reductions split as without row loops: a lone 32-row partial
     kernel ran at half the bandwidth of the usual split (bias + GeLU backward, H200)."""
     rows = _row_domains(graph) if row_loops else set()
-    replaced: dict[Node, Node] = {}
-    for node in graph.nodes():
-        inputs = tuple(replaced.get(i, i) for i in node.inputs)
-        new = node.replace(inputs=inputs) if inputs != node.inputs else node
-        if node.op in SPLITTABLE:
-            new = _split(new, sm_count, rows) or new
-        if new is not node:
-            replaced[node] = new
-    outputs = [None if o is None else replaced.get(o, o) for o in graph.outputs]
-    return dataclasses.replace(graph, outputs=outputs)
+
+    def split(node: Node, rebuilt: Node) -> Node:
+        return (_split(rebuilt, sm_count, rows) or rebuilt) if node.op in SPLITTABLE \
+            else rebuilt
+    return rewritten(graph, split)
 
 
 def _column_wise(src: Node) -> bool:

@@ -11,11 +11,9 @@ gradient (it is closer to the fp32 product than the cast of the bf16 one).
 """
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 
-from cherenkov.ir.graph import Graph, Node, contiguous_strides
+from cherenkov.ir.graph import Graph, Node, contiguous_strides, rewritten
 from cherenkov.ir.ops import Op
 
 aten = torch.ops.aten
@@ -50,21 +48,27 @@ def widen_matmuls(graph: Graph, device: torch.device) -> Graph:
         return graph
     users = graph.users()
     outputs = {id(o) for o in graph.outputs if o is not None}
-    replaced: dict[Node, Node] = {}
-    for node in graph.nodes():
-        inputs = tuple(replaced.get(i, i) for i in node.inputs)
-        new = node.replace(inputs=inputs) if inputs != node.inputs else node
-        if node.op is Op.CAST and node.args[0] is torch.float32 and node.meta.dtype is \
-                torch.float32 and node.meta.strides == contiguous_strides(node.shape):
-            mm = _source(node, users, outputs)
-            if mm is not None and mm.shape == node.shape:
-                target, t_args, _, reason = mm.args
-                new = Node(Op.MATMUL, tuple(replaced.get(i, i) for i in mm.inputs),
-                           (aten.mm.dtype, (*t_args, torch.float32), {}, reason), node.meta)
-        if new is not node:
-            replaced[node] = new
-    if not replaced:
-        return graph
-    outputs_new = [None if o is None else replaced.get(o, o) for o in graph.outputs]
-    inputs_new = [replaced.get(i, i) for i in graph.inputs]
-    return dataclasses.replace(graph, inputs=inputs_new, outputs=outputs_new)
+
+    def widen(node: Node, rebuilt: Node) -> Node:
+        if node.op is not Op.CAST or node.args[0] is not torch.float32 \
+                or node.meta.dtype is not torch.float32 \
+                or node.meta.strides != contiguous_strides(node.shape):
+            return rebuilt
+        mm = _source(node, users, outputs)
+        if mm is None or mm.shape != node.shape:
+            return rebuilt
+        # the mm's inputs as rewritten: the permutes between it and the cast are dropped
+        inputs = _inputs_of(rebuilt, mm)
+        _, t_args, _, reason = mm.args
+        return Node(Op.MATMUL, inputs, (aten.mm.dtype, (*t_args, torch.float32), {}, reason),
+                    node.meta)
+    return rewritten(graph, widen)
+
+
+def _inputs_of(rebuilt: Node, mm: Node) -> tuple:
+    """The inputs of the rebuilt counterpart of `mm` (the cast's source, through the same
+    chain of permutes)."""
+    node = rebuilt.inputs[0]
+    while node.op is Op.PERMUTE:
+        node = node.inputs[0]
+    return node.inputs

@@ -60,6 +60,17 @@ def _same_layout(t: torch.Tensor) -> torch.Tensor:
     return storage.as_strided(t.shape, t.stride(), t.storage_offset())
 
 
+def _uncopyable(t: torch.Tensor) -> str | None:
+    """Why a moving input cannot be copied into a static buffer laid out as it is, or None.
+    A broadcast cannot be copied into place; a copy keeps the storage offset (the plan indexes
+    from the storage start), so an input far into a big storage would cost all before it."""
+    if _overlapping(t):
+        return f"has overlapping elements (shape {tuple(t.shape)}, strides {t.stride()})"
+    if t.storage_offset() > max(MAX_OFFSET_WASTE // t.element_size(), _extent(t)):
+        return f"sits {t.storage_offset() * t.element_size() / 1e6:.0f} MB into its storage"
+    return None
+
+
 class GraphedPlan:
     def __init__(self, run_plan, name: str, warmup: int = 1, judge=None,
                  device_index: int | None = None):
@@ -167,21 +178,10 @@ class GraphedPlan:
                                else None for t in inputs]
         copied = [t for t, keep in zip(inputs, self.static_slots)
                   if isinstance(t, torch.Tensor) and not keep]
-        overlapping = [t for t in copied if _overlapping(t)]
-        if overlapping:         # a broadcast input that moves cannot be copied into place
-            log.info("cherenkov: %s not captured: an input with overlapping elements (shape "
-                     "%s, strides %s) changes address between calls", self.name,
-                     tuple(overlapping[0].shape), overlapping[0].stride())
-            self.disabled = True
-            return self.run_plan(inputs)
-        # a copy keeps the storage offset (the plan indexes from the storage start): an input
-        # far into a big storage would cost all that lies before it again
-        far = [t for t in copied if t.storage_offset() > max(
-            MAX_OFFSET_WASTE // t.element_size(), _extent(t))]
-        if far:
-            log.info("cherenkov: %s not captured: an input that changes address between "
-                     "calls sits %.0f MB into its storage", self.name,
-                     far[0].storage_offset() * far[0].element_size() / 1e6)
+        why = next(filter(None, map(_uncopyable, copied)), None)
+        if why is not None:
+            log.info("cherenkov: %s not captured: an input that changes address between calls "
+                     "%s", self.name, why)
             self.disabled = True
             return self.run_plan(inputs)
         # the copied slots' buffers, laid out as the plan was compiled for (strides and

@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 
 from cherenkov.cost.roofline import roofline
 from cherenkov.ir.ops import GroupOp, Op
-from cherenkov.ir.graph import TensorMeta
+from cherenkov.ir.graph import TensorMeta, meta_nbytes
+from cherenkov.runtime.memory_plan import live_bytes
 
 HOST_FRACTION = 0.5        # graph when host issue time >= this fraction of the GPU's time,
 POOL_FRACTION = 0.01       # the plan's working set is at most this share of device memory
@@ -71,14 +72,6 @@ class GraphDecision:
         return f"{state}: {self.reason}"
 
 
-def _nbytes(meta) -> int:
-    if isinstance(meta, tuple):
-        return sum(_nbytes(m) for m in meta)
-    if not isinstance(meta, TensorMeta):
-        return 0
-    return math.prod(meta.shape) * meta.dtype.itemsize
-
-
 def _target_name(node) -> str:
     target = node.args[0] if node.args else None
     packet = getattr(target, "overloadpacket", target)
@@ -109,7 +102,7 @@ def _attention_flops(node) -> float:
 
 
 def _library_seconds(node, spec) -> float:
-    moved = _nbytes(node.meta) + sum(_nbytes(i.meta) for i in node.inputs)
+    moved = meta_nbytes(node.meta) + sum(meta_nbytes(i.meta) for i in node.inputs)
     dtype = next((i.meta.dtype for i in node.inputs if isinstance(i.meta, TensorMeta)), None)
     flops = (_matmul_flops(node) if node.op == Op.MATMUL
              else _attention_flops(node) if node.op == Op.ATTENTION else 0.0)
@@ -126,13 +119,10 @@ def _library_seconds(node, spec) -> float:
 def estimate(compiled, spec) -> PlanEstimate:
     """Host time, predicted GPU time, working set and capture blockers of a compiled plan."""
     plan = PlanEstimate()
-    by_slot = {slot: node for node, slot in compiled.slot.items()}
     host = [n for n in compiled.graph.inputs
             if isinstance(n.meta, TensorMeta) and n.meta.device != compiled.device]
     if host:                    # the plan runs its ops on them on the host: a replay would not
         plan.blockers.append(f"reads {len(host)} tensor(s) on another device")
-    live = peak = 0
-    sizes: dict[int, int] = {}
     for step in compiled.steps:
         if step.kind in ("kernel", "library"):
             plan.launches += 1
@@ -155,17 +145,7 @@ def estimate(compiled, spec) -> PlanEstimate:
                 elif any(isinstance(m, TensorMeta) and m.device.type != compiled.device.type
                          for m in (node.meta if isinstance(node.meta, tuple) else (node.meta,))):
                     plan.blockers.append(f"{_target_name(node)} writes to another device")
-        if step.kind in ("kernel", "library"):
-            into = getattr(step, "into", {})
-            for slot in getattr(step, "out_slots", ()):
-                if slot in into or slot not in by_slot:
-                    continue
-                sizes[slot] = _nbytes(by_slot[slot].meta)
-                live += sizes[slot]
-        peak = max(peak, live)
-        for slot in step.frees:
-            live -= sizes.pop(slot, 0)
-    plan.pool_bytes = peak
+    plan.pool_bytes = max(live_bytes(compiled, inputs=False), default=0)
     return plan
 
 

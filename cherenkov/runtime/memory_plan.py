@@ -12,8 +12,9 @@ from __future__ import annotations
 from cherenkov.ir.graph import meta_nbytes
 
 
-def live_bytes(compiled) -> list[int]:
-    """Bytes alive after each step of `compiled.steps` (not counting what the caller holds)."""
+def live_bytes(compiled, inputs: bool = True) -> list[int]:
+    """Bytes alive after each step of `compiled.steps` (not counting what the caller holds);
+    with `inputs=False`, only what the plan itself allocates (a CUDA graph's pool)."""
     node_of = {s: n for n, s in compiled.slot.items()}
     storage: dict[int, int] = {}          # slot -> storage id
     size: dict[int, int] = {}             # storage id -> bytes
@@ -39,7 +40,7 @@ def live_bytes(compiled) -> list[int]:
 
     for i in range(compiled.n_inputs):
         node = node_of.get(i)
-        hold(i, i, meta_nbytes(node.meta) if node is not None else 0)
+        hold(i, i, meta_nbytes(node.meta) if node is not None and inputs else 0)
     timeline = []
     for step in compiled.steps:
         for slot in getattr(step, "out_slots", ()):

@@ -21,11 +21,11 @@ Off with `unused_grads=False` (CHERENKOV_UNUSED_GRADS=0): then autograd fills ze
 """
 from __future__ import annotations
 
-import sys
 import weakref
 
 import torch
 import torch.fx
+from torch._dynamo import compiled_autograd as _ca, config as _dynamo_config
 
 NODE_NAME = "CompiledFunctionBackward"      # AOTAutograd's autograd node
 MARK = "_cherenkov_forward"                 # on the forward callables our compiler returns
@@ -68,14 +68,9 @@ def _compiled_autograd() -> bool:
     """Compiled autograd traces AOTAutograd's backward graph itself, tangents and all: a None
     there fails. Seen when it is on at forward time (its config flag, or inside its context);
     turned on around the backward alone, it is not (README limits)."""
-    dynamo = sys.modules.get("torch._dynamo")
-    if dynamo is None:
-        return False
-    ca = sys.modules.get("torch._dynamo.compiled_autograd")
-    config = getattr(dynamo, "config", None)
-    return bool(getattr(config, "compiled_autograd", False)
-                or getattr(ca, "compiled_autograd_enabled", False)
-                or getattr(ca, "in_compiled_autograd_region", False))
+    return bool(getattr(_dynamo_config, "compiled_autograd", False)
+                or getattr(_ca, "compiled_autograd_enabled", False)
+                or getattr(_ca, "in_compiled_autograd_region", False))
 
 
 # autograd node class -> whether it is AOTAutograd's around our forward (weak: a class holds

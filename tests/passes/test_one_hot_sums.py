@@ -11,10 +11,10 @@ from cherenkov.passes.cse import eliminate_common_subexpressions
 from cherenkov.passes.one_hot_sums import sum_one_hots
 
 
-def _grads(fn, x, *rest):
+def _grads(fn, x, *rest, **options):
     torch._dynamo.reset()
     x = x.detach().clone().requires_grad_()
-    cherenkov.compile(fn, strict=True, dynamic=False)(x, *rest).backward()
+    cherenkov.compile(fn, strict=True, dynamic=False, **options)(x, *rest).backward()
     return x.grad
 
 
@@ -22,8 +22,9 @@ def _cross_entropy(logits, t):
     return torch.nn.functional.cross_entropy(logits, t, ignore_index=3)
 
 
+@pytest.mark.parametrize("cpu_backend", ["triton", "cpp"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-def test_cross_entropy_backward_unchanged_bit_for_bit(dtype, monkeypatch):
+def test_cross_entropy_backward_unchanged_bit_for_bit(dtype, cpu_backend, monkeypatch):
     rewrote = []
 
     def counted(graph):
@@ -35,14 +36,18 @@ def test_cross_entropy_backward_unchanged_bit_for_bit(dtype, monkeypatch):
     x = torch.randn(37, 301, dtype=dtype)
     t = torch.randint(0, 301, (37,))
     t[2] = 3                                        # an ignored row
-    with_pass = _grads(_cross_entropy, x, t)
+    with_pass = _grads(_cross_entropy, x, t, cpu_backend=cpu_backend)
     assert any(rewrote)                             # the backward's sum went
     monkeypatch.setattr(compiler, "sum_one_hots", lambda graph: graph)
-    without = _grads(_cross_entropy, x, t)
+    without = _grads(_cross_entropy, x, t, cpu_backend=cpu_backend)
     assert torch.equal(with_pass, without)
     ref = x.detach().clone().requires_grad_()
     _cross_entropy(ref, t).backward()
-    torch.testing.assert_close(with_pass, ref.grad)
+    # (the C++ kernels' exp differs from eager's by an ulp of bf16 on a few tiny gradients,
+    # with or without the pass)
+    atol = 1e-5 if cpu_backend == "triton" else 4e-5
+    torch.testing.assert_close(with_pass, ref.grad, atol=atol, rtol=1.6e-2 if dtype ==
+                               torch.bfloat16 else 1.3e-6)
 
 
 def _vocab_sums(fn, *inputs) -> tuple[int, int]:
