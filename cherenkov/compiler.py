@@ -29,6 +29,7 @@ from cherenkov.ir.verifier import verify
 from cherenkov.lowering.from_fx import graph_device, lower_fx
 from cherenkov.passes.cse import eliminate_common_subexpressions
 from cherenkov.passes.fusion import fuse, is_scatter
+from cherenkov.passes.matmul_epilogues import fuse_matmul_epilogues
 from cherenkov.passes.one_hot_sums import sum_one_hots
 from cherenkov.passes.split_reductions import split_reductions
 from cherenkov.passes.widen_matmul import widen_matmuls
@@ -93,6 +94,7 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
     graph = widen_matmuls(graph, device)
     from cherenkov.hw import device_for_config
     spec = device_for_config(config.device, device)
+    graph = fuse_matmul_epilogues(graph, device, config, spec)
     cpp = device.type == "cpu" and config.cpu_backend == "cpp" and not config.interpret
     row_loops = config.row_loops and spec.kind == "gpu" and not cpp    # Triton kernels only
     if spec.kind == "gpu" and config.fusion:

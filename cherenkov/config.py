@@ -37,6 +37,14 @@ Every option lives in `Config`; every environment variable is read here and nowh
 | CHERENKOV_UNUSED_GRADS=0    | unused_grads   | the gradient of an output the loss never used is     |
 |                             |                | zeros written by autograd, read by the backward (by  |
 |                             |                | default the backward is compiled with it as zeros)   |
+| CHERENKOV_MATMUL_TEMPLATES= | matmul_templates| a matmul and the elementwise work reading its result |
+|   mode                      |                | as one Triton template kernel: "auto" (where tuning  |
+|                             |                | measured it faster than cuBLAS + a kernel), "on"     |
+|                             |                | (wherever it applies), "off"                         |
+| CHERENKOV_AUTOTUNE=1        | autotune       | time the candidates of a choice not yet tuned (the   |
+|                             |                | matmul templates' tile configs vs cuBLAS) while      |
+|                             |                | compiling; results cached on disk. Off: untuned      |
+|                             |                | problems take the default (cuBLAS)                   |
 """
 from __future__ import annotations
 
@@ -103,6 +111,8 @@ class Config:
     row_loops: bool = field(default=True, metadata={"env": "CHERENKOV_ROW_LOOPS"})
     linear_ce: str = field(default="auto", metadata={"env": "CHERENKOV_LINEAR_CE"})
     unused_grads: bool = field(default=True, metadata={"env": "CHERENKOV_UNUSED_GRADS"})
+    matmul_templates: str = field(default="auto", metadata={"env": "CHERENKOV_MATMUL_TEMPLATES"})
+    autotune: bool = field(default=False, metadata={"env": "CHERENKOV_AUTOTUNE"})
 
     def __post_init__(self):
         object.__setattr__(self, "cuda_graphs", _graph_mode(self.cuda_graphs))
@@ -128,6 +138,9 @@ class Config:
             raise ValueError(f"cpu_backend={self.cpu_backend!r}: expected 'cpp' or 'triton'")
         if self.linear_ce not in ("auto", "on", "off"):
             raise ValueError(f"linear_ce={self.linear_ce!r}: expected 'auto', 'on' or 'off'")
+        if self.matmul_templates not in ("auto", "on", "off"):
+            raise ValueError(f"matmul_templates={self.matmul_templates!r}: expected 'auto', "
+                             "'on' or 'off'")
         if self.partitioner not in ("torch", "cherenkov"):
             raise ValueError(f"partitioner={self.partitioner!r}: expected 'torch' or 'cherenkov'")
         if self.memory_budget is not None and not self.memory_budget >= 0:

@@ -122,6 +122,9 @@ BACKENDS = {b.name: b for b in (
     Backend("torch.compile", lambda m: torch.compile(m, dynamic=False)),
     Backend("cherenkov", _cherenkov()),
     Backend("cherenkov+cudagraphs", _cherenkov(cuda_graphs=True)),
+    # matmul + epilogue templates where they measure faster than cuBLAS + a kernel: tuned
+    # while compiling (its first step pays for that) and cached on disk for later runs
+    Backend("cherenkov+autotune", _cherenkov(autotune=True)),
     # autograd's zero fill for unused outputs' gradients (the logits), as torch.compile has it
     Backend("cherenkov-zerofill", _cherenkov(unused_grads=False)),
     # the optimizer step compiled too (run when named with --impls), each by its own compiler

@@ -1,0 +1,232 @@
+"""Matmul epilogues: the elementwise work that reads a matmul's result, fused into the matmul.
+
+For each 2-D mm / addmm the region is grown in topological order: nodes of M*N elements
+computed element by element from the matmul's value at the same element -- elementwise ops
+and reshapes -- whose other inputs are not computed from the matmul at all. Those inputs are
+inlined into the epilogue down to buffers (graph inputs, library results, reductions, and
+movement other than views), as the fusion pass would inline them. What the region computes
+and something outside reads (or the graph returns) the kernel stores; the rest never leaves
+registers.
+
+    l = addmm(b, x, wt)   m = reshape(l)   n = cast(m)   ...   w = cast(v)     (GELU)
+ -> f = fused(x, wt, b)   l = f[0]         w = f[1]                         (l saved, w read)
+
+Whether a region runs as the template is `templates/epilogue_tuning.choose`'s call: on CUDA
+the tuning cache's verdict (tuned now when `autotune` is on), anywhere with
+`matmul_templates="on"`. A region the kernel builder cannot express, or whose epilogue
+would read the matmul's value at another element, stays as it was.
+"""
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from cherenkov.codegen.builder import KernelBuilder, NotFusible
+from cherenkov.codegen import indexing as ix
+from cherenkov.codegen.kernel_ir import Load
+from cherenkov.ir.graph import Graph, Node, TensorMeta, contiguous_strides, numel, toposort
+from cherenkov.ir.ops import GroupOp, Op
+from cherenkov.ir.views import final_layout, torch_view
+from cherenkov.lowering.library import Slot
+from cherenkov.templates.fused_epilogue import ACC, Epilogue, Operand
+
+log = logging.getLogger("cherenkov")
+aten = torch.ops.aten
+
+TARGETS = (aten.mm.default, aten.addmm.default)
+# what an epilogue computes inline: elementwise ops and views (index arithmetic)
+INLINE = GroupOp.ELEMENTWISE | GroupOp.VIEW
+MIN_SIZE = 16            # tl.dot's smallest tile side
+
+
+def _is_matmul(node: Node) -> bool:
+    if node.op is not Op.MATMUL or node.args[0] not in TARGETS or node.args[2]:
+        return False
+    meta = node.meta
+    n_args = 2 if node.args[0] is aten.mm.default else 3
+    return (isinstance(meta, TensorMeta) and len(meta.shape) == 2 and len(node.args[1]) == n_args
+            and all(isinstance(a, Slot) for a in node.args[1])
+            and meta.dtype in (torch.float16, torch.bfloat16, torch.float32)
+            and min(meta.shape) >= MIN_SIZE and meta.strides == contiguous_strides(meta.shape))
+
+
+def _operand(node: Node, shape: tuple) -> Operand | None:
+    """`node` as (root buffer, one strided view of it), or None (a view that would copy, a root
+    not laid out from its storage's start)."""
+    chain, root = [], node
+    while root.op in GroupOp.VIEW:
+        chain.append(torch_view(root))
+        root = root.inputs[0]
+    if not isinstance(root.meta, TensorMeta) or root.meta.storage_offset:
+        return None
+    chain.reverse()
+    if tuple(node.shape) != tuple(shape):
+        chain.append(lambda t: t.expand(shape))          # addmm's bias broadcasts
+    layout = final_layout(root, chain)
+    if layout is None:
+        return None
+    size, stride, offset = layout
+    return Operand(root, tuple(size), tuple(stride), offset)
+
+
+def _descendants(start: Node, users: dict) -> set:
+    seen, stack = set(), [start]
+    while stack:
+        for u in users.get(stack.pop(), ()):
+            if u not in seen:
+                seen.add(u)
+                stack.append(u)
+    return seen
+
+
+def _grow(mm: Node, order: list, users: dict) -> list[Node]:
+    """The region's nodes after the matmul, in topological order."""
+    size = numel(mm.shape)
+    below = _descendants(mm, users)
+    region, members = {mm}, []
+    for n in order:
+        if n not in below or not isinstance(n.meta, TensorMeta):
+            continue
+        if n.op not in GroupOp.ELEMENTWISE and n.op is not Op.RESHAPE or n.op is Op.IOTA:
+            continue
+        if numel(n.shape) != size or not any(i in region for i in n.inputs):
+            continue
+        if all(i in region or i not in below for i in n.inputs):
+            region.add(n)
+            members.append(n)
+    return members
+
+
+def _leaves(members: list[Node], region: set) -> list[Node]:
+    """The buffers the epilogue reads: what its outside inputs are computed from, through
+    elementwise ops and views."""
+    found, seen = [], set()
+    stack = [i for m in members for i in m.inputs if i not in region]
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n.op in INLINE and n.op is not Op.IOTA and n.inputs or n.op in (Op.CONST, Op.IOTA):
+            stack.extend(n.inputs)
+        else:
+            found.append(n)
+    return found
+
+
+def _stored(mm: Node, members: list[Node], region: set, users: dict, outputs: set):
+    """Region values read outside it: a view read outside stores the value it views."""
+    def source(n: Node) -> Node:
+        while n.op is Op.RESHAPE and n is not mm:
+            n = n.inputs[0]
+        return n
+    needed = set()
+    for n in [mm] + members:
+        if n in outputs or any(u not in region for u in users.get(n, ())):
+            needed.add(source(n))
+    return needed
+
+
+def build(mm: Node, order: list, users: dict, outputs: set) -> Epilogue | None:
+    members = _grow(mm, order, users)
+    computed = [m for m in members if m.op is not Op.RESHAPE]
+    if not computed:
+        return None
+    region = {mm, *members}
+    M, N = mm.shape
+    slots = [s.index for s in mm.args[1]]
+    a_node, b_node = mm.inputs[slots[-2]], mm.inputs[slots[-1]]
+    K = a_node.shape[1]
+    a, b = _operand(a_node, (M, K)), _operand(b_node, (K, N))
+    bias = _operand(mm.inputs[slots[0]], (M, N)) if len(slots) == 3 else None
+    if a is None or b is None or (len(slots) == 3 and bias is None) or min(K, M, N) < MIN_SIZE:
+        return None
+    if a.root.meta.dtype != mm.meta.dtype or b.root.meta.dtype != mm.meta.dtype:
+        return None
+    leaves = _leaves(members, region)
+    if any(not isinstance(n.meta, TensorMeta) or n.meta.storage_offset for n in leaves):
+        return None
+    needed = _stored(mm, members, region, users, outputs)
+    buffers = {mm: (ACC, mm.meta)} | {n: (f"buf{id(n):x}", n.meta) for n in leaves}
+    builder = KernelBuilder("epilogue", M, N, buffers)
+    try:
+        for m in computed:
+            builder.add_member(m, (f"buf{id(m):x}", m.meta) if m in needed else None)
+    except (NotFusible, NotImplementedError) as e:
+        log.info("cherenkov: matmul epilogue not built (%s)", e)
+        return None
+    kernel = builder.finish()
+    at = str(ix.release(ix.add(ix.mul(builder.x, N), builder.r)))
+    if any(isinstance(s, Load) and s.buffer == ACC and str(s.index) != at for s in kernel.body):
+        return None                       # reads the matmul's value at another element
+    by_name = {f"buf{id(n):x}": n for n in leaves}
+    leaf_order = [by_name[b_.name] for b_ in kernel.inputs if b_.name != ACC]
+    stored = ([mm] if mm in needed else []) + [m for m in computed if m in needed]
+    return Epilogue(mm, a, b, bias, kernel, leaf_order, stored, mm in needed, members)
+
+
+def fuse_matmul_epilogues(graph: Graph, device: torch.device, config, spec) -> Graph:
+    """`graph` with each matmul whose epilogue the template should run (per `choose`) and the
+    epilogue's stored values read from one fused call."""
+    if config.matmul_templates == "off":
+        return graph
+    if device.type != "cuda" and config.matmul_templates != "on":
+        return graph
+    from cherenkov.templates.epilogue_tuning import choose
+    order = graph.nodes()
+    users = graph.users()
+    outputs = {o for o in graph.outputs if o is not None}
+    chosen: list[tuple[Epilogue, object]] = []
+    claimed: set = set()
+    for n in order:
+        if not _is_matmul(n) or n in claimed:
+            continue
+        ep = build(n, order, users, outputs)
+        if ep is None or claimed & {ep.mm, *ep.members}:
+            continue
+        cfg = choose(ep, config, spec, device)
+        if cfg is None:
+            continue
+        chosen.append((ep, cfg))
+        claimed |= {ep.mm, *ep.members}
+    if not chosen:
+        return graph
+    return _rewrite(graph, chosen, device, spec)
+
+
+def _rewrite(graph: Graph, chosen, device, spec) -> Graph:
+    """Stored values -> getitems of the fused call. The walk visits every region's inputs
+    first, so each fused call reads their rewritten forms; a region whose inputs are not all
+    visited when its first stored value is (never seen) stays unfused."""
+    from cherenkov.templates.epilogue_tuning import fused_call
+    roots = [r for ep, _ in chosen for r in ep.roots]
+    order = toposort(roots + [o for o in graph.outputs if o is not None], graph.inputs)
+    index_of = {}
+    for k, (ep, _) in enumerate(chosen):
+        for i, n in enumerate(ep.stored):
+            index_of[n] = (k, i)
+    fused: dict[int, Node | None] = {}
+    replaced: dict[Node, Node] = {}
+    visited: set = set()
+    for node in order:
+        inputs = tuple(replaced.get(i, i) for i in node.inputs)
+        new = node.replace(inputs=inputs) if inputs != node.inputs else node
+        if node in index_of:
+            k, i = index_of[node]
+            if k not in fused:
+                ep, cfg = chosen[k]
+                ok = all(r in visited for r in ep.roots)
+                fused[k] = Node(Op.MATMUL, tuple(replaced.get(r, r) for r in ep.roots),
+                                (fused_call(ep, cfg, device, spec),
+                                 tuple(Slot(j) for j in range(len(ep.roots))), {},
+                                 "matmul + epilogue (template)"),
+                                tuple(s.meta for s in ep.stored)) if ok else None
+            if fused[k] is not None:
+                new = Node(Op.GETITEM, (fused[k],), (i,), node.meta)
+        visited.add(node)
+        if new is not node:
+            replaced[node] = new
+    return Graph([replaced.get(i, i) for i in graph.inputs],
+                 [None if o is None else replaced.get(o, o) for o in graph.outputs],
+                 graph.name, graph.scalar_outputs, graph.mutations)

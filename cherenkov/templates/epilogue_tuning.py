@@ -1,0 +1,130 @@
+"""Template or cuBLAS for one matmul and its epilogue: measured once per problem, then cached.
+
+    choose(ep, config, spec, device) -> TileConfig | None       (None: cuBLAS + a kernel)
+
+`matmul_templates="on"`: the template, with the hardware model's first candidate (the
+interpreter's small config on CPU). `"auto"` (CUDA): the verdict cached for this problem
+(the on-disk table `autotune.py` keeps, keyed by sizes, dtypes, layouts, the epilogue's
+text, device and versions); a problem not in it is timed now if `autotune` is on (candidates
+from `tile_config.candidates`, each checked against cuBLAS + the epilogue kernel and timed
+against that pair, which is what runs without the template), else it takes cuBLAS. The
+template is kept only where it measured faster: on the H200 cuBLAS wins most plain shapes
+(`bench/results/2026-11-30_templates_h200_fc46763.md`), so the cost of a region is settled
+by the clock, not guessed.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import torch
+
+from cherenkov.templates.autotune import CUBLAS, _store, cached
+from cherenkov.templates.fused_epilogue import Epilogue, FusedMatmul
+from cherenkov.templates.tile_config import TileConfig, candidates, interpreter_config
+
+LIMIT = 5                   # tile configs timed per problem (plus the persistent variant)
+
+
+def _layout(strides) -> str:
+    return "row" if strides[1] == 1 else ("col" if strides[0] == 1 else "strided")
+
+
+def problem_key(ep: Epilogue, device: torch.device) -> str:
+    import triton
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    return json.dumps(["epilogue", ep.M, ep.N, ep.K, str(ep.dtype), _layout(ep.a.strides),
+                       _layout(ep.b.strides), ep.signature(), name, torch.__version__,
+                       triton.__version__])
+
+
+def _sm_count(device: torch.device) -> int:
+    if device.type != "cuda":
+        return 2
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def fused_call(ep: Epilogue, cfg: TileConfig, device: torch.device, spec) -> FusedMatmul:
+    return FusedMatmul(ep, cfg, device.type != "cuda", _sm_count(device))
+
+
+def choose(ep: Epilogue, config, spec, device: torch.device) -> TileConfig | None:
+    if config.matmul_templates == "off":
+        return None
+    if device.type != "cuda":
+        return interpreter_config(ep.M, ep.N, ep.K) if config.matmul_templates == "on" else None
+    if config.matmul_templates == "on":
+        return candidates(spec, 1, ep.M, ep.N, ep.K, ep.dtype.itemsize, limit=1)[0]
+    key = problem_key(ep, device)
+    found = cached(key)
+    if found is None and config.autotune:
+        start = time.perf_counter()
+        found, timings = tune(ep, spec, device)
+        _store(key, found)
+        if config.log_fallbacks:
+            print(f"[cherenkov] tuned matmul epilogue {ep.M}x{ep.K}x{ep.N}: {found} "
+                  f"({timings}) in {time.perf_counter() - start:.1f}s", file=sys.stderr)
+    return None if found in (None, CUBLAS) else found
+
+
+def random_roots(ep: Epilogue, device: torch.device) -> list[torch.Tensor]:
+    """Inputs with the roots' layouts: small normal values for floats, zeros otherwise (an
+    epilogue reads them elementwise only, never as addresses)."""
+    out = []
+    for r in ep.roots:
+        m = r.meta
+        t = torch.empty_strided(m.shape, m.strides, dtype=m.dtype, device=device)
+        if m.dtype.is_floating_point:
+            t.normal_(0.0, 0.5)
+        else:
+            t.zero_()
+        out.append(t)
+    return out
+
+
+def close(x: torch.Tensor, ref: torch.Tensor) -> bool:
+    """Same values to a tolerance that allows another accumulation order."""
+    if x.dtype == torch.bool or not x.dtype.is_floating_point:
+        return bool((x == ref).float().mean() > 0.999)
+    xf, rf = x.float(), ref.float()
+    finite = torch.isfinite(rf)
+    if not torch.equal(finite, torch.isfinite(xf)):
+        return False
+    err = (xf - rf).abs()[finite]
+    scale = max(1.0, rf.abs()[finite].max().item()) if finite.any() else 1.0
+    return err.numel() == 0 or err.max().item() <= 2e-2 * scale
+
+
+def tune(ep: Epilogue, spec, device: torch.device):
+    """(winner, {name: ms}) of cuBLAS + the epilogue kernel and the template's candidates."""
+    from triton.testing import do_bench
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    roots = random_roots(ep, device)
+    reference = ep.reference(roots, interpret=False)
+    expected = reference()
+    timings = {CUBLAS: do_bench(reference, warmup=5, rep=25, return_mode="median")}
+    best, best_ms = CUBLAS, timings[CUBLAS]
+    configs = candidates(spec, 1, ep.M, ep.N, ep.K, ep.dtype.itemsize, limit=LIMIT)
+    label = f"matmul epilogue {ep.M}x{ep.K}x{ep.N} {str(ep.dtype).removeprefix('torch.')}"
+    with Progress(TextColumn("[bold]tuning[/] {task.description}"), BarColumn(),
+                  TextColumn("{task.completed}/{task.total} {task.fields[now]}"),
+                  TimeElapsedColumn(), console=Console(file=sys.stderr), transient=True) as bar:
+        task = bar.add_task(label, total=len(configs), now="")
+        for cfg in configs:
+            bar.update(task, now=str(cfg))
+            try:
+                fn = FusedMatmul(ep, cfg, False, _sm_count(device))
+                got = fn(*roots)
+                if all(map(close, got, expected)):
+                    ms = do_bench(lambda: fn(*roots), warmup=5, rep=25, return_mode="median")
+                    timings[str(cfg)] = ms
+                    if ms < best_ms:
+                        best, best_ms = cfg, ms
+                else:
+                    timings[str(cfg)] = "wrong result"
+            except Exception as e:  # noqa: BLE001 -- out of shared memory / registers
+                timings[str(cfg)] = f"{type(e).__name__}"
+            bar.advance(task)
+    return best, timings

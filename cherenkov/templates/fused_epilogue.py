@@ -1,0 +1,255 @@
+"""A matmul with the elementwise work that reads its result, as one Triton kernel.
+
+    l = addmm(bias, x, w.t())            (M, N)
+    y = cast(gelu(cast(reshape(l))))     everything computed from l element by element
+  ->
+    l, y = fused(x, w, bias, *leaves)    l stored only if something else reads it
+
+`passes/matmul_epilogues.py` finds such regions and builds their epilogue as kernel IR over
+the tile domain (X = M rows, R = N columns) with the fusion pass's own KernelBuilder; the
+matmul's value there is a load from the stand-in buffer `ACC`. Rendering puts the matmul
+template's main loop (`templates/matmul.py`'s, layouts and sizes written in) in front of the
+renderer's own statements, the loads of `ACC` reading the accumulator tile rounded to the
+matmul's dtype: the statements, and so the numbers, of the kernel that would otherwise read
+the matmul's output back from memory.
+
+    (`Epilogue.reference` runs that pair -- cuBLAS, then the epilogue kernel -- for checks and
+    for timing the alternative.)
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import torch
+
+from cherenkov.codegen.kernel_ir import Kernel, Load
+from cherenkov.codegen.triton_ops import storage_type
+from cherenkov.codegen.triton_renderer import (INT32_LIMIT, PRELUDE, BlockConfig, _Renderer,
+                                               render_triton)
+from cherenkov.ir.graph import Node, TensorMeta
+from cherenkov.runtime.loader import load_module
+from cherenkov.templates.tile_config import TileConfig
+
+ACC = "acc_in"
+
+
+@dataclass(frozen=True)
+class Operand:
+    """A matmul operand as the kernel reads it: `root`'s buffer through a strided view."""
+    root: Node
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    offset: int
+
+
+@dataclass
+class Epilogue:
+    mm: Node                     # the matmul node (mm / addmm) the region starts at
+    a: Operand                   # (M, K)
+    b: Operand                   # (K, N)
+    bias: Operand | None         # addmm's bias, broadcast to (M, N)
+    kernel: Kernel               # the epilogue's statements; loads of ACC are the matmul's value
+    leaves: list[Node]           # roots the epilogue reads, in kernel.inputs order (ACC left out)
+    stored: list[Node]           # values written, in output order (the matmul first if stored)
+    store_mm: bool               # the matmul's own value is one of them
+    members: list[Node]          # the region's nodes after the matmul (views included)
+
+    @property
+    def M(self) -> int:
+        return self.a.shape[0]
+
+    @property
+    def N(self) -> int:
+        return self.b.shape[1]
+
+    @property
+    def K(self) -> int:
+        return self.a.shape[1]
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.mm.meta.dtype
+
+    @property
+    def roots(self) -> list[Node]:
+        """The fused node's inputs, in call order."""
+        return [self.a.root, self.b.root] + ([self.bias.root] if self.bias else []) + self.leaves
+
+    def signature(self) -> str:
+        """What identifies the kernel's work apart from its tile config (the tuning key)."""
+        text = render(self, TileConfig(16, 16, 16), persistent=False, name="k")
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def reference(self, tensors: list[torch.Tensor], interpret: bool):
+        """A callable running cuBLAS and then the epilogue as its own kernel (what runs
+        without the template) on `tensors` (the roots); returns the stored values."""
+        a, b = (_view(t, op) for t, op in zip(tensors, (self.a, self.b)))
+        bias = _view(tensors[2], self.bias) if self.bias else None
+        leaves = tensors[2 + (self.bias is not None):]
+        kernel = self.kernel
+        cfg = BlockConfig(XBLOCK=min(16, _pow2(self.M)), RBLOCK=_pow2(self.N)) if interpret \
+            else _epilogue_blocks(kernel)
+        rendered = render_triton(kernel, cfg)
+        fn = getattr(load_module(PRELUDE + "\n\n" + rendered.source, interpret), rendered.name)
+        names = [b_.name for b_ in kernel.inputs]
+
+        def run():
+            mm = torch.mm(a, b) if bias is None else torch.addmm(bias, a, b)
+            outs = _allocate(self.stored, a.device)
+            by_name = dict(zip([n for n in names if n != ACC], leaves)) | {ACC: mm}
+            args = [by_name[n] for n in names] + outs[int(self.store_mm):]
+            fn[(rendered.grid,)](*args, XBLOCK=cfg.XBLOCK, RBLOCK=cfg.RBLOCK,
+                                 num_warps=cfg.num_warps)
+            if self.store_mm:
+                outs[0].copy_(mm)
+            return outs
+        return run
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def _epilogue_blocks(kernel: Kernel) -> BlockConfig:
+    from cherenkov.codegen.blocks import choose_blocks
+    return choose_blocks(kernel, False)
+
+
+def _view(t: torch.Tensor, op: Operand) -> torch.Tensor:
+    return t.as_strided(op.shape, op.strides, t.storage_offset() + op.offset)
+
+
+def _allocate(stored: list[Node], device) -> list[torch.Tensor]:
+    return [torch.empty_strided(n.meta.shape, n.meta.strides, dtype=n.meta.dtype, device=device)
+            for n in stored]
+
+
+# -- rendering ------------------------------------------------------------------------------
+def _address(op: Operand, rows: str, cols: str) -> str:
+    sr, sc = op.strides
+    parts = [f"{rows} * {sr}" if sr else None, f"{cols} * {sc}" if sc else None,
+             str(op.offset) if op.offset else None]
+    return " + ".join(p for p in parts if p) or "0"
+
+
+def render(ep: Epilogue, cfg: TileConfig, persistent: bool, name: str,
+           interpret: bool = False) -> str:
+    """Python source of a module defining kernel `name` (sizes, layouts and tiles written in;
+    its parameters are the roots' pointers and the stored values', in that order).
+    `interpret`: the operands go to tl.dot as fp32 (exact for half inputs): Triton's
+    interpreter multiplies bf16 tiles wrongly (numpy has no bf16)."""
+    r = _Renderer(ep.kernel, BlockConfig(cfg.block_m, cfg.block_n, persistent=True))
+    M, N, K = ep.M, ep.N, ep.K
+    wide = max([M * N, M * K, K * N] + [b.numel for b in ep.kernel.inputs + ep.kernel.outputs]
+               ) > INT32_LIMIT
+    leaf_params = [r.names[b.name] for b in ep.kernel.inputs if b.name != ACC]
+    out_params = (["mm_out"] if ep.store_mm else []) + [r.names[b.name] for b in ep.kernel.outputs]
+    params = ["a_ptr", "b_ptr"] + (["bias_ptr"] if ep.bias else []) + leaf_params + out_params
+    tiles_m, tiles_n = -(-M // cfg.block_m), -(-N // cfg.block_n)
+    lines = [f"tiles_n = {tiles_n}",
+             f"group_id = tile // {cfg.group_m * tiles_n}",
+             f"first_m = group_id * {cfg.group_m}",
+             f"group_size = tl.minimum({tiles_m} - first_m, {cfg.group_m})",
+             f"pid_m = first_m + (tile % {cfg.group_m * tiles_n}) % group_size",
+             f"pid_n = (tile % {cfg.group_m * tiles_n}) // group_size"]
+    if wide:
+        lines += ["pid_m = pid_m.to(tl.int64)", "pid_n = pid_n.to(tl.int64)"]
+    lines += [f"offs_m = pid_m * XBLOCK + tl.arange(0, XBLOCK)",
+              f"offs_n = pid_n * RBLOCK + tl.arange(0, RBLOCK)",
+              "offs_k = tl.arange(0, BLOCK_K)",
+              f"a_rows = tl.where(offs_m < {M}, offs_m, 0)",
+              f"b_cols = tl.where(offs_n < {N}, offs_n, 0)",
+              f"a_ptrs = a_ptr + ({_address(ep.a, 'a_rows[:, None]', 'offs_k[None, :]')})",
+              f"b_ptrs = b_ptr + ({_address(ep.b, 'offs_k[:, None]', 'b_cols[None, :]')})",
+              "acc = tl.zeros((XBLOCK, RBLOCK), dtype=tl.float32)",
+              f"for kk in range(0, {-(-K // cfg.block_k)}):"]
+    if K % cfg.block_k == 0:
+        lines += ["    a = tl.load(a_ptrs)", "    b = tl.load(b_ptrs)"]
+    else:
+        lines += [f"    k_left = {K} - kk * BLOCK_K",
+                  "    a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)",
+                  "    b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)"]
+    precision = "tf32" if ep.a.root.meta.dtype == torch.float32 \
+        and torch.backends.cuda.matmul.allow_tf32 else "ieee"
+    if interpret:
+        lines += ["    a = a.to(tl.float32)", "    b = b.to(tl.float32)"]
+        precision = "ieee"
+    lines += [f"    acc = tl.dot(a, b, acc, input_precision={precision!r})",
+              f"    a_ptrs += BLOCK_K * {ep.a.strides[1]}",
+              f"    b_ptrs += BLOCK_K * {ep.b.strides[0]}",
+              "xindex = offs_m[:, None]", f"xmask = xindex < {M}",
+              "rindex = offs_n[None, :]", f"rmask = rindex < {N}"]
+    if ep.bias:
+        lines.append(f"acc += tl.load(bias_ptr + ({_address(ep.bias, 'xindex', 'rindex')}), "
+                     "xmask & rmask, other=0.0).to(tl.float32)")
+    # the matmul's value as its output buffer would hold it: rounded to its dtype
+    stype = storage_type(ep.dtype)
+    lines.append("value = acc" if ep.dtype == torch.float32 else
+                 f"value = acc.to({stype}).to(tl.float32)" if ep.dtype.is_floating_point
+                 else f"value = acc.to({stype})")
+    if ep.store_mm:
+        lines.append(f"tl.store(mm_out + (xindex * {N} + rindex), value.to({stype}), "
+                     "xmask & rmask)")
+    body = []
+    for s in ep.kernel.body:
+        if isinstance(s, Load) and s.buffer == ACC:
+            body.append(f"{s.out} = value")
+        else:
+            r.lines = []
+            r.stmt(s, "")
+            body += r.lines
+    lines += body
+    head = [f'"""Generated by cherenkov.templates.fused_epilogue: {ep.mm.args[0]} '
+            f'{M}x{K}x{N}, {cfg}, persistent={persistent}."""', PRELUDE, "",
+            "@triton.jit", f"def {name}({', '.join(params)}):", "    pid = tl.program_id(0)"]
+    if persistent:
+        head.append(f"    for tile in range(pid, {tiles_m * tiles_n}, tl.num_programs(0)):")
+        indent = " " * 8
+    else:
+        head.append("    tile = pid")
+        indent = " " * 4
+    # tile sizes written in (the renderer's statements name them XBLOCK and RBLOCK)
+    sizes = {"XBLOCK": cfg.block_m, "RBLOCK": cfg.block_n, "BLOCK_K": cfg.block_k}
+    for key, value in sizes.items():
+        lines = [line.replace(key, str(value)) for line in lines]
+    return "\n".join(head + [indent + line for line in lines]) + "\n"
+
+
+def programs(ep: Epilogue, cfg: TileConfig, persistent: bool, sm_count: int) -> int:
+    tiles = -(-ep.M // cfg.block_m) * -(-ep.N // cfg.block_n)
+    return min(tiles, sm_count) if persistent else tiles
+
+
+# -- the runtime callable -------------------------------------------------------------------
+class FusedMatmul:
+    """The fused node's call: (*roots) -> stored values (a tuple, in `Epilogue.stored` order)."""
+
+    def __init__(self, ep: Epilogue, cfg: TileConfig, interpret: bool, sm_count: int = 2):
+        self.metas: list[TensorMeta] = [n.meta for n in ep.stored]
+        persistent = cfg.persistent and not interpret
+        self.name = f"mm_epilogue_{ep.signature()}"
+        self.source = render(ep, cfg, persistent, self.name, interpret)
+        self.fn = getattr(load_module(self.source, interpret), self.name)
+        self.grid = programs(ep, cfg, persistent, sm_count)
+        self.interpret = interpret
+        self.options = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+        self.launch = None
+        self.__name__ = f"fused_mm[{ep.M}x{ep.K}x{ep.N}, {cfg}]"
+
+    def __call__(self, *roots):
+        device = roots[0].device
+        outs = [torch.empty_strided(m.shape, m.strides, dtype=m.dtype, device=device)
+                for m in self.metas]
+        if self.interpret:
+            self.fn[(self.grid,)](*roots, *outs, **self.options)
+        else:
+            if self.launch is None:
+                from cherenkov.runtime.triton_launch import TritonLaunch
+                self.launch = TritonLaunch(self.fn, self.grid, (), self.options, len(outs),
+                                           False)
+            self.launch(*roots, *outs)
+        return tuple(outs)
+
+    def __repr__(self) -> str:
+        return self.__name__

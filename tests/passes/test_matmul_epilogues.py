@@ -1,0 +1,170 @@
+"""passes/matmul_epilogues.py + templates/fused_epilogue.py: a matmul and the elementwise work
+reading its result as one template kernel (Triton's interpreter on CPU, with
+matmul_templates="on"; on CUDA the tuning cache decides, tests/gpu)."""
+import os
+
+import pytest
+import torch
+
+import cherenkov
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from cherenkov.capture.decompositions import decomposition_table
+from cherenkov.config import Config
+from cherenkov.ir.ops import Op
+from cherenkov.lowering.from_fx import lower_fx
+from cherenkov.passes.cse import eliminate_common_subexpressions
+from cherenkov.passes.matmul_epilogues import build, fuse_matmul_epilogues
+from cherenkov.templates import epilogue_tuning
+from cherenkov.templates.fused_epilogue import FusedMatmul
+
+pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1",
+                                reason="Triton kernels on CPU need TRITON_INTERPRET=1")
+ON = Config(matmul_templates="on")
+CPU = torch.device("cpu")
+
+
+def _lowered(fn, *inputs):
+    gm = make_fx(fn, decomposition_table=decomposition_table(), tracing_mode="fake")(*inputs)
+    graph, _ = lower_fx(gm, list(inputs), strict=True, name="g")
+    return eliminate_common_subexpressions(graph)
+
+
+def _fused(graph):
+    return [n for n in graph.nodes() if n.op is Op.MATMUL and isinstance(n.args[0], FusedMatmul)]
+
+
+def _epilogue(graph):
+    order, users = graph.nodes(), graph.users()
+    outputs = {o for o in graph.outputs if o is not None}
+    (mm,) = [n for n in order if n.op is Op.MATMUL]
+    return build(mm, order, users, outputs)
+
+
+def test_elementwise_readers_join_the_matmul_and_only_what_leaves_is_stored():
+    x, w, r = torch.randn(40, 24), torch.randn(24, 48), torch.randn(40, 48)
+
+    def f(x, w, r):
+        return torch.relu(x @ w) * 2.0 + r
+
+    graph = _lowered(f, x, w, r)
+    ep = _epilogue(graph)
+    # relu, mul, add: one value stored (the sum), the product never written
+    assert not ep.store_mm and [n.op for n in ep.stored] == [Op.ADD]
+    assert [n.op for n in ep.leaves] == [Op.INPUT]
+    fused = fuse_matmul_epilogues(graph, CPU, ON, None)
+    (node,) = _fused(fused)
+    assert node.meta[0].shape == (40, 48)
+    got = cherenkov.compile(f, matmul_templates="on", strict=True)(x, w, r)
+    torch.testing.assert_close(got, f(x, w, r), rtol=1e-5, atol=1e-5)
+
+
+def test_matmul_read_elsewhere_is_stored_too_and_a_reduction_ends_the_region():
+    x, w = torch.randn(33, 20), torch.randn(20, 36)
+
+    def f(x, w):
+        y = x @ w
+        g = torch.sigmoid(y)
+        return y, g * g.sum(-1, keepdim=True)   # the product reads a reduction of g
+
+    graph = _lowered(f, x, w)
+    ep = _epilogue(graph)
+    assert ep.store_mm and [n.op for n in ep.stored] == [Op.MATMUL, Op.SIGMOID]
+    assert Op.MUL not in {n.op for n in ep.members}
+    y, out = cherenkov.compile(f, matmul_templates="on", strict=True)(x, w)
+    ry, rout = f(x, w)
+    torch.testing.assert_close(y, ry, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out, rout, rtol=1e-4, atol=1e-4)
+
+
+def test_addmm_bias_and_inlined_inputs_of_other_shapes():
+    x, w, b = torch.randn(48, 32), torch.randn(64, 32), torch.randn(64)
+    s = torch.randn(48, 1)
+
+    def f(x, w, b, s):           # the bias through addmm, a per-row scale through an expand
+        return torch.tanh(torch.addmm(b, x, w.t())) * torch.exp(s)
+
+    graph = _lowered(f, x, w, b, s)
+    ep = _epilogue(graph)
+    assert ep.bias is not None and ep.bias.strides == (0, 1)
+    assert ep.b.strides == (1, 32)                         # the transposed weight, no copy
+    got = cherenkov.compile(f, matmul_templates="on", strict=True)(x, w, b, s)
+    torch.testing.assert_close(got, f(x, w, b, s), rtol=1e-5, atol=1e-5)
+
+
+def test_left_alone_off_or_on_a_cpu_without_asking():
+    x, w = torch.randn(32, 16), torch.randn(16, 32)
+
+    def f(x, w):
+        return torch.relu(x @ w)
+
+    graph = _lowered(f, x, w)
+    assert fuse_matmul_epilogues(graph, CPU, Config(matmul_templates="off"), None) is graph
+    assert fuse_matmul_epilogues(graph, CPU, Config(), None) is graph     # "auto": CUDA only
+    tiny = _lowered(f, torch.randn(8, 16), torch.randn(16, 32))
+    assert not _fused(fuse_matmul_epilogues(tiny, CPU, ON, None))       # below tl.dot's 16 rows
+    with pytest.raises(ValueError, match="matmul_templates"):
+        Config(matmul_templates="always")
+
+
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(32, 64)
+        self.proj = torch.nn.Linear(64, 32)
+
+    def forward(self, x):
+        return x + self.proj(torch.nn.functional.gelu(self.fc(x), approximate="tanh"))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_mlp_training_step_matches_eager(tmp_path, dtype):
+    torch.manual_seed(0)
+    model = MLP()
+    x = torch.randn(2, 24, 32, requires_grad=True)
+    compiled = cherenkov.compile(model, matmul_templates="on", strict=True,
+                                 dump_dir=str(tmp_path))
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype is torch.bfloat16):
+        y, ref = compiled(x), model(x)
+    g = torch.randn_like(y)
+    grads = torch.autograd.grad(y, [x, *model.parameters()], g)
+    refs = torch.autograd.grad(ref, [x, *model.parameters()], g)
+    # bf16: another summation order inside the matmul moves its rounded output by an ulp,
+    # which later products carry: a few bf16 ulps of each tensor's largest value
+    tol = 1e-4 if dtype is torch.float32 else 2e-2
+    for got, want in zip((y, *grads), (ref, *refs)):
+        torch.testing.assert_close(got, want, rtol=tol, atol=tol * want.abs().max().item())
+    # the forward's GELU and residual, the backward's GELU gradient ran in templates
+    for stage in ("forward", "backward"):
+        (ir,) = [p for p in tmp_path.glob(f"{stage}*/2_ir_after_cse.txt")]
+        assert "fused_mm[" in ir.read_text()
+
+
+def test_tuning_key_names_the_epilogue_and_the_cache_decides(monkeypatch):
+    x, w, r = torch.randn(32, 16), torch.randn(16, 32), torch.randn(32, 32)
+    relu = _epilogue(_lowered(lambda x, w: torch.relu(x @ w), x, w))
+    plus = _epilogue(_lowered(lambda x, w, r: x @ w + r, x, w, r))
+    assert relu.signature() != plus.signature()
+    assert epilogue_tuning.problem_key(relu, CPU) != epilogue_tuning.problem_key(plus, CPU)
+    # on CUDA, "auto" takes the cached verdict and tunes nothing without autotune
+    cuda = torch.device("cuda")
+    monkeypatch.setattr(epilogue_tuning, "problem_key", lambda ep, device: "k")
+    monkeypatch.setattr(epilogue_tuning, "tune", lambda *a: pytest.fail("tuned"))
+    monkeypatch.setattr(epilogue_tuning, "cached", lambda key: None)
+    assert epilogue_tuning.choose(relu, Config(), None, cuda) is None
+    from cherenkov.templates.tile_config import TileConfig
+    cfg = TileConfig(64, 64, 32)
+    monkeypatch.setattr(epilogue_tuning, "cached", lambda key: cfg)
+    assert epilogue_tuning.choose(relu, Config(), None, cuda) == cfg
+    monkeypatch.setattr(epilogue_tuning, "cached", lambda key: "cublas")
+    assert epilogue_tuning.choose(relu, Config(), None, cuda) is None
+
+
+def test_reference_pair_computes_what_the_template_does():
+    x, w, r = torch.randn(40, 24), torch.randn(24, 48), torch.randn(40, 48)
+    ep = _epilogue(_lowered(lambda x, w, r: torch.sigmoid(x @ w) + r, x, w, r))
+    roots = epilogue_tuning.random_roots(ep, CPU)
+    expected = ep.reference(roots, interpret=True)()
+    got = FusedMatmul(ep, epilogue_tuning.choose(ep, ON, None, CPU), True)(*roots)
+    assert all(map(epilogue_tuning.close, got, expected))
+    assert not epilogue_tuning.close(got[0] + 1.0, expected[0])
