@@ -80,8 +80,12 @@ def _descendants(start: Node, users: dict) -> set:
     return seen
 
 
-def _grow(mm: Node, order: list, users: dict) -> list[Node]:
-    """The region's nodes after the matmul, in topological order."""
+def _grow(mm: Node, order: list, users: dict, outputs: set) -> list[Node]:
+    """The region's nodes after the matmul, in topological order: grown over what is computed
+    from the matmul's value element by element, then trimmed to what stores only values that
+    would be stored anyway (returned, or read by a library call such as the next matmul): a
+    value that only kernels read outside (a norm's backward reductions) is better computed in
+    those kernels from the matmul's output than written wider by the template."""
     size = numel(mm.shape)
     below = _descendants(mm, users)
     region, members = {mm}, []
@@ -95,23 +99,79 @@ def _grow(mm: Node, order: list, users: dict) -> list[Node]:
         if all(i in region or i not in below for i in n.inputs):
             region.add(n)
             members.append(n)
-    return members
+    while True:
+        region = {mm, *members}
+        kept = [m for m in members if m.op is Op.RESHAPE or _kept(m, region, users, outputs)]
+        cut = set(members) - set(kept)
+        for m in kept:                          # and what is computed from a cut value
+            if any(i in cut for i in m.inputs):
+                cut.add(m)
+        if not cut:
+            return members
+        members = [m for m in members if m not in cut]
 
 
-def _leaves(members: list[Node], region: set) -> list[Node]:
-    """The buffers the epilogue reads: what its outside inputs are computed from, through
-    elementwise ops and views."""
-    found, seen = [], set()
-    stack = [i for m in members for i in m.inputs if i not in region]
+def _kept(m: Node, region: set, users: dict, outputs: set) -> bool:
+    """Whether a region value may stay: read by nothing outside, or stored anyway (returned
+    or read by a library call; kernels may then read it too)."""
+    outside = [u for u in _readers(m, users) if u not in region]
+    return m in outputs or not outside or any(
+        u.op in GroupOp.LIBRARY or (u.op in GroupOp.VIEW and u in outputs) for u in outside)
+
+
+def _readers(n: Node, users: dict):
+    """What reads `n`, through views (a view is read where its readers are)."""
+    for u in users.get(n, ()):
+        if u.op in GroupOp.VIEW:
+            yield u
+            yield from _readers(u, users)
+        else:
+            yield u
+
+
+def _leaves(members: list[Node], region: set, users: dict) -> list[Node]:
+    """The buffers the epilogue reads. Views, constants, and elementwise values computed for
+    this region alone are inlined; a value something else reads too is read as a buffer
+    (inlined, the residual stream's whole history would be recomputed in every layer)."""
+    def walk(inlined):
+        found, reached, seen = [], set(), set()
+        stack = [i for m in members for i in m.inputs if i not in region]
+        while stack:
+            n = stack.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            if n.op in (Op.CONST, Op.IOTA):
+                continue
+            if n.op in GroupOp.VIEW or n in inlined:
+                reached.add(n)
+                stack.extend(n.inputs)
+            else:
+                found.append(n)
+        return found, reached
+
+    _, candidates = walk({n for n in _all_inline(members, region)})
+    inlined = {n for n in candidates if n.op not in GroupOp.VIEW}
+    while True:
+        drop = {n for n in inlined
+                if any(u not in region and u not in inlined and u.op not in GroupOp.VIEW
+                       for u in _readers(n, users))}
+        if not drop:
+            break
+        inlined -= drop
+    return walk(inlined)[0]
+
+
+def _all_inline(members: list[Node], region: set) -> set:
+    """Every elementwise value reachable below the region through elementwise ops and views."""
+    found, stack = set(), [i for m in members for i in m.inputs if i not in region]
     while stack:
         n = stack.pop()
-        if n in seen:
+        if n in found:
             continue
-        seen.add(n)
-        if n.op in INLINE and n.op is not Op.IOTA and n.inputs or n.op in (Op.CONST, Op.IOTA):
+        if n.op in GroupOp.VIEW or (n.op in GroupOp.ELEMENTWISE and n.inputs):
+            found.add(n)
             stack.extend(n.inputs)
-        else:
-            found.append(n)
     return found
 
 
@@ -129,7 +189,7 @@ def _stored(mm: Node, members: list[Node], region: set, users: dict, outputs: se
 
 
 def build(mm: Node, order: list, users: dict, outputs: set) -> Epilogue | None:
-    members = _grow(mm, order, users)
+    members = _grow(mm, order, users, outputs)
     computed = [m for m in members if m.op is not Op.RESHAPE]
     if not computed:
         return None
@@ -144,7 +204,7 @@ def build(mm: Node, order: list, users: dict, outputs: set) -> Epilogue | None:
         return None
     if a.root.meta.dtype != mm.meta.dtype or b.root.meta.dtype != mm.meta.dtype:
         return None
-    leaves = _leaves(members, region)
+    leaves = _leaves(members, region, users)
     if any(not isinstance(n.meta, TensorMeta) or n.meta.storage_offset for n in leaves):
         return None
     needed = _stored(mm, members, region, users, outputs)

@@ -24,7 +24,7 @@ from cherenkov.templates.autotune import CUBLAS, _store, cached
 from cherenkov.templates.fused_epilogue import Epilogue, FusedMatmul
 from cherenkov.templates.tile_config import TileConfig, candidates, interpreter_config
 
-LIMIT = 5                   # tile configs timed per problem (plus the persistent variant)
+LIMIT = 3                   # tile configs timed per problem (plus the persistent variant)
 
 
 def _layout(strides) -> str:
