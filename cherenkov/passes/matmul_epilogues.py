@@ -209,21 +209,27 @@ def build(mm: Node, order: list, users: dict, outputs: set) -> Epilogue | None:
         return None
     needed = _stored(mm, members, region, users, outputs)
     buffers = {mm: (ACC, mm.meta)} | {n: (f"buf{id(n):x}", n.meta) for n in leaves}
-    builder = KernelBuilder("epilogue", M, N, buffers)
     try:
-        for m in computed:
-            builder.add_member(m, (f"buf{id(m):x}", m.meta) if m in needed else None)
+        kernel, builder = _kernel(computed, needed, buffers, M, N)
+        flat, _ = _kernel(computed, needed, buffers, M * N, 1)
     except (NotFusible, NotImplementedError) as e:
         log.info("cherenkov: matmul epilogue not built (%s)", e)
         return None
-    kernel = builder.finish()
     at = str(ix.release(ix.add(ix.mul(builder.x, N), builder.r)))
     if any(isinstance(s, Load) and s.buffer == ACC and str(s.index) != at for s in kernel.body):
         return None                       # reads the matmul's value at another element
     by_name = {f"buf{id(n):x}": n for n in leaves}
     leaf_order = [by_name[b_.name] for b_ in kernel.inputs if b_.name != ACC]
     stored = ([mm] if mm in needed else []) + [m for m in computed if m in needed]
-    return Epilogue(mm, a, b, bias, kernel, leaf_order, stored, mm in needed, members)
+    return Epilogue(mm, a, b, bias, kernel, leaf_order, stored, mm in needed, members, flat)
+
+
+def _kernel(computed: list[Node], needed: set, buffers: dict, X: int, R: int):
+    """The epilogue as kernel IR over (X, R): the tile's (M, N), or M*N flat elements."""
+    builder = KernelBuilder("epilogue", X, R, buffers)
+    for m in computed:
+        builder.add_member(m, (f"buf{id(m):x}", m.meta) if m in needed else None)
+    return builder.finish(), builder
 
 
 def fuse_matmul_epilogues(graph: Graph, device: torch.device, config, spec) -> Graph:

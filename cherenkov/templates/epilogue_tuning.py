@@ -5,12 +5,16 @@
 `matmul_templates="on"`: the template, with the hardware model's first candidate (the
 interpreter's small config on CPU). `"auto"` (CUDA): the verdict cached for this problem
 (the on-disk table `autotune.py` keeps, keyed by sizes, dtypes, layouts, the epilogue's
-text, device and versions); a problem not in it is timed now if `autotune` is on (candidates
-from `tile_config.candidates`, each checked against cuBLAS + the epilogue kernel and timed
-against that pair, which is what runs without the template), else it takes cuBLAS. The
-template is kept only where it measured faster: on the H200 cuBLAS wins most plain shapes
-(`bench/results/2026-11-30_templates_h200_fc46763.md`), so the cost of a region is settled
-by the clock, not guessed.
+text, device and versions); a problem not in it is timed now if `autotune` is on, else it
+takes cuBLAS. Timing: each of `tile_config.candidates` (and a roomier 128x128 tile for long
+epilogues) is checked against, then timed against, cuBLAS + the epilogue as its own kernel
+flat over M*N elements (as the fusion pass would run it alone). The template is kept only
+where it measured faster: on the H200 cuBLAS wins most plain shapes
+(`bench/results/2026-11-30_templates_h200_fc46763.md`).
+
+What the pair leaves out: without the template the fusion pass may merge the epilogue with
+other work (a norm's reductions reading the same values), so a win measured here can still
+lose in the whole step (`bench/results/2026-11-30_train_autotune_h200_33d426a.md`).
 """
 from __future__ import annotations
 
@@ -107,6 +111,10 @@ def tune(ep: Epilogue, spec, device: torch.device):
     timings = {CUBLAS: do_bench(reference, warmup=5, rep=25, return_mode="median")}
     best, best_ms = CUBLAS, timings[CUBLAS]
     configs = candidates(spec, 1, ep.M, ep.N, ep.K, ep.dtype.itemsize, limit=LIMIT)
+    # a long epilogue holds many tiles' worth of values: a smaller tile, more warps per value
+    roomy = TileConfig(128, 128, 64, 8, 8, 3)
+    if min(ep.M, ep.N) >= 128 and roomy not in configs:
+        configs.append(roomy)
     label = f"matmul epilogue {ep.M}x{ep.K}x{ep.N} {str(ep.dtype).removeprefix('torch.')}"
     with Progress(TextColumn("[bold]tuning[/] {task.description}"), BarColumn(),
                   TextColumn("{task.completed}/{task.total} {task.fields[now]}"),

@@ -54,6 +54,8 @@ class Epilogue:
     stored: list[Node]           # values written, in output order (the matmul first if stored)
     store_mm: bool               # the matmul's own value is one of them
     members: list[Node]          # the region's nodes after the matmul (views included)
+    flat: Kernel | None = None   # the same epilogue as the fusion pass would run it alone:
+                                 # pointwise over M*N elements (`reference`)
 
     @property
     def M(self) -> int:
@@ -84,36 +86,28 @@ class Epilogue:
     def reference(self, tensors: list[torch.Tensor], interpret: bool):
         """A callable running cuBLAS and then the epilogue as its own kernel (what runs
         without the template) on `tensors` (the roots); returns the stored values."""
+        from cherenkov.codegen.blocks import choose_blocks
         a, b = (_view(t, op) for t, op in zip(tensors, (self.a, self.b)))
         bias = _view(tensors[2], self.bias) if self.bias else None
         leaves = tensors[2 + (self.bias is not None):]
-        kernel = self.kernel
-        cfg = BlockConfig(XBLOCK=min(16, _pow2(self.M)), RBLOCK=_pow2(self.N)) if interpret \
-            else _epilogue_blocks(kernel)
+        kernel = self.flat if self.flat is not None else self.kernel
+        cfg = choose_blocks(kernel, interpret)
         rendered = render_triton(kernel, cfg)
         fn = getattr(load_module(PRELUDE + "\n\n" + rendered.source, interpret), rendered.name)
         names = [b_.name for b_ in kernel.inputs]
+        leaf_names = [b_.name for b_ in self.kernel.inputs if b_.name != ACC]
+        blocks = {"XBLOCK": cfg.XBLOCK} | ({"RBLOCK": cfg.RBLOCK} if kernel.R > 1 else {})
 
         def run():
             mm = torch.mm(a, b) if bias is None else torch.addmm(bias, a, b)
             outs = _allocate(self.stored, a.device)
-            by_name = dict(zip([n for n in names if n != ACC], leaves)) | {ACC: mm}
+            by_name = dict(zip(leaf_names, leaves)) | {ACC: mm}
             args = [by_name[n] for n in names] + outs[int(self.store_mm):]
-            fn[(rendered.grid,)](*args, XBLOCK=cfg.XBLOCK, RBLOCK=cfg.RBLOCK,
-                                 num_warps=cfg.num_warps)
+            fn[(rendered.grid,)](*args, **blocks, num_warps=cfg.num_warps)
             if self.store_mm:
                 outs[0].copy_(mm)
             return outs
         return run
-
-
-def _pow2(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
-
-
-def _epilogue_blocks(kernel: Kernel) -> BlockConfig:
-    from cherenkov.codegen.blocks import choose_blocks
-    return choose_blocks(kernel, False)
 
 
 def _view(t: torch.Tensor, op: Operand) -> torch.Tensor:
