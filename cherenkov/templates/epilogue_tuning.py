@@ -6,8 +6,8 @@
 interpreter's small config on CPU). `"auto"` (CUDA): the verdict cached for this problem
 (the on-disk table `autotune.py` keeps, keyed by sizes, dtypes, layouts, the epilogue's
 text, device and versions); a problem not in it is timed now if `autotune` is on, else it
-takes cuBLAS. Timing: each of `tile_config.candidates` (and a roomier 128x128 tile for long
-epilogues) is checked against, then timed against, cuBLAS + the epilogue as its own kernel
+takes cuBLAS. Timing: each of `tile_config.candidates` (and, for long epilogues, a roomier
+128x128 tile and the best-ranked one running its epilogue per column half) is checked against, then timed against, cuBLAS + the epilogue as its own kernel
 flat over M*N elements (as the fusion pass would run it alone). The template is kept only
 where it measured faster: on the H200 cuBLAS wins most plain shapes
 (`bench/results/2026-11-30_templates_h200_fc46763.md`).
@@ -18,6 +18,7 @@ lose in the whole step (`bench/results/2026-11-30_train_autotune_h200_33d426a.md
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -115,6 +116,8 @@ def tune(ep: Epilogue, spec, device: torch.device):
     roomy = TileConfig(128, 128, 64, 8, 8, 3)
     if min(ep.M, ep.N) >= 128 and roomy not in configs:
         configs.append(roomy)
+    if configs:          # or the best-ranked tile, its epilogue run per column half
+        configs.append(dataclasses.replace(configs[0], epilogue_split=2))
     label = f"matmul epilogue {ep.M}x{ep.K}x{ep.N} {str(ep.dtype).removeprefix('torch.')}"
     with Progress(TextColumn("[bold]tuning[/] {task.description}"), BarColumn(),
                   TextColumn("{task.completed}/{task.total} {task.fields[now]}"),

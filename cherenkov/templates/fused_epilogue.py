@@ -133,35 +133,36 @@ def render(ep: Epilogue, cfg: TileConfig, persistent: bool, name: str,
     its parameters are the roots' pointers and the stored values', in that order).
     `interpret`: the operands go to tl.dot as fp32 (exact for half inputs): Triton's
     interpreter multiplies bf16 tiles wrongly (numpy has no bf16)."""
-    r = _Renderer(ep.kernel, BlockConfig(cfg.block_m, cfg.block_n, persistent=True))
     M, N, K = ep.M, ep.N, ep.K
+    bm, bn, bk = cfg.block_m, cfg.block_n, cfg.block_k
     wide = max([M * N, M * K, K * N] + [b.numel for b in ep.kernel.inputs + ep.kernel.outputs]
                ) > INT32_LIMIT
-    leaf_params = [r.names[b.name] for b in ep.kernel.inputs if b.name != ACC]
-    out_params = (["mm_out"] if ep.store_mm else []) + [r.names[b.name] for b in ep.kernel.outputs]
+    names = _Renderer(ep.kernel, BlockConfig(bm, bn, persistent=True)).names
+    leaf_params = [names[b.name] for b in ep.kernel.inputs if b.name != ACC]
+    out_params = (["mm_out"] if ep.store_mm else []) + [names[b.name] for b in ep.kernel.outputs]
     params = ["a_ptr", "b_ptr"] + (["bias_ptr"] if ep.bias else []) + leaf_params + out_params
-    tiles_m, tiles_n = -(-M // cfg.block_m), -(-N // cfg.block_n)
-    lines = [f"tiles_n = {tiles_n}",
-             f"group_id = tile // {cfg.group_m * tiles_n}",
+    tiles_m, tiles_n = -(-M // bm), -(-N // bn)
+    group = cfg.group_m * tiles_n
+    lines = [f"group_id = tile // {group}",
              f"first_m = group_id * {cfg.group_m}",
              f"group_size = tl.minimum({tiles_m} - first_m, {cfg.group_m})",
-             f"pid_m = first_m + (tile % {cfg.group_m * tiles_n}) % group_size",
-             f"pid_n = (tile % {cfg.group_m * tiles_n}) // group_size"]
+             f"pid_m = first_m + (tile % {group}) % group_size",
+             f"pid_n = (tile % {group}) // group_size"]
     if wide:
         lines += ["pid_m = pid_m.to(tl.int64)", "pid_n = pid_n.to(tl.int64)"]
-    lines += [f"offs_m = pid_m * XBLOCK + tl.arange(0, XBLOCK)",
-              f"offs_n = pid_n * RBLOCK + tl.arange(0, RBLOCK)",
-              "offs_k = tl.arange(0, BLOCK_K)",
+    lines += [f"offs_m = pid_m * {bm} + tl.arange(0, {bm})",
+              f"offs_n = pid_n * {bn} + tl.arange(0, {bn})",
+              f"offs_k = tl.arange(0, {bk})",
               f"a_rows = tl.where(offs_m < {M}, offs_m, 0)",
               f"b_cols = tl.where(offs_n < {N}, offs_n, 0)",
               f"a_ptrs = a_ptr + ({_address(ep.a, 'a_rows[:, None]', 'offs_k[None, :]')})",
               f"b_ptrs = b_ptr + ({_address(ep.b, 'offs_k[:, None]', 'b_cols[None, :]')})",
-              "acc = tl.zeros((XBLOCK, RBLOCK), dtype=tl.float32)",
-              f"for kk in range(0, {-(-K // cfg.block_k)}):"]
-    if K % cfg.block_k == 0:
+              f"acc = tl.zeros(({bm}, {bn}), dtype=tl.float32)",
+              f"for kk in range(0, {-(-K // bk)}):"]
+    if K % bk == 0:
         lines += ["    a = tl.load(a_ptrs)", "    b = tl.load(b_ptrs)"]
     else:
-        lines += [f"    k_left = {K} - kk * BLOCK_K",
+        lines += [f"    k_left = {K} - kk * {bk}",
                   "    a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)",
                   "    b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)"]
     precision = "tf32" if ep.a.root.meta.dtype == torch.float32 \
@@ -170,30 +171,22 @@ def render(ep: Epilogue, cfg: TileConfig, persistent: bool, name: str,
         lines += ["    a = a.to(tl.float32)", "    b = b.to(tl.float32)"]
         precision = "ieee"
     lines += [f"    acc = tl.dot(a, b, acc, input_precision={precision!r})",
-              f"    a_ptrs += BLOCK_K * {ep.a.strides[1]}",
-              f"    b_ptrs += BLOCK_K * {ep.b.strides[0]}",
-              "xindex = offs_m[:, None]", f"xmask = xindex < {M}",
-              "rindex = offs_n[None, :]", f"rmask = rindex < {N}"]
-    if ep.bias:
-        lines.append(f"acc += tl.load(bias_ptr + ({_address(ep.bias, 'xindex', 'rindex')}), "
-                     "xmask & rmask, other=0.0).to(tl.float32)")
-    # the matmul's value as its output buffer would hold it: rounded to its dtype
-    stype = storage_type(ep.dtype)
-    lines.append("value = acc" if ep.dtype == torch.float32 else
-                 f"value = acc.to({stype}).to(tl.float32)" if ep.dtype.is_floating_point
-                 else f"value = acc.to({stype})")
-    if ep.store_mm:
-        lines.append(f"tl.store(mm_out + (xindex * {N} + rindex), value.to({stype}), "
-                     "xmask & rmask)")
-    body = []
-    for s in ep.kernel.body:
-        if isinstance(s, Load) and s.buffer == ACC:
-            body.append(f"{s.out} = value")
-        else:
-            r.lines = []
-            r.stmt(s, "")
-            body += r.lines
-    lines += body
+              f"    a_ptrs += {bk * ep.a.strides[1]}",
+              f"    b_ptrs += {bk * ep.b.strides[0]}",
+              "xindex = offs_m[:, None]", f"xmask = xindex < {M}"]
+    split = cfg.epilogue_split if bn % (2 * 16) == 0 else 1
+    if split == 2:      # the epilogue per column half: half the values live at once
+        sub = bn // 2
+        lines.append(f"acc_0, acc_1 = tl.split(tl.permute(tl.reshape(acc, ({bm}, 2, {sub})), "
+                     "(0, 2, 1)))")
+        halves = [("acc_0", f"pid_n * {bn} + tl.arange(0, {sub})"),
+                  ("acc_1", f"pid_n * {bn} + {sub} + tl.arange(0, {sub})")]
+    else:
+        sub, halves = bn, [("acc", "offs_n")]
+    for tile_acc, cols in halves:
+        lines += [f"rindex = ({cols})[None, :]", f"rmask = rindex < {N}"]
+        lines += [line.replace("XBLOCK", str(bm)).replace("RBLOCK", str(sub))
+                  for line in _epilogue_lines(ep, tile_acc, names)]
     head = [f'"""Generated by cherenkov.templates.fused_epilogue: {ep.mm.args[0]} '
             f'{M}x{K}x{N}, {cfg}, persistent={persistent}."""', PRELUDE, "",
             "@triton.jit", f"def {name}({', '.join(params)}):", "    pid = tl.program_id(0)"]
@@ -203,11 +196,34 @@ def render(ep: Epilogue, cfg: TileConfig, persistent: bool, name: str,
     else:
         head.append("    tile = pid")
         indent = " " * 4
-    # tile sizes written in (the renderer's statements name them XBLOCK and RBLOCK)
-    sizes = {"XBLOCK": cfg.block_m, "RBLOCK": cfg.block_n, "BLOCK_K": cfg.block_k}
-    for key, value in sizes.items():
-        lines = [line.replace(key, str(value)) for line in lines]
     return "\n".join(head + [indent + line for line in lines]) + "\n"
+
+
+def _epilogue_lines(ep: Epilogue, acc: str, names: dict) -> list[str]:
+    """The epilogue on the tile `acc` at (xindex, rindex): bias, rounding to the matmul's
+    dtype, its store if kept, then the renderer's statements."""
+    lines = []
+    if ep.bias:
+        lines.append(f"{acc} += tl.load(bias_ptr + ({_address(ep.bias, 'xindex', 'rindex')}), "
+                     "xmask & rmask, other=0.0).to(tl.float32)")
+    # the matmul's value as its output buffer would hold it: rounded to its dtype
+    stype = storage_type(ep.dtype)
+    lines.append(f"value = {acc}" if ep.dtype == torch.float32 else
+                 f"value = {acc}.to({stype}).to(tl.float32)" if ep.dtype.is_floating_point
+                 else f"value = {acc}.to({stype})")
+    if ep.store_mm:
+        lines.append(f"tl.store(mm_out + (xindex * {ep.N} + rindex), value.to({stype}), "
+                     "xmask & rmask)")
+    r = _Renderer(ep.kernel, BlockConfig(16, 16, persistent=True))
+    r.names = names
+    for s in ep.kernel.body:
+        if isinstance(s, Load) and s.buffer == ACC:
+            lines.append(f"{s.out} = value")
+        else:
+            r.lines = []
+            r.stmt(s, "")
+            lines += r.lines
+    return lines
 
 
 def programs(ep: Epilogue, cfg: TileConfig, persistent: bool, sm_count: int) -> int:

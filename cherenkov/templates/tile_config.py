@@ -36,11 +36,13 @@ class TileConfig:
     num_warps: int = 4
     num_stages: int = 3
     persistent: bool = False
+    epilogue_split: int = 1        # fused epilogues: run per 1 or 2 column halves of the tile
 
     def __str__(self):
         p = " persistent" if self.persistent else ""
+        e = f" e{self.epilogue_split}" if self.epilogue_split > 1 else ""
         return (f"{self.block_m}x{self.block_n}x{self.block_k} g{self.group_m} "
-                f"w{self.num_warps} s{self.num_stages}{p}")
+                f"w{self.num_warps} s{self.num_stages}{p}{e}")
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -1,6 +1,7 @@
 """passes/matmul_epilogues.py + templates/fused_epilogue.py: a matmul and the elementwise work
 reading its result as one template kernel (Triton's interpreter on CPU, with
 matmul_templates="on"; on CUDA the tuning cache decides, tests/gpu)."""
+import dataclasses
 import os
 
 import pytest
@@ -176,6 +177,11 @@ def test_reference_pair_computes_what_the_template_does():
     ep = _epilogue(_lowered(lambda x, w, r: torch.sigmoid(x @ w) + r, x, w, r))
     roots = epilogue_tuning.random_roots(ep, CPU)
     expected = ep.reference(roots, interpret=True)()
-    got = FusedMatmul(ep, epilogue_tuning.choose(ep, ON, None, CPU), True)(*roots)
+    cfg = epilogue_tuning.choose(ep, ON, None, CPU)
+    got = FusedMatmul(ep, cfg, True)(*roots)
     assert all(map(epilogue_tuning.close, got, expected))
+    # the epilogue run per column half of the tile: the same values
+    halves = FusedMatmul(ep, dataclasses.replace(cfg, epilogue_split=2), True)
+    assert "tl.split(" in halves.source
+    assert all(torch.equal(a, b) for a, b in zip(halves(*roots), got))
     assert not epilogue_tuning.close(got[0] + 1.0, expected[0])
