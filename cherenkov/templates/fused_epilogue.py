@@ -100,13 +100,11 @@ class Epilogue:
 
         def run():
             mm = torch.mm(a, b) if bias is None else torch.addmm(bias, a, b)
-            outs = _allocate(self.stored, a.device)
+            outs = _allocate(self.stored[int(self.store_mm):], a.device)
             by_name = dict(zip(leaf_names, leaves)) | {ACC: mm}
-            args = [by_name[n] for n in names] + outs[int(self.store_mm):]
-            fn[(rendered.grid,)](*args, **blocks, num_warps=cfg.num_warps)
-            if self.store_mm:
-                outs[0].copy_(mm)
-            return outs
+            fn[(rendered.grid,)](*[by_name[n] for n in names], *outs, **blocks,
+                                 num_warps=cfg.num_warps)
+            return [mm] + outs if self.store_mm else outs
         return run
 
 
