@@ -76,7 +76,8 @@ def _params(spec: MatmulSpec) -> list[str]:
             ptrs.append(f"ep{i}")
     return ptrs + ["M", "N", "K", "BATCH"] + strides + ["NUM_PROGS"] + [
         "BLOCK_M: tl.constexpr", "BLOCK_N: tl.constexpr", "BLOCK_K: tl.constexpr",
-        "GROUP_M: tl.constexpr", "EVEN_K: tl.constexpr", "PRECISION: tl.constexpr"]
+        "GROUP_M: tl.constexpr", "EVEN_K: tl.constexpr", "PRECISION: tl.constexpr",
+        "EVEN_M: tl.constexpr", "EVEN_N: tl.constexpr"]
 
 
 def _epilogue_lines(spec: MatmulSpec) -> list[str]:
@@ -110,8 +111,10 @@ def render(spec: MatmulSpec, persistent: bool = False) -> str:
         "offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
         "offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
         "offs_k = tl.arange(0, BLOCK_K)",
-        "a_rows = tl.where(offs_m < M, offs_m, 0)        # clamp: loads stay in bounds, no mask",
-        "b_cols = tl.where(offs_n < N, offs_n, 0)",
+        # clamp: loads stay in bounds, no mask; a side the tiles divide needs none (a clamped
+        # index hides consecutive addresses: a row-major B loaded element by element)
+        "if EVEN_M:", "    a_rows = offs_m", "else:", "    a_rows = tl.where(offs_m < M, offs_m, 0)",
+        "if EVEN_N:", "    b_cols = offs_n", "else:", "    b_cols = tl.where(offs_n < N, offs_n, 0)",
         "a_ptrs = a_ptr + bo * stride_ab + a_rows[:, None] * stride_am + offs_k[None, :] * stride_ak",
         "b_ptrs = b_ptr + bo * stride_bb + offs_k[:, None] * stride_bk + b_cols[None, :] * stride_bn",
     ]
@@ -239,6 +242,7 @@ def launch(spec: MatmulSpec, config: TileConfig, a, b, out, operands, row_scale=
         *args, m, n, k, batch, *strides, programs,
         BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
         GROUP_M=config.group_m, EVEN_K=(k % config.block_k == 0),
+        EVEN_M=(m % config.block_m == 0), EVEN_N=(n % config.block_n == 0),
         PRECISION=_precision(a.dtype), num_warps=config.num_warps,
         num_stages=config.num_stages)
     return out
