@@ -38,9 +38,9 @@ Every option lives in `Config`; every environment variable is read here and nowh
 |                             |                | zeros written by autograd, read by the backward (by  |
 |                             |                | default the backward is compiled with it as zeros)   |
 | CHERENKOV_MATMUL_TEMPLATES= | matmul_templates| a matmul and the elementwise work reading its result |
-|   mode                      |                | as one Triton template kernel: "auto" (where tuning  |
-|                             |                | measured it faster than cuBLAS + a kernel), "on"     |
-|                             |                | (wherever it applies), "off"                         |
+|   mode                      |                | as one Triton template kernel: "auto" (with autotune |
+|                             |                | on: where tuning measured it faster than cuBLAS + a  |
+|                             |                | kernel), "on" (wherever it applies), "off"           |
 | CHERENKOV_AUTOTUNE=1        | autotune       | time the candidates of a choice not yet tuned (the   |
 |                             |                | matmul templates' tile configs vs cuBLAS) while      |
 |                             |                | compiling; results cached on disk. Off: untuned      |

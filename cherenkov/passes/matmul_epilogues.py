@@ -12,7 +12,7 @@ registers.
  -> f = fused(x, wt, b)   l = f[0]         w = f[1]                         (l saved, w read)
 
 Whether a region runs as the template is `templates/epilogue_tuning.choose`'s call: on CUDA
-the tuning cache's verdict (tuned now when `autotune` is on), anywhere with
+with `autotune` on, the measured verdict (cached on disk); anywhere with
 `matmul_templates="on"`. A region the kernel builder cannot express, or whose epilogue
 would read the matmul's value at another element, stays as it was.
 """

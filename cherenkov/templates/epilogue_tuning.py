@@ -3,18 +3,22 @@
     choose(ep, config, spec, device) -> TileConfig | None       (None: cuBLAS + a kernel)
 
 `matmul_templates="on"`: the template, with the hardware model's first candidate (the
-interpreter's small config on CPU). `"auto"` (CUDA): the verdict cached for this problem
-(the on-disk table `autotune.py` keeps, keyed by sizes, dtypes, layouts, the epilogue's
-text, device and versions); a problem not in it is timed now if `autotune` is on, else it
-takes cuBLAS. Timing: each of `tile_config.candidates` (and, for long epilogues, a roomier
-128x128 tile and the best-ranked one running its epilogue per column half) is checked against, then timed against, cuBLAS + the epilogue as its own kernel
-flat over M*N elements (as the fusion pass would run it alone). The template is kept only
-where it measured faster: on the H200 cuBLAS wins most plain shapes
-(`bench/results/2026-11-30_templates_h200_fc46763.md`).
+interpreter's small config on CPU). `"auto"` (CUDA) with `autotune` on: the verdict cached
+for this problem (the on-disk table `autotune.py` keeps, keyed by sizes, dtypes, layouts,
+the epilogue's text, device and versions), timed now if not cached yet; without `autotune`,
+cuBLAS -- the verdicts measure the region alone, and a whole training step ran slower with
+them (below), so a compile never changes course because some earlier run left a cache.
+Timing: each of `tile_config.candidates` (and, for long epilogues, a roomier 128x128 tile
+and the best-ranked one running its epilogue per column half) is checked against, then
+timed against, cuBLAS + the epilogue as its own kernel flat over M*N elements (as the
+fusion pass would run it alone). The template is kept only where it measured faster.
 
 What the pair leaves out: without the template the fusion pass may merge the epilogue with
-other work (a norm's reductions reading the same values), so a win measured here can still
-lose in the whole step (`bench/results/2026-11-30_train_autotune_h200_33d426a.md`).
+other work (the next norm reading the same values), and the template's main loop is a little
+slower than cuBLAS's; on the H200 every GPT-2 region measured faster as a template here
+(`bench/results/2026-11-30_epilogue_probe_h200_ea16948.json`) while the whole step ran
+31.4 ms against 30.6 without (`..._train_autotune_gpt2_h200_ea16948.md`; Llama 91.9 vs 90.2
+at 63975ff).
 """
 from __future__ import annotations
 
@@ -61,9 +65,11 @@ def choose(ep: Epilogue, config, spec, device: torch.device) -> TileConfig | Non
         return interpreter_config(ep.M, ep.N, ep.K) if config.matmul_templates == "on" else None
     if config.matmul_templates == "on":
         return candidates(spec, 1, ep.M, ep.N, ep.K, ep.dtype.itemsize, limit=1)[0]
+    if not config.autotune:
+        return None
     key = problem_key(ep, device)
     found = cached(key)
-    if found is None and config.autotune:
+    if found is None:
         start = time.perf_counter()
         found, timings = tune(ep, spec, device)
         _store(key, found)

@@ -158,18 +158,24 @@ def test_tuning_key_names_the_epilogue_and_the_cache_decides(monkeypatch):
     plus = _epilogue(_lowered(lambda x, w, r: x @ w + r, x, w, r))
     assert relu.signature() != plus.signature()
     assert epilogue_tuning.problem_key(relu, CPU) != epilogue_tuning.problem_key(plus, CPU)
-    # on CUDA, "auto" takes the cached verdict and tunes nothing without autotune
+    # on CUDA, "auto" takes cuBLAS unless autotune is on, whatever the cache holds; with it,
+    # the cached verdict (tuning only what is not cached)
     cuda = torch.device("cuda")
-    monkeypatch.setattr(epilogue_tuning, "problem_key", lambda ep, device: "k")
-    monkeypatch.setattr(epilogue_tuning, "tune", lambda *a: pytest.fail("tuned"))
-    monkeypatch.setattr(epilogue_tuning, "cached", lambda key: None)
-    assert epilogue_tuning.choose(relu, Config(), None, cuda) is None
     from cherenkov.templates.tile_config import TileConfig
     cfg = TileConfig(64, 64, 32)
+    monkeypatch.setattr(epilogue_tuning, "problem_key", lambda ep, device: "k")
+    monkeypatch.setattr(epilogue_tuning, "tune", lambda *a: pytest.fail("tuned"))
     monkeypatch.setattr(epilogue_tuning, "cached", lambda key: cfg)
-    assert epilogue_tuning.choose(relu, Config(), None, cuda) == cfg
-    monkeypatch.setattr(epilogue_tuning, "cached", lambda key: "cublas")
     assert epilogue_tuning.choose(relu, Config(), None, cuda) is None
+    tuned = Config(autotune=True)
+    assert epilogue_tuning.choose(relu, tuned, None, cuda) == cfg
+    monkeypatch.setattr(epilogue_tuning, "cached", lambda key: "cublas")
+    assert epilogue_tuning.choose(relu, tuned, None, cuda) is None
+    stored = {}
+    monkeypatch.setattr(epilogue_tuning, "cached", lambda key: None)
+    monkeypatch.setattr(epilogue_tuning, "tune", lambda ep, spec, device: (cfg, {}))
+    monkeypatch.setattr(epilogue_tuning, "_store", lambda key, best: stored.update({key: best}))
+    assert epilogue_tuning.choose(relu, tuned, None, cuda) == cfg and stored == {"k": cfg}
 
 
 def test_reference_pair_computes_what_the_template_does():
