@@ -28,6 +28,8 @@ def category(name: str) -> str:
     n = name.lower()
     if n.startswith("k_"):
         return "cherenkov kernel"
+    if n.startswith("mm_epilogue"):
+        return "matmul template"      # templates/fused_epilogue.py: matmul + its epilogue
     if any(s in n for s in ("gemm", "cutlass", "nvjet", "sm90_xmma", "cublas", "matmul")):
         return "matmul"
     if "flash" in n or "fmha" in n or "attention" in n or n.startswith("_attn") or "attn" in n:
