@@ -34,7 +34,7 @@ from cherenkov.passes.one_hot_sums import sum_one_hots
 from cherenkov.passes.split_reductions import split_reductions
 from cherenkov.passes.widen_matmul import widen_matmuls
 from cherenkov.runtime.compiled_graph import CompiledGraph
-from cherenkov.runtime import graph_policy, parallel_compile
+from cherenkov.runtime import graph_policy, parallel_compile, plan_choice
 from cherenkov.runtime.loader import load_module
 from cherenkov.runtime.triton_launch import TritonLaunch
 
@@ -51,6 +51,7 @@ class CompileInfo:
     report: object = None                                # CostReport after a profiled call
     seconds: dict = field(default_factory=dict)          # compile phase -> wall seconds
     cuda_graphs: object = None                           # graph_policy.GraphDecision
+    plans_timed: dict = field(default_factory=dict)      # plan -> seconds (plan_choice.py)
 
     def summary(self) -> dict:
         return {
@@ -61,6 +62,7 @@ class CompileInfo:
             "library_calls": self.library_calls,
             "externs": [{"op": op, "reason": reason} for op, reason in self.externs],
             "cuda_graphs": str(self.cuda_graphs),
+            "plans_timed": self.plans_timed,
         }
 
 
@@ -94,29 +96,46 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
     graph = widen_matmuls(graph, device)
     from cherenkov.hw import device_for_config
     spec = device_for_config(config.device, device)
+    untemplated = graph
     graph = fuse_matmul_epilogues(graph, device, config, spec)
     cpp = device.type == "cpu" and config.cpu_backend == "cpp" and not config.interpret
     row_loops = config.row_loops and spec.kind == "gpu" and not cpp    # Triton kernels only
-    if spec.kind == "gpu" and config.fusion:
-        graph = split_reductions(graph, spec.sm_count, row_loops)
-    fusion = fuse(graph, enable=config.fusion, device=spec, row_loops=row_loops)
     info = CompileInfo(name, externs=list(report.externs), seconds=seconds)
-    lap("passes")
-    if cpp:
-        kernels, sources = _cpp_kernels(fusion)
-        lap("kernels")
-    else:
-        kernels, sources = _triton_kernels(fusion, uses_interpreter(device, config), spec,
-                                           config.compile_workers, lap, report.compile_jobs,
-                                           config.fp_contract)
+
+    def planned(graph):
+        """The graph fused, its kernels built, as a runnable plan."""
+        if spec.kind == "gpu" and config.fusion:
+            graph = split_reductions(graph, spec.sm_count, row_loops)
+        fusion = fuse(graph, enable=config.fusion, device=spec, row_loops=row_loops)
+        lap("passes")
+        if cpp:
+            kernels, sources = _cpp_kernels(fusion)
+            lap("kernels")
+        else:
+            kernels, sources = _triton_kernels(fusion, uses_interpreter(device, config), spec,
+                                               config.compile_workers, lap,
+                                               report.compile_jobs, config.fp_contract)
+        compiled = CompiledGraph(graph, fusion, kernels, device)
+        lap("plan")
+        return graph, fusion, sources, compiled
+
+    graph, fusion, sources, compiled = planned(graph)
+    if graph is not untemplated and plan_choice.wanted(config, device) \
+            and plan_choice.measurable(untemplated, inputs):
+        # templates chosen region by region: the whole plan with them against the plan
+        # without, on this graph's inputs (runtime/plan_choice.py)
+        alternative = planned(untemplated)
+        best, info.plans_timed = plan_choice.faster(
+            {"templates": compiled, "cuBLAS": alternative[3]}, inputs)
+        if best == "cuBLAS":
+            graph, fusion, sources, compiled = alternative
+        lap("plan choice")
     for _, kernel in sources:
         info.kernels.append((kernel.name, kernel.fused_ops, kernel.bytes_moved(), kernel.source))
     for node in graph.nodes():
         if node.op in (Op.MATMUL, Op.ATTENTION, Op.RANDOM, Op.EXTERN):
             kind = node.op.name.lower()
             info.library_calls[kind] = info.library_calls.get(kind, 0) + 1
-    compiled = CompiledGraph(graph, fusion, kernels, device)
-    lap("plan")
     on_cuda = device.type == "cuda"
     plan = graph_policy.PlanEstimate()
     if on_cuda and config.cuda_graphs != "off":

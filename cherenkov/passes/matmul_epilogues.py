@@ -232,12 +232,16 @@ def _kernel(computed: list[Node], needed: set, buffers: dict, X: int, R: int):
     return builder.finish(), builder
 
 
+def applies(config, device: torch.device) -> bool:
+    """Templates are considered on CUDA ("auto", "on") and anywhere with "on"."""
+    return config.matmul_templates == "on" or (config.matmul_templates == "auto"
+                                               and device.type == "cuda")
+
+
 def fuse_matmul_epilogues(graph: Graph, device: torch.device, config, spec) -> Graph:
     """`graph` with each matmul whose epilogue the template should run (per `choose`) and the
     epilogue's stored values read from one fused call."""
-    if config.matmul_templates == "off":
-        return graph
-    if device.type != "cuda" and config.matmul_templates != "on":
+    if not applies(config, device):
         return graph
     from cherenkov.templates.epilogue_tuning import choose
     order = graph.nodes()
