@@ -129,10 +129,13 @@ def _readers(n: Node, users: dict):
             yield u
 
 
-def _leaves(members: list[Node], region: set, users: dict) -> list[Node]:
+def _leaves(members: list[Node], region: set, users: dict, outputs: set) -> list[Node]:
     """The buffers the epilogue reads. Views, constants, and elementwise values computed for
-    this region alone are inlined; a value something else reads too is read as a buffer
-    (inlined, the residual stream's whole history would be recomputed in every layer)."""
+    this region alone are inlined; a value something else reads too -- the region's own
+    matmul, the graph's outputs included -- is read as a buffer (inlined, the residual
+    stream's whole history would be recomputed in every layer, and a value both inlined and
+    stored elsewhere is computed twice)."""
+    computed_here = set(members)
     def walk(inlined):
         found, reached, seen = [], set(), set()
         stack = [i for m in members for i in m.inputs if i not in region]
@@ -154,8 +157,9 @@ def _leaves(members: list[Node], region: set, users: dict) -> list[Node]:
     inlined = {n for n in candidates if n.op not in GroupOp.VIEW}
     while True:
         drop = {n for n in inlined
-                if any(u not in region and u not in inlined and u.op not in GroupOp.VIEW
-                       for u in _readers(n, users))}
+                if n in outputs or any(
+                    u not in computed_here and u not in inlined and u.op not in GroupOp.VIEW
+                    or u in outputs for u in _readers(n, users))}
         if not drop:
             break
         inlined -= drop
@@ -204,7 +208,7 @@ def build(mm: Node, order: list, users: dict, outputs: set) -> Epilogue | None:
         return None
     if a.root.meta.dtype != mm.meta.dtype or b.root.meta.dtype != mm.meta.dtype:
         return None
-    leaves = _leaves(members, region, users)
+    leaves = _leaves(members, region, users, outputs)
     if any(not isinstance(n.meta, TensorMeta) or n.meta.storage_offset for n in leaves):
         return None
     needed = _stored(mm, members, region, users, outputs)
@@ -214,6 +218,9 @@ def build(mm: Node, order: list, users: dict, outputs: set) -> Epilogue | None:
         flat, _ = _kernel(computed, needed, buffers, M * N, 1)
     except (NotFusible, NotImplementedError) as e:
         log.info("cherenkov: matmul epilogue not built (%s)", e)
+        return None
+    except Exception as e:  # noqa: BLE001 -- an optional rewrite: the matmul runs as it was
+        log.warning("cherenkov: matmul epilogue not built (%s: %s)", type(e).__name__, e)
         return None
     at = str(ix.release(ix.add(ix.mul(builder.x, N), builder.r)))
     if any(isinstance(s, Load) and s.buffer == ACC and str(s.index) != at for s in kernel.body):

@@ -64,7 +64,8 @@ def choose(ep: Epilogue, config, spec, device: torch.device) -> TileConfig | Non
     if device.type != "cuda":
         return interpreter_config(ep.M, ep.N, ep.K) if config.matmul_templates == "on" else None
     if config.matmul_templates == "on":
-        return candidates(spec, 1, ep.M, ep.N, ep.K, ep.dtype.itemsize, limit=1)[0]
+        first = candidates(spec, 1, ep.M, ep.N, ep.K, ep.dtype.itemsize, limit=1)
+        return first[0] if first else None
     if not config.autotune:
         return None
     key = problem_key(ep, device)

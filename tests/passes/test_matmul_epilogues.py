@@ -141,7 +141,7 @@ def test_mlp_training_step_matches_eager(tmp_path, dtype):
     g = torch.randn_like(y)
     grads = torch.autograd.grad(y, [x, *model.parameters()], g)
     refs = torch.autograd.grad(ref, [x, *model.parameters()], g)
-    # bf16: another summation order inside the matmul moves its rounded output by an ulp,
+    # bf16: another summation order inside the matmul can move a rounded output by an ulp,
     # which later products carry: a few bf16 ulps of each tensor's largest value
     tol = 1e-4 if dtype is torch.float32 else 2e-2
     for got, want in zip((y, *grads), (ref, *refs)):
@@ -191,3 +191,44 @@ def test_reference_pair_computes_what_the_template_does():
     assert "tl.split(" in halves.source
     assert all(torch.equal(a, b) for a, b in zip(halves(*roots), got))
     assert not epilogue_tuning.close(got[0] + 1.0, expected[0])
+
+
+def test_broadcast_operands_and_a_one_element_bias():
+    """Stride-0 operands (an expanded row, an expanded column, a bias of one element) keep
+    both terms of their tile offsets (the tile's shape), and compute what eager does."""
+    w, x = torch.randn(32, 48), torch.randn(40, 32)
+    cases = [(lambda r, w: torch.relu(r.expand(40, 32) @ w), (torch.randn(1, 32), w)),
+             (lambda x, c: torch.relu(x @ c.expand(32, 48)), (x, torch.randn(32, 1))),
+             (lambda b, x, w: torch.relu(torch.addmm(b, x, w)), (torch.randn(1), x, w))]
+    for f, args in cases:
+        got = cherenkov.compile(f, matmul_templates="on", strict=True)(*args)
+        torch.testing.assert_close(got, f(*args), rtol=1e-5, atol=1e-5)
+
+
+def test_a_value_the_next_matmul_reads_is_not_recomputed_inside_its_epilogue():
+    """h = relu(x @ w1) feeds both the next matmul and that matmul's epilogue: it is read
+    as the first template's stored output, not inlined (which kept a second x @ w1)."""
+    x, w1, w2 = torch.randn(40, 32), torch.randn(32, 48), torch.randn(48, 48)
+
+    def f(x, w1, w2):
+        h = torch.relu(x @ w1)
+        return torch.sigmoid(h @ w2) + h
+
+    graph = fuse_matmul_epilogues(_lowered(f, x, w1, w2), CPU, ON, None)
+    assert sum(n.op is Op.MATMUL for n in graph.nodes()) == 2
+    got = cherenkov.compile(f, matmul_templates="on", strict=True)(x, w1, w2)
+    torch.testing.assert_close(got, f(x, w1, w2), rtol=1e-5, atol=1e-5)
+
+
+def test_bf16_results_are_rounded_to_nearest_in_the_interpreter():
+    """Triton's interpreter truncates fp32 -> bf16; the template rounds to nearest even."""
+    x, w = torch.randn(48, 64, dtype=torch.bfloat16), torch.randn(64, 48, dtype=torch.bfloat16)
+
+    def f(x, w):
+        y = x @ w
+        return y, y * 2
+
+    y, _ = cherenkov.compile(f, matmul_templates="on", strict=True)(x, w)
+    exact = (x.float() @ w.float()).bfloat16()
+    # another summation order may move a value that lies near a rounding boundary
+    assert (y != exact).float().mean() < 0.02
