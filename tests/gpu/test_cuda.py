@@ -357,6 +357,7 @@ def test_matmul_epilogue_autotune_caches_a_checked_winner(tmp_path, monkeypatch)
     torch.manual_seed(0)
     model = _Block(128, 384).cuda()
     eager = copy.deepcopy(model)
+    start = len(COMPILED)
     compiled = cherenkov.compile(model, strict=True, dynamic=False, autotune=True)
     x = torch.randn(2, 256, 128, device="cuda")
     with torch.autocast("cuda", dtype=torch.bfloat16):
@@ -365,3 +366,7 @@ def test_matmul_epilogue_autotune_caches_a_checked_winner(tmp_path, monkeypatch)
     table = json.loads((tmp_path / "templates" / "autotune.json").read_text())
     verdicts = [v for k, v in table.items() if json.loads(k)[0] == "epilogue"]
     assert verdicts and all(v.get("cublas") or v.get("block_m") for v in verdicts), table
+    # a graph given templates was also planned without them and both plans timed
+    if any(v.get("block_m") for v in verdicts):
+        timed = [info.plans_timed for _, info in COMPILED[start:] if info.plans_timed]
+        assert timed and all(set(t) == {"templates", "cuBLAS"} for t in timed), timed
