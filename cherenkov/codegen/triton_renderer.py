@@ -198,7 +198,9 @@ class _Renderer:
             text = s.src
             if dst in (torch.float16, torch.bfloat16) and src_t != dst:
                 via = "" if register_type(src_t) == "tl.float32" else ".to(tl.float32)"
-                text = f"{s.src}{via}.to({storage_type(dst)}).to(tl.float32)"  # round, keep fp32
+                rounded = f"_bf16({s.src}{via})" if dst == torch.bfloat16 else \
+                    f"{s.src}{via}.to({storage_type(dst)})"
+                text = f"{rounded}.to(tl.float32)"                       # round, keep fp32
             elif register_type(dst) != register_type(src_t):
                 text = f"{s.src}.to({register_type(dst)})"
             self.emit(indent, out, text)
@@ -528,8 +530,18 @@ PRELUDE = '''import triton
 import triton.language as tl
 if triton.knobs.runtime.interpret if hasattr(triton, "knobs") else False:
     from cherenkov.codegen import interpreter_libdevice as libdevice
+
+    @triton.jit
+    def _bf16(x):       # the interpreter truncates fp32 -> bf16: round to nearest even
+        bits = x.to(tl.uint32, bitcast=True)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16
+        return tl.where(x != x, x, bits.to(tl.float32, bitcast=True)).to(tl.bfloat16)
 else:
     from triton.language.extra import libdevice
+
+    @triton.jit
+    def _bf16(x):
+        return x.to(tl.bfloat16)
 
 
 @triton.jit
