@@ -64,3 +64,21 @@ def test_cat_of_transposed_pieces_matches_eager_on_both_cpu_backends():
     for backend in ("cpp", "triton"):
         got = cherenkov.compile(fn, strict=True, cpu_backend=backend)(*pieces, extra)
         torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_bfloat16_rounding_is_to_nearest_even_on_both_cpu_backends():
+    """fp32 -> bf16 rounds to nearest even (Triton's interpreter truncates: the renderer's
+    _bf16 rounds there); NaN and infinities pass through; the same bits as eager (a NaN's
+    payload aside)."""
+    x = torch.randn(4096) * 3
+    x[:4] = torch.tensor([float("nan"), float("inf"), -float("inf"), 3.3895314e38])
+
+    def fn(t):
+        return (t * 1.5).to(torch.bfloat16)
+
+    want = fn(x)
+    for backend in ("cpp", "triton"):
+        got = cherenkov.compile(fn, strict=True, cpu_backend=backend)(x)
+        nan = want.isnan()
+        assert torch.equal(got.isnan(), nan), backend
+        assert torch.equal(got[~nan].view(torch.int16), want[~nan].view(torch.int16)), backend
