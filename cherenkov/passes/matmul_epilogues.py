@@ -269,10 +269,10 @@ def fuse_matmul_epilogues(graph: Graph, device: torch.device, config, spec) -> G
         claimed |= {ep.mm, *ep.members}
     if not chosen:
         return graph
-    return _rewrite(graph, chosen, device, spec)
+    return _rewrite(graph, chosen, device, spec, config.compile_workers)
 
 
-def _rewrite(graph: Graph, chosen, device, spec) -> Graph:
+def _rewrite(graph: Graph, chosen, device, spec, workers: int = -1) -> Graph:
     """Stored values -> getitems of the fused call. The walk visits every region's inputs
     first, so each fused call reads their rewritten forms; a region whose inputs are not all
     visited when its first stored value is (never seen) stays unfused."""
@@ -295,7 +295,7 @@ def _rewrite(graph: Graph, chosen, device, spec) -> Graph:
                 ep, cfg = chosen[k]
                 ok = all(r in visited for r in ep.roots)
                 fused[k] = Node(Op.MATMUL, tuple(replaced.get(r, r) for r in ep.roots),
-                                (fused_call(ep, cfg, device, spec),
+                                (fused_call(ep, cfg, device, spec, workers),
                                  tuple(Slot(j) for j in range(len(ep.roots))), {},
                                  "matmul + epilogue (template)"),
                                 tuple(s.meta for s in ep.stored)) if ok else None

@@ -54,8 +54,15 @@ def _sm_count(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-def fused_call(ep: Epilogue, cfg: TileConfig, device: torch.device, spec) -> FusedMatmul:
-    return FusedMatmul(ep, cfg, device.type != "cuda", _sm_count(device))
+def fused_call(ep: Epilogue, cfg: TileConfig, device: torch.device, spec,
+               workers: int = -1) -> FusedMatmul:
+    """The fused node's callable; on CUDA its kernel starts compiling in the compile workers
+    now, while the remaining passes run."""
+    call = FusedMatmul(ep, cfg, device.type != "cuda", _sm_count(device))
+    if device.type == "cuda":
+        from cherenkov.runtime import parallel_compile
+        parallel_compile.submit([call.job(ep.roots)], workers)
+    return call
 
 
 def choose(ep: Epilogue, config, spec, device: torch.device) -> TileConfig | None:
@@ -72,7 +79,7 @@ def choose(ep: Epilogue, config, spec, device: torch.device) -> TileConfig | Non
     found = cached(key)
     if found is None:
         start = time.perf_counter()
-        found, timings = tune(ep, spec, device)
+        found, timings = tune(ep, spec, device, config.compile_workers)
         _store(key, found)
         if config.log_fallbacks:
             print(f"[cherenkov] tuned matmul epilogue {ep.M}x{ep.K}x{ep.N}: {found} "
@@ -108,7 +115,7 @@ def close(x: torch.Tensor, ref: torch.Tensor) -> bool:
     return err.numel() == 0 or err.max().item() <= 2e-2 * scale
 
 
-def tune(ep: Epilogue, spec, device: torch.device):
+def tune(ep: Epilogue, spec, device: torch.device, workers: int = -1):
     """(winner, {name: ms}) of cuBLAS + the epilogue kernel and the template's candidates."""
     from triton.testing import do_bench
     from rich.console import Console
@@ -130,10 +137,23 @@ def tune(ep: Epilogue, spec, device: torch.device):
                   TextColumn("{task.completed}/{task.total} {task.fields[now]}"),
                   TimeElapsedColumn(), console=Console(file=sys.stderr), transient=True) as bar:
         task = bar.add_task(label, total=len(configs), now="")
+        calls = []
         for cfg in configs:
-            bar.update(task, now=str(cfg))
             try:
-                fn = FusedMatmul(ep, cfg, False, _sm_count(device))
+                calls.append(FusedMatmul(ep, cfg, False, _sm_count(device)))
+            except Exception as e:  # noqa: BLE001 -- a config the renderer refuses
+                timings[str(cfg)] = f"{type(e).__name__}"
+                calls.append(None)
+        # all candidates compile at once in the compile workers (one by one, at each first
+        # launch, tuning one problem took 5-10 s on the H200 host)
+        from cherenkov.runtime import parallel_compile
+        parallel_compile.compile_all([c.job(ep.roots) for c in calls if c is not None], workers)
+        for cfg, fn in zip(configs, calls):
+            bar.update(task, now=str(cfg))
+            if fn is None:
+                bar.advance(task)
+                continue
+            try:
                 got = fn(*roots)
                 if all(map(close, got, expected)):
                     ms = do_bench(lambda: fn(*roots), warmup=5, rep=25, return_mode="median")

@@ -243,12 +243,21 @@ class FusedMatmul:
         persistent = cfg.persistent and not interpret
         self.name = f"mm_epilogue_{ep.signature()}"
         self.source = render(ep, cfg, persistent, self.name, interpret)
-        self.fn = getattr(load_module(self.source, interpret), self.name)
+        self.module = load_module(self.source, interpret)
+        self.fn = getattr(self.module, self.name)
         self.grid = programs(ep, cfg, persistent, sm_count)
         self.interpret = interpret
         self.options = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
         self.launch = None
         self.__name__ = f"fused_mm[{ep.M}x{ep.K}x{ep.N}, {cfg}]"
+
+    def job(self, roots: list[Node]):
+        """The kernel as a compile-worker job (`runtime/parallel_compile.py`): its arguments'
+        dtypes and the launch's options, so the first launch finds it compiled."""
+        from cherenkov.runtime.parallel_compile import Job, tensor_arg
+        dtypes = [r.meta.dtype for r in roots] + [m.dtype for m in self.metas]
+        return Job(self.module.__file__, self.module.__name__, self.name,
+                   tuple(tensor_arg(d) for d in dtypes), tuple(sorted(self.options.items())))
 
     def __call__(self, *roots):
         device = roots[0].device

@@ -173,7 +173,7 @@ def test_tuning_key_names_the_epilogue_and_the_cache_decides(monkeypatch):
     assert epilogue_tuning.choose(relu, tuned, None, cuda) is None
     stored = {}
     monkeypatch.setattr(epilogue_tuning, "cached", lambda key: None)
-    monkeypatch.setattr(epilogue_tuning, "tune", lambda ep, spec, device: (cfg, {}))
+    monkeypatch.setattr(epilogue_tuning, "tune", lambda ep, spec, device, workers: (cfg, {}))
     monkeypatch.setattr(epilogue_tuning, "_store", lambda key, best: stored.update({key: best}))
     assert epilogue_tuning.choose(relu, tuned, None, cuda) == cfg and stored == {"k": cfg}
 
@@ -186,6 +186,12 @@ def test_reference_pair_computes_what_the_template_does():
     cfg = epilogue_tuning.choose(ep, ON, None, CPU)
     got = FusedMatmul(ep, cfg, True)(*roots)
     assert all(map(epilogue_tuning.close, got, expected))
+    # as a compile-worker job: one tensor argument per root and per stored value, the
+    # launch's options
+    job = FusedMatmul(ep, cfg, True).job(ep.roots)
+    assert job.fn.startswith("mm_epilogue_") and job.path.endswith(".py")
+    assert job.args == ("*float32",) * (len(ep.roots) + len(ep.stored))
+    assert dict(job.kwargs) == {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
     # the epilogue run per column half of the tile: the same values
     halves = FusedMatmul(ep, dataclasses.replace(cfg, epilogue_split=2), True)
     assert "tl.split(" in halves.source
