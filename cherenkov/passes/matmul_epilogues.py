@@ -240,9 +240,10 @@ def _kernel(computed: list[Node], needed: set, buffers: dict, X: int, R: int):
 
 
 def applies(config, device: torch.device) -> bool:
-    """Templates are considered on CUDA ("auto", "on") and anywhere with "on"."""
+    """Templates are considered anywhere with "on", and on CUDA with "auto" when autotuning
+    (without it "auto" always takes cuBLAS: no region is built, no compile time spent)."""
     return config.matmul_templates == "on" or (config.matmul_templates == "auto"
-                                               and device.type == "cuda")
+                                               and config.autotune and device.type == "cuda")
 
 
 def fuse_matmul_epilogues(graph: Graph, device: torch.device, config, spec) -> Graph:

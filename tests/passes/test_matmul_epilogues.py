@@ -113,6 +113,9 @@ def test_left_alone_off_or_on_a_cpu_without_asking():
     graph = _lowered(f, x, w)
     assert fuse_matmul_epilogues(graph, CPU, Config(matmul_templates="off"), None) is graph
     assert fuse_matmul_epilogues(graph, CPU, Config(), None) is graph     # "auto": CUDA only
+    from cherenkov.passes.matmul_epilogues import applies
+    assert not applies(Config(), torch.device("cuda"))        # ... and autotuning only
+    assert applies(Config(autotune=True), torch.device("cuda")) and applies(ON, CPU)
     tiny = _lowered(f, torch.randn(8, 16), torch.randn(16, 32))
     assert not _fused(fuse_matmul_epilogues(tiny, CPU, ON, None))       # below tl.dot's 16 rows
     with pytest.raises(ValueError, match="matmul_templates"):
