@@ -124,9 +124,16 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
             and plan_choice.measurable(untemplated, inputs):
         # templates chosen region by region: the whole plan with them against the plan
         # without, on this graph's inputs (runtime/plan_choice.py)
-        alternative = planned(untemplated)
-        best, info.plans_timed = plan_choice.faster(
-            {"templates": compiled, "cuBLAS": alternative[3]}, inputs)
+        alternative = None
+        try:
+            alternative = planned(untemplated)
+            best, info.plans_timed = plan_choice.faster(
+                {"templates": compiled, "cuBLAS": alternative[3]}, inputs)
+        except Exception as e:  # noqa: BLE001 -- a plan that fails here is not the one to keep
+            log.warning("cherenkov [%s] plan choice failed (%s: %s): %s", name,
+                        type(e).__name__, e, "cuBLAS plan kept" if alternative else
+                        "template plan kept")
+            best = "cuBLAS" if alternative is not None else "templates"
         if best == "cuBLAS":
             graph, fusion, sources, compiled = alternative
         lap("plan choice")

@@ -110,6 +110,7 @@ class _Renderer:
         self.names = {b.name: f"in_{i}" for i, b in enumerate(kernel.inputs)}
         self.names.update({b.name: f"out_{i}" for i, b in enumerate(kernel.outputs)})
         self.stmt_of = {getattr(s, "out", None): s for s in kernel.body}
+        self.out_dtype = {b.name: b.dtype for b in kernel.outputs}
         self.load_fill, self.prefilled = self._prefills()
 
     def _prefills(self) -> tuple[dict, set]:
@@ -217,6 +218,8 @@ class _Renderer:
                 index = f"({index}) + tl.zeros({self.full_shape(level)}, tl.int32)"
             if s.mask:
                 mask = f"{mask} & {s.mask}"
+            if not s.atomic_add and self.out_dtype.get(s.buffer) == torch.bfloat16:
+                value = f"_bf16({value})"        # (the interpreter's store would truncate)
             fn = "tl.atomic_add" if s.atomic_add else "tl.store"
             self.lines.append(f"{indent}{fn}({self.names[s.buffer]} + ({index}), {value}, {mask})")
 

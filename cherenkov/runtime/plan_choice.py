@@ -14,13 +14,14 @@ dropout would advance the generator and change every later mask).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 
 import torch
 
 from cherenkov.ir.graph import Graph
-from cherenkov.ir.ops import Op
+from cherenkov.ir.ops import GroupOp
 
 log = logging.getLogger("cherenkov")
 
@@ -34,16 +35,37 @@ def wanted(config, device: torch.device) -> bool:
 
 
 def measurable(graph: Graph, inputs: list) -> bool:
-    """Whether running the graph's plan on its example inputs is free of side effects."""
+    """Whether running the graph's plan on its example inputs is free of side effects: no
+    input written, no random numbers drawn (dropout, an attention's dropout_p, any op torch
+    tags as seeded), no collective (every rank would have to run it as often)."""
     if graph.mutations:
         return False
-    return not any(n.op is Op.RANDOM for n in graph.nodes())
+    return not any(_side_effect(n) for n in graph.nodes())
+
+
+def _side_effect(node) -> bool:
+    if node.op in GroupOp.RANDOM or node.op in GroupOp.COLLECTIVE:
+        return True
+    if node.op not in GroupOp.LIBRARY:
+        return False
+    target, t_args, t_kwargs = node.args[0], node.args[1], node.args[2]
+    name = str(getattr(target, "name", lambda: target)())
+    if "c10d" in name or "distributed" in name:
+        return True
+    schema = getattr(target, "_schema", None)
+    for i, arg in enumerate(schema.arguments if schema is not None else ()):
+        if arg.name == "dropout_p":
+            # attention ops carry the seeded tag whether or not they drop: dropout_p says
+            value = t_kwargs.get(arg.name, t_args[i] if i < len(t_args) else 0.0)
+            return not isinstance(value, (int, float)) or value > 0
+    return torch.Tag.nondeterministic_seeded in getattr(target, "tags", ())
 
 
 def time_plan(compiled, inputs: list, reps: int = REPS) -> float:
     """Median seconds of one call of `compiled` on `inputs` (device time on CUDA)."""
     cuda = compiled.device.type == "cuda"
-    with torch.no_grad():
+    with torch.no_grad(), (torch.cuda.device(compiled.device) if cuda
+                           else contextlib.nullcontext()):
         for _ in range(WARMUP):
             compiled(list(inputs))
         times = []

@@ -82,3 +82,15 @@ def test_bfloat16_rounding_is_to_nearest_even_on_both_cpu_backends():
         nan = want.isnan()
         assert torch.equal(got.isnan(), nan), backend
         assert torch.equal(got[~nan].view(torch.int16), want[~nan].view(torch.int16)), backend
+
+
+def test_bfloat16_results_computed_in_fp32_are_rounded_when_stored():
+    """A bf16 value computed in fp32 registers (a * b + a, exp(a) * b) is rounded to nearest
+    even once, at its store, on both CPU backends (Triton's interpreter store truncates)."""
+    a, b = torch.randn(4096, dtype=torch.bfloat16), torch.randn(4096, dtype=torch.bfloat16)
+    for fn in (lambda a, b: a * b + a, lambda a, b: torch.exp(a) * b):
+        want = fn(a.float(), b.float()).bfloat16()
+        for backend in ("cpp", "triton"):
+            got = cherenkov.compile(fn, strict=True, cpu_backend=backend)(a, b)
+            assert (got.view(torch.int16) != want.view(torch.int16)).float().mean() < 1e-3, \
+                backend

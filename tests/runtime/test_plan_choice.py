@@ -73,3 +73,46 @@ def test_the_faster_whole_plan_runs(monkeypatch, templates_faster):
     plan = next(iter(g.cache.values()))
     assert sorted(timed) == [0, 1] and set(info.plans_timed) == {"templates", "cuBLAS"}
     assert _fused(plan) == (1 if templates_faster else 0)
+
+
+def test_seeded_ops_and_attention_dropout_are_side_effects():
+    """Random numbers drawn outside Op.RANDOM (an extern poisson; an attention op with
+    dropout_p > 0) make a graph unmeasurable: 26 extra runs would move the generator."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from cherenkov.lowering.from_fx import lower_fx
+    from cherenkov.lowering.library import Slot
+    rates = torch.rand(8) * 5
+    gm = make_fx(lambda r: torch.poisson(r) + 1.0)(rates)
+    graph, _ = lower_fx(gm, [rates], strict=True, name="g")
+    assert not plan_choice.measurable(graph, [rates])
+    meta = TensorMeta((1, 2, 16, 8), torch.float16, torch.device("cuda"))
+    q = Node(Op.INPUT, (), (0,), meta)
+    flash = torch.ops.aten._scaled_dot_product_flash_attention.default
+    for p, ok in ((0.0, True), (0.1, False)):
+        node = Node(Op.ATTENTION, (q, q, q), (flash, (Slot(0), Slot(1), Slot(2), p), {}, ""),
+                    (meta,))
+        out = Node(Op.GETITEM, (node,), (0,), meta)
+        assert plan_choice.measurable(Graph([q], [out]), []) is ok
+
+
+def test_a_plan_that_fails_while_timed_leaves_the_other(monkeypatch):
+    monkeypatch.setattr(matmul_epilogues, "applies", lambda config, device: True)
+    monkeypatch.setattr(epilogue_tuning, "choose",
+                        lambda ep, config, spec, device: interpreter_config(ep.M, ep.N, ep.K))
+    monkeypatch.setattr(plan_choice, "wanted", lambda config, device: True)
+
+    def broken(plan, inputs):
+        if _fused(plan):
+            raise RuntimeError("out of memory")
+        return 1.0
+    monkeypatch.setattr(plan_choice, "time_plan", broken)
+
+    def f(x, w):
+        return torch.relu(x @ w)
+
+    x, w = torch.randn(40, 24), torch.randn(24, 48)
+    start = len(COMPILED)
+    got = cherenkov.compile(f, autotune=True, strict=True)(x, w)
+    torch.testing.assert_close(got, f(x, w))
+    (g, info), = COMPILED[start:]
+    assert _fused(next(iter(g.cache.values()))) == 0
