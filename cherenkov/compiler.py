@@ -121,7 +121,7 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
 
     graph, fusion, sources, compiled = planned(graph)
     if graph is not untemplated and plan_choice.wanted(config, device) \
-            and plan_choice.measurable(untemplated, inputs):
+            and plan_choice.measurable(untemplated):
         # templates chosen region by region: the whole plan with them against the plan
         # without, on this graph's inputs (runtime/plan_choice.py)
         alternative = None

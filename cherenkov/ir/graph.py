@@ -128,12 +128,13 @@ class Graph:
         return users
 
 
-def rewritten(graph: Graph, rewrite) -> Graph:
+def rewritten(graph: Graph, rewrite, order: list[Node] | None = None) -> Graph:
     """`graph` with each node, in order, replaced by `rewrite(node, rebuilt)`: `rebuilt` is
     the node reading its inputs' replacements (the node itself if none changed); returning it
-    keeps the node. The same graph object when nothing changed."""
+    keeps the node. The same graph object when nothing changed. `order`: a topological order
+    of the graph's nodes to visit them in (default `graph.nodes()`)."""
     replaced: dict[Node, Node] = {}
-    for node in graph.nodes():
+    for node in graph.nodes() if order is None else order:
         inputs = tuple(replaced.get(i, i) for i in node.inputs)
         rebuilt = node.replace(inputs=inputs) if inputs != node.inputs else node
         new = rewrite(node, rebuilt)

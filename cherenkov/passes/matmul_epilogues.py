@@ -25,10 +25,12 @@ import torch
 from cherenkov.codegen.builder import KernelBuilder, NotFusible
 from cherenkov.codegen import indexing as ix
 from cherenkov.codegen.kernel_ir import Load
-from cherenkov.ir.graph import Graph, Node, TensorMeta, contiguous_strides, numel, toposort
+from cherenkov.ir.graph import (Graph, Node, TensorMeta, contiguous_strides, numel, rewritten,
+                                toposort)
 from cherenkov.ir.ops import GroupOp, Op
 from cherenkov.ir.views import final_layout, torch_view
 from cherenkov.lowering.library import Slot
+from cherenkov.templates import epilogue_tuning
 from cherenkov.templates.fused_epilogue import ACC, Epilogue, Operand
 
 log = logging.getLogger("cherenkov")
@@ -136,25 +138,7 @@ def _leaves(members: list[Node], region: set, users: dict, outputs: set) -> list
     stream's whole history would be recomputed in every layer, and a value both inlined and
     stored elsewhere is computed twice)."""
     computed_here = set(members)
-    def walk(inlined):
-        found, reached, seen = [], set(), set()
-        stack = [i for m in members for i in m.inputs if i not in region]
-        while stack:
-            n = stack.pop()
-            if n in seen:
-                continue
-            seen.add(n)
-            if n.op in (Op.CONST, Op.IOTA):
-                continue
-            if n.op in GroupOp.VIEW or n in inlined:
-                reached.add(n)
-                stack.extend(n.inputs)
-            else:
-                found.append(n)
-        return found, reached
-
-    _, candidates = walk({n for n in _all_inline(members, region)})
-    inlined = {n for n in candidates if n.op not in GroupOp.VIEW}
+    inlined = {n for n in _all_inline(members, region) if n.op not in GroupOp.VIEW}
     while True:
         drop = {n for n in inlined
                 if n in outputs or any(
@@ -163,7 +147,18 @@ def _leaves(members: list[Node], region: set, users: dict, outputs: set) -> list
         if not drop:
             break
         inlined -= drop
-    return walk(inlined)[0]
+    found, seen = [], set()
+    stack = [i for m in members for i in m.inputs if i not in region]
+    while stack:
+        n = stack.pop()
+        if n in seen or n.op in (Op.CONST, Op.IOTA):
+            continue
+        seen.add(n)
+        if n.op in GroupOp.VIEW or n in inlined:
+            stack.extend(n.inputs)
+        else:
+            found.append(n)
+    return found
 
 
 def _all_inline(members: list[Node], region: set) -> set:
@@ -204,7 +199,7 @@ def build(mm: Node, order: list, users: dict, outputs: set) -> Epilogue | None:
     K = a_node.shape[1]
     a, b = _operand(a_node, (M, K)), _operand(b_node, (K, N))
     bias = _operand(mm.inputs[slots[0]], (M, N)) if len(slots) == 3 else None
-    if a is None or b is None or (len(slots) == 3 and bias is None) or min(K, M, N) < MIN_SIZE:
+    if a is None or b is None or (len(slots) == 3 and bias is None) or K < MIN_SIZE:
         return None
     if a.root.meta.dtype != mm.meta.dtype or b.root.meta.dtype != mm.meta.dtype:
         return None
@@ -228,7 +223,7 @@ def build(mm: Node, order: list, users: dict, outputs: set) -> Epilogue | None:
     by_name = {f"buf{id(n):x}": n for n in leaves}
     leaf_order = [by_name[b_.name] for b_ in kernel.inputs if b_.name != ACC]
     stored = ([mm] if mm in needed else []) + [m for m in computed if m in needed]
-    return Epilogue(mm, a, b, bias, kernel, leaf_order, stored, mm in needed, members, flat)
+    return Epilogue(mm, a, b, bias, kernel, flat, leaf_order, stored, members)
 
 
 def _kernel(computed: list[Node], needed: set, buffers: dict, X: int, R: int):
@@ -251,7 +246,6 @@ def fuse_matmul_epilogues(graph: Graph, device: torch.device, config, spec) -> G
     epilogue's stored values read from one fused call."""
     if not applies(config, device):
         return graph
-    from cherenkov.templates.epilogue_tuning import choose
     order = graph.nodes()
     users = graph.users()
     outputs = {o for o in graph.outputs if o is not None}
@@ -263,48 +257,40 @@ def fuse_matmul_epilogues(graph: Graph, device: torch.device, config, spec) -> G
         ep = build(n, order, users, outputs)
         if ep is None or claimed & {ep.mm, *ep.members}:
             continue
-        cfg = choose(ep, config, spec, device)
+        cfg = epilogue_tuning.choose(ep, config, spec, device)
         if cfg is None:
             continue
         chosen.append((ep, cfg))
         claimed |= {ep.mm, *ep.members}
     if not chosen:
         return graph
-    return _rewrite(graph, chosen, device, spec, config.compile_workers)
+    return _rewrite(graph, chosen, device, config.compile_workers)
 
 
-def _rewrite(graph: Graph, chosen, device, spec, workers: int = -1) -> Graph:
+def _rewrite(graph: Graph, chosen, device, workers: int = -1) -> Graph:
     """Stored values -> getitems of the fused call. The walk visits every region's inputs
     first, so each fused call reads their rewritten forms; a region whose inputs are not all
     visited when its first stored value is (never seen) stays unfused."""
-    from cherenkov.templates.epilogue_tuning import fused_call
     roots = [r for ep, _ in chosen for r in ep.roots]
-    order = toposort(roots + [o for o in graph.outputs if o is not None], graph.inputs)
-    index_of = {}
-    for k, (ep, _) in enumerate(chosen):
-        for i, n in enumerate(ep.stored):
-            index_of[n] = (k, i)
+    index_of = {n: (k, i) for k, (ep, _) in enumerate(chosen) for i, n in enumerate(ep.stored)}
     fused: dict[int, Node | None] = {}
-    replaced: dict[Node, Node] = {}
-    visited: set = set()
-    for node in order:
-        inputs = tuple(replaced.get(i, i) for i in node.inputs)
-        new = node.replace(inputs=inputs) if inputs != node.inputs else node
+    done: dict[Node, Node] = {}                  # visited node -> what replaced it
+
+    def rewrite(node: Node, rebuilt: Node) -> Node:
+        new = rebuilt
         if node in index_of:
             k, i = index_of[node]
             if k not in fused:
                 ep, cfg = chosen[k]
-                ok = all(r in visited for r in ep.roots)
-                fused[k] = Node(Op.MATMUL, tuple(replaced.get(r, r) for r in ep.roots),
-                                (fused_call(ep, cfg, device, spec, workers),
+                fused[k] = Node(Op.MATMUL, tuple(done[r] for r in ep.roots),
+                                (epilogue_tuning.fused_call(ep, cfg, device, workers),
                                  tuple(Slot(j) for j in range(len(ep.roots))), {},
                                  "matmul + epilogue (template)"),
-                                tuple(s.meta for s in ep.stored)) if ok else None
+                                tuple(s.meta for s in ep.stored)) \
+                    if all(r in done for r in ep.roots) else None
             if fused[k] is not None:
                 new = Node(Op.GETITEM, (fused[k],), (i,), node.meta)
-        visited.add(node)
-        if new is not node:
-            replaced[node] = new
-    return Graph([replaced.get(i, i) for i in graph.inputs],
-                 [None if o is None else replaced.get(o, o) for o in graph.outputs],
-                 graph.name, graph.scalar_outputs, graph.mutations)
+        done[node] = new
+        return new
+    return rewritten(graph, rewrite,
+                     toposort(roots + [o for o in graph.outputs if o is not None], graph.inputs))

@@ -34,7 +34,7 @@ def wanted(config, device: torch.device) -> bool:
         and not config.interpret
 
 
-def measurable(graph: Graph, inputs: list) -> bool:
+def measurable(graph: Graph) -> bool:
     """Whether running the graph's plan on its example inputs is free of side effects: no
     input written, no random numbers drawn (dropout, an attention's dropout_p, any op torch
     tags as seeded), no collective (every rank would have to run it as often)."""

@@ -29,8 +29,8 @@ import time
 
 import torch
 
-from cherenkov.templates.autotune import CUBLAS, _store, cached
-from cherenkov.templates.fused_epilogue import Epilogue, FusedMatmul
+from cherenkov.templates.autotune import CUBLAS, _store, cached, close, progress_bar
+from cherenkov.templates.fused_epilogue import Epilogue, FusedMatmul, allocate
 from cherenkov.templates.tile_config import TileConfig, candidates, interpreter_config
 
 LIMIT = 3                   # tile configs timed per problem (plus the persistent variant)
@@ -44,7 +44,7 @@ def problem_key(ep: Epilogue, device: torch.device) -> str:
     import triton
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     return json.dumps(["epilogue", ep.M, ep.N, ep.K, str(ep.dtype), _layout(ep.a.strides),
-                       _layout(ep.b.strides), ep.signature(), name, torch.__version__,
+                       _layout(ep.b.strides), ep.signature, name, torch.__version__,
                        triton.__version__])
 
 
@@ -54,14 +54,14 @@ def _sm_count(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-def fused_call(ep: Epilogue, cfg: TileConfig, device: torch.device, spec,
+def fused_call(ep: Epilogue, cfg: TileConfig, device: torch.device,
                workers: int = -1) -> FusedMatmul:
     """The fused node's callable; on CUDA its kernel starts compiling in the compile workers
     now, while the remaining passes run."""
     call = FusedMatmul(ep, cfg, device.type != "cuda", _sm_count(device))
     if device.type == "cuda":
         from cherenkov.runtime import parallel_compile
-        parallel_compile.submit([call.job(ep.roots)], workers)
+        parallel_compile.submit([call.job()], workers)
     return call
 
 
@@ -90,36 +90,18 @@ def choose(ep: Epilogue, config, spec, device: torch.device) -> TileConfig | Non
 def random_roots(ep: Epilogue, device: torch.device) -> list[torch.Tensor]:
     """Inputs with the roots' layouts: small normal values for floats, zeros otherwise (an
     epilogue reads them elementwise only, never as addresses)."""
-    out = []
-    for r in ep.roots:
-        m = r.meta
-        t = torch.empty_strided(m.shape, m.strides, dtype=m.dtype, device=device)
-        if m.dtype.is_floating_point:
+    out = allocate([r.meta for r in ep.roots], device)
+    for t in out:
+        if t.dtype.is_floating_point:
             t.normal_(0.0, 0.5)
         else:
             t.zero_()
-        out.append(t)
     return out
-
-
-def close(x: torch.Tensor, ref: torch.Tensor) -> bool:
-    """Same values to a tolerance that allows another accumulation order."""
-    if x.dtype == torch.bool or not x.dtype.is_floating_point:
-        return bool((x == ref).float().mean() > 0.999)
-    xf, rf = x.float(), ref.float()
-    finite = torch.isfinite(rf)
-    if not torch.equal(finite, torch.isfinite(xf)):
-        return False
-    err = (xf - rf).abs()[finite]
-    scale = max(1.0, rf.abs()[finite].max().item()) if finite.any() else 1.0
-    return err.numel() == 0 or err.max().item() <= 2e-2 * scale
 
 
 def tune(ep: Epilogue, spec, device: torch.device, workers: int = -1):
     """(winner, {name: ms}) of cuBLAS + the epilogue kernel and the template's candidates."""
     from triton.testing import do_bench
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
     roots = random_roots(ep, device)
     reference = ep.reference(roots, interpret=False)
     expected = reference()
@@ -133,26 +115,19 @@ def tune(ep: Epilogue, spec, device: torch.device, workers: int = -1):
     if configs:          # or the best-ranked tile, its epilogue run per column half
         configs.append(dataclasses.replace(configs[0], epilogue_split=2))
     label = f"matmul epilogue {ep.M}x{ep.K}x{ep.N} {str(ep.dtype).removeprefix('torch.')}"
-    with Progress(TextColumn("[bold]tuning[/] {task.description}"), BarColumn(),
-                  TextColumn("{task.completed}/{task.total} {task.fields[now]}"),
-                  TimeElapsedColumn(), console=Console(file=sys.stderr), transient=True) as bar:
-        task = bar.add_task(label, total=len(configs), now="")
-        calls = []
-        for cfg in configs:
-            try:
-                calls.append(FusedMatmul(ep, cfg, False, _sm_count(device)))
-            except Exception as e:  # noqa: BLE001 -- a config the renderer refuses
-                timings[str(cfg)] = f"{type(e).__name__}"
-                calls.append(None)
-        # all candidates compile at once in the compile workers (one by one, at each first
-        # launch, tuning one problem took 5-10 s on the H200 host)
-        from cherenkov.runtime import parallel_compile
-        parallel_compile.compile_all([c.job(ep.roots) for c in calls if c is not None], workers)
-        for cfg, fn in zip(configs, calls):
+    calls = {}
+    for cfg in configs:
+        try:
+            calls[cfg] = FusedMatmul(ep, cfg, False, _sm_count(device))
+        except Exception as e:  # noqa: BLE001 -- a config the renderer refuses
+            timings[str(cfg)] = f"{type(e).__name__}"
+    # all candidates compile at once in the compile workers, not one by one at first launch
+    from cherenkov.runtime import parallel_compile
+    parallel_compile.compile_all([c.job() for c in calls.values()], workers)
+    with progress_bar() as bar:
+        task = bar.add_task(label, total=len(calls), now="")
+        for cfg, fn in calls.items():
             bar.update(task, now=str(cfg))
-            if fn is None:
-                bar.advance(task)
-                continue
             try:
                 got = fn(*roots)
                 if all(map(close, got, expected)):

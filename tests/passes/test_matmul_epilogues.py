@@ -159,7 +159,7 @@ def test_tuning_key_names_the_epilogue_and_the_cache_decides(monkeypatch):
     x, w, r = torch.randn(32, 16), torch.randn(16, 32), torch.randn(32, 32)
     relu = _epilogue(_lowered(lambda x, w: torch.relu(x @ w), x, w))
     plus = _epilogue(_lowered(lambda x, w, r: x @ w + r, x, w, r))
-    assert relu.signature() != plus.signature()
+    assert relu.signature != plus.signature
     assert epilogue_tuning.problem_key(relu, CPU) != epilogue_tuning.problem_key(plus, CPU)
     # on CUDA, "auto" takes cuBLAS unless autotune is on, whatever the cache holds; with it,
     # the cached verdict (tuning only what is not cached)
@@ -191,7 +191,7 @@ def test_reference_pair_computes_what_the_template_does():
     assert all(map(epilogue_tuning.close, got, expected))
     # as a compile-worker job: one tensor argument per root and per stored value, the
     # launch's options
-    job = FusedMatmul(ep, cfg, True).job(ep.roots)
+    job = FusedMatmul(ep, cfg, True).job()
     assert job.fn.startswith("mm_epilogue_") and job.path.endswith(".py")
     assert job.args == ("*float32",) * (len(ep.roots) + len(ep.stored))
     assert dict(job.kwargs) == {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}

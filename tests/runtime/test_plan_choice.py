@@ -32,10 +32,10 @@ def test_only_graphs_without_side_effects_are_run_twice():
     meta = TensorMeta((4,), torch.float32, torch.device("cpu"))
     x = Node(Op.INPUT, (), (0,), meta)
     y = Node(Op.EXP, (x,), (), meta)
-    assert plan_choice.measurable(Graph([x], [y]), [torch.ones(4)])
-    assert not plan_choice.measurable(Graph([x], [y], mutations=[(0, 0)]), [torch.ones(4)])
+    assert plan_choice.measurable(Graph([x], [y]))
+    assert not plan_choice.measurable(Graph([x], [y], mutations=[(0, 0)]))
     drop = Node(Op.RANDOM, (x,), (torch.ops.aten.rand_like.default, (), {}, ""), meta)
-    assert not plan_choice.measurable(Graph([x], [drop]), [torch.ones(4)])
+    assert not plan_choice.measurable(Graph([x], [drop]))
     cfg = cherenkov.config.Config
     assert not plan_choice.wanted(cfg(autotune=True), torch.device("cpu"))
     assert not plan_choice.wanted(cfg(), torch.device("cuda"))
@@ -84,7 +84,7 @@ def test_seeded_ops_and_attention_dropout_are_side_effects():
     rates = torch.rand(8) * 5
     gm = make_fx(lambda r: torch.poisson(r) + 1.0)(rates)
     graph, _ = lower_fx(gm, [rates], strict=True, name="g")
-    assert not plan_choice.measurable(graph, [rates])
+    assert not plan_choice.measurable(graph)
     meta = TensorMeta((1, 2, 16, 8), torch.float16, torch.device("cuda"))
     q = Node(Op.INPUT, (), (0,), meta)
     flash = torch.ops.aten._scaled_dot_product_flash_attention.default
@@ -92,7 +92,7 @@ def test_seeded_ops_and_attention_dropout_are_side_effects():
         node = Node(Op.ATTENTION, (q, q, q), (flash, (Slot(0), Slot(1), Slot(2), p), {}, ""),
                     (meta,))
         out = Node(Op.GETITEM, (node,), (0,), meta)
-        assert plan_choice.measurable(Graph([q], [out]), []) is ok
+        assert plan_choice.measurable(Graph([q], [out])) is ok
 
 
 def test_a_plan_that_fails_while_timed_leaves_the_other(monkeypatch):
