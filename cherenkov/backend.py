@@ -253,6 +253,23 @@ def _fuse_linear_cross_entropy(gm: torch.fx.GraphModule, example_inputs, config:
         log.warning("cherenkov: LM head + cross-entropy not fused: %s: %s", type(e).__name__, e)
 
 
+def _ce_forward_grad(gm: torch.fx.GraphModule, example_inputs, config: Config):
+    """The cross-entropies left unfused make their gradient in the forward
+    (capture/ce_forward_grad.py); a failure leaves the graph as it was."""
+    from cherenkov.lowering.from_fx import graph_device
+    if config.ce_forward_grad == "off" or config.ce_forward_grad == "auto" \
+            and graph_device(list(example_inputs)).type != "cuda":
+        return              # off the GPU its kernel would run interpreted
+    from cherenkov.capture.ce_forward_grad import use_ce_forward_grad
+    try:
+        use_ce_forward_grad(gm, config.ce_forward_grad)
+    except Exception as e:  # noqa: BLE001
+        if config.strict:
+            raise
+        log.warning("cherenkov: cross-entropy gradient not moved to the forward: %s: %s",
+                    type(e).__name__, e)
+
+
 def _flex_attention(gm: torch.fx.GraphModule, config: Config):
     """FlexAttention calls (capture/flex_attention.py) run by our kernels (whatever
     `attention` says of SDPA calls: cherenkov.attention is recorded as this op); a failure
@@ -312,6 +329,7 @@ def cherenkov_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | 
         from cherenkov.runtime import parallel_compile
         parallel_compile.warm(config.compile_workers)   # workers start while AOT traces
     _fuse_linear_cross_entropy(gm, example_inputs, config)
+    _ce_forward_grad(gm, example_inputs, config)
     _flex_attention(gm, config)
     try:
         return _returned(gm, aot_module_simplified(

@@ -32,6 +32,7 @@ from cherenkov.passes.fusion import fuse, is_scatter
 from cherenkov.passes.matmul_epilogues import fuse_matmul_epilogues
 from cherenkov.passes.one_hot_sums import sum_one_hots
 from cherenkov.passes.split_reductions import split_reductions
+from cherenkov.passes.scale_through_matmul import scale_through_matmuls
 from cherenkov.passes.widen_matmul import widen_matmuls
 from cherenkov.runtime.compiled_graph import CompiledGraph
 from cherenkov.runtime import graph_policy, parallel_compile, plan_choice
@@ -94,6 +95,7 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
     graph = eliminate_common_subexpressions(graph)
     graph = sum_one_hots(graph)
     graph = widen_matmuls(graph, device)
+    graph = scale_through_matmuls(graph)
     from cherenkov.hw import device_for_config
     spec = device_for_config(config.device, device)
     untemplated = graph

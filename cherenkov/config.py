@@ -31,6 +31,9 @@ Every option lives in `Config`; every environment variable is read here and nowh
 |                             |                | twice): the same bits fused or not, more instructions|
 | CHERENKOV_LINEAR_CE=mode    | linear_ce      | LM head + cross-entropy fused (logits never held):   |
 |                             |                | "auto" (cost model decides), "on", "off"             |
+| CHERENKOV_CE_FORWARD_GRAD=m | ce_forward_grad| a cross-entropy the fusion above left makes its      |
+|                             |                | gradient in the forward (one read of the logits      |
+|                             |                | fewer): "auto" (CUDA), "on", "off"                   |
 | CHERENKOV_ROW_LOOPS=0       | row_loops      | (GPU, Triton) row kernels take in the column partials|
 |                             |                | of the same elements (norm backward's weight         |
 |                             |                | gradients): one read instead of two; 0 turns it off  |
@@ -110,6 +113,7 @@ class Config:
     fp_contract: bool = field(default=True, metadata={"env": "CHERENKOV_FP_CONTRACT"})
     row_loops: bool = field(default=True, metadata={"env": "CHERENKOV_ROW_LOOPS"})
     linear_ce: str = field(default="auto", metadata={"env": "CHERENKOV_LINEAR_CE"})
+    ce_forward_grad: str = field(default="auto", metadata={"env": "CHERENKOV_CE_FORWARD_GRAD"})
     unused_grads: bool = field(default=True, metadata={"env": "CHERENKOV_UNUSED_GRADS"})
     matmul_templates: str = field(default="auto", metadata={"env": "CHERENKOV_MATMUL_TEMPLATES"})
     autotune: bool = field(default=False, metadata={"env": "CHERENKOV_AUTOTUNE"})
@@ -138,6 +142,9 @@ class Config:
             raise ValueError(f"cpu_backend={self.cpu_backend!r}: expected 'cpp' or 'triton'")
         if self.linear_ce not in ("auto", "on", "off"):
             raise ValueError(f"linear_ce={self.linear_ce!r}: expected 'auto', 'on' or 'off'")
+        if self.ce_forward_grad not in ("auto", "on", "off"):
+            raise ValueError(f"ce_forward_grad={self.ce_forward_grad!r}: expected 'auto', "
+                             "'on' or 'off'")
         if self.matmul_templates not in ("auto", "on", "off"):
             raise ValueError(f"matmul_templates={self.matmul_templates!r}: expected 'auto', "
                              "'on' or 'off'")

@@ -5,12 +5,13 @@ max and sum of exponentials (fp32, whatever the logits' dtype), and picks the ta
 
     lse  = max + log(sum exp(x - max))          loss = lse - x[target]   (0 if ignored)
 
-Pass 2 (WRITE_GRAD) overwrites the logits in place with the unscaled gradient
+Pass 2 (WRITE_GRAD) writes the unscaled gradient
 
     dlogits = softmax(x) - onehot(target)       (a row of zeros if target == ignore_index)
 
-so the chunk's logits buffer becomes its gradient without another allocation; the caller
-scales by 1/n_valid and grad_output later (the gradient is linear in that factor).
+over the logits in place (the chunk's logits buffer becomes its gradient without another
+allocation) or into a buffer of its own; the caller scales by 1/n_valid and grad_output later
+(the gradient is linear in that factor). The row is read twice; the second read mostly hits L2.
 
 A target outside [0, V) (and not ignore_index) reads no logit: its loss and gradient row are
 NaN, where eager raises (CPU) or stops the device (CUDA), never a number computed from
@@ -28,10 +29,11 @@ import triton.language as tl
 
 
 @triton.jit
-def cross_entropy_rows(logits_ptr, stride_row, targets_ptr, loss_ptr, V, ignore_index,
-                       WRITE_GRAD: tl.constexpr, BLOCK_V: tl.constexpr):
+def cross_entropy_rows(logits_ptr, stride_row, grad_ptr, grad_stride_row, targets_ptr, loss_ptr,
+                       V, ignore_index, WRITE_GRAD: tl.constexpr, BLOCK_V: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     base = logits_ptr + row * stride_row
+    grad_base = grad_ptr + row * grad_stride_row
     target = tl.load(targets_ptr + row)
     valid = target != ignore_index
     known = (target >= 0) & (target < V)          # a target out of range reads nothing: NaN
@@ -54,20 +56,38 @@ def cross_entropy_rows(logits_ptr, stride_row, targets_ptr, loss_ptr, V, ignore_
             cols = start + tl.arange(0, BLOCK_V)
             x = tl.load(base + cols, mask=cols < V, other=0.0).to(tl.float32)
             p = tl.exp(x - lse) - tl.where(cols == safe_target, 1.0, 0.0)
-            tl.store(base + cols, (p * keep).to(logits_ptr.dtype.element_ty), mask=cols < V)
+            tl.store(grad_base + cols, (p * keep).to(grad_ptr.dtype.element_ty), mask=cols < V)
 '''
 
 
 def cross_entropy_rows(logits: torch.Tensor, targets: torch.Tensor, loss: torch.Tensor,
-                       ignore_index: int, write_grad: bool) -> None:
+                       ignore_index: int, write_grad: bool, grad: torch.Tensor | None = None
+                       ) -> None:
     """logits (rows, V), unit column stride; targets (rows,) int; loss (rows,) fp32 (written).
-    With write_grad the logits are replaced by softmax - onehot (rows of ignored targets: 0)."""
+    With write_grad, softmax - onehot (rows of ignored targets: 0) goes to `grad` (rows, V),
+    unit column stride, or, without one, over the logits in place."""
     rows, vocab = logits.shape
     if rows == 0:
         return
-    assert logits.stride(1) == 1, "cross_entropy_rows needs unit stride along the vocabulary"
+    grad = logits if grad is None else grad
+    assert logits.stride(1) == 1 and grad.stride(1) == 1, \
+        "cross_entropy_rows needs unit stride along the vocabulary"
+    assert grad.shape == logits.shape
     interpret = logits.device.type == "cpu"
     kernel = load_module(SOURCE, interpret).cross_entropy_rows
     block_v = 32 if interpret else min(4096, max(128, 1 << (vocab - 1).bit_length()))
-    kernel[(rows,)](logits, logits.stride(0), targets, loss, vocab, ignore_index,
+    kernel[(rows,)](logits, logits.stride(0), grad, grad.stride(0), targets, loss, vocab,
+                    ignore_index,
                     WRITE_GRAD=write_grad, BLOCK_V=block_v, num_warps=1 if interpret else 8)
+
+
+def reduction_scales(targets: torch.Tensor, ignore_index: int, reduction: str
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(loss scale, gradient scale), fp32 0-d, for the rows' losses and unscaled gradients:
+    1/n_valid for "mean" (eager's loss is NaN when every target is ignored, 0/0, yet its
+    gradient is 0), 1 for "sum"."""
+    if reduction != "mean":
+        one = torch.ones((), device=targets.device, dtype=torch.float32)
+        return one, one
+    valid = (targets != ignore_index).sum().to(torch.float32)
+    return 1.0 / valid, torch.where(valid > 0, 1.0 / valid, 0.0)

@@ -27,7 +27,7 @@ import math
 import torch
 
 from cherenkov.hw.spec import DeviceSpec
-from cherenkov.templates.cross_entropy_kernel import cross_entropy_rows
+from cherenkov.templates.cross_entropy_kernel import cross_entropy_rows, reduction_scales
 
 # How grad_W was accumulated in the last call ("addmm_fp32", "addmm.dtype", "template", "mm+add")
 LAST_GRAD_WEIGHT_PATH: list[str] = []
@@ -111,7 +111,8 @@ def fused_forward(x, weight, bias, targets, ignore_index: int, reduction: str,
                   chunk_size: int | None, need_x: bool, need_w: bool, need_b: bool):
     """The chunked pass: (loss fp32 (), grad_x (N, H) in x's dtype, grad_W (V, H) fp32,
     grad_b (V,) fp32, factor fp32 ()) -- the gradients of loss / factor, None where not
-    needed; factor is 1/n_valid for "mean", 1 for "sum"."""
+    needed; factor is 1/n_valid for "mean" (0 when every target is ignored: eager's gradient
+    is 0 there, its loss NaN), 1 for "sum"."""
     hidden, vocab = x.shape[-1], weight.shape[0]
     x2 = x.reshape(-1, hidden)                              # (N, H)
     t = targets.reshape(-1)
@@ -137,11 +138,8 @@ def fused_forward(x, weight, bias, targets, ignore_index: int, reduction: str,
             gw = _accumulate_grad_weight(gw, logits, xc)
         if need_b:
             gb += logits.sum(0, dtype=torch.float32)
-    if reduction == "mean":
-        factor = 1.0 / (t != ignore_index).sum().to(torch.float32)
-    else:
-        factor = torch.ones((), device=x.device, dtype=torch.float32)
-    return loss_rows.sum() * factor, gx, gw, gb, factor
+    loss_scale, factor = reduction_scales(t, ignore_index, reduction)
+    return loss_rows.sum() * loss_scale, gx, gw, gb, factor
 
 
 def scale_grads(grad_loss, factor, gx, gw, gb, x_shape, x_dtype, w_dtype, b_dtype):

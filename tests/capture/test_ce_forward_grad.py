@@ -1,0 +1,98 @@
+"""capture/ce_forward_grad.py + templates/ce_forward_grad_op.py: a cross-entropy whose logits
+need a gradient makes that gradient in the forward; loss and gradients as eager's."""
+import logging
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import cherenkov
+from cherenkov.templates.ce_forward_grad_op import cross_entropy_forward_grad
+
+MOVED = "cross-entropy gradient made in the forward"
+
+
+class Head(torch.nn.Module):
+    """An LM head that returns its logits too (so the LM head fusion does not apply)."""
+
+    def __init__(self, hidden=16, vocab=40, bias=False, upcast=False):
+        super().__init__()
+        self.proj = torch.nn.Linear(hidden, hidden)
+        self.lm_head = torch.nn.Linear(hidden, vocab, bias=bias)
+        self.upcast = upcast
+
+    def forward(self, x, targets, **ce):
+        logits = self.lm_head(torch.tanh(self.proj(x)))
+        flat = logits.view(-1, logits.size(-1))
+        return logits, F.cross_entropy(flat.float() if self.upcast else flat, targets.view(-1),
+                                       **ce)
+
+
+def _run(model, mode, caplog, dtype=torch.float32, tol=1e-5, **ce):
+    torch.manual_seed(0)
+    model = model.to(dtype)
+    x, t = torch.randn(2, 24, 16, dtype=dtype), torch.randint(0, 40, (2, 24))
+    t[0, :5] = ce.get("ignore_index", -100)
+    ref_logits, ref = model(x, t, **ce)
+    want = torch.autograd.grad(ref, list(model.parameters()))
+    torch._dynamo.reset()
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="cherenkov"):
+        logits, loss = cherenkov.compile(model, strict=True, ce_forward_grad=mode,
+                                         dynamic=False)(x, t, **ce)
+    got = torch.autograd.grad(loss, list(model.parameters()))
+    assert loss.dtype == ref.dtype
+    torch.testing.assert_close(logits, ref_logits, rtol=tol, atol=tol)
+    torch.testing.assert_close(loss, ref, rtol=tol, atol=tol)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        torch.testing.assert_close(g, w, rtol=tol * 10, atol=tol)
+    return MOVED in caplog.text
+
+
+@pytest.mark.parametrize("ce", [{}, {"reduction": "sum"}, {"ignore_index": 3}])
+def test_gradient_in_the_forward_matches_eager(ce, caplog):
+    assert _run(Head(), "on", caplog, **ce)
+
+
+def test_bias_and_half_precision_with_an_upcast(caplog):
+    # bf16 logits upcast for the loss: the op reads the bf16 logits (fp32 math) and gives a
+    # bf16 gradient, as eager's cast back does
+    assert _run(Head(bias=True, upcast=True), "on", caplog, dtype=torch.bfloat16, tol=2e-2)
+
+
+def test_not_matched_when_off_or_unsupported(caplog):
+    assert not _run(Head(), "off", caplog)
+    assert not _run(Head(), "on", caplog, label_smoothing=0.1)
+    # "auto" moves it on CUDA only (on the CPU the kernel would run interpreted)
+    assert not _run(Head(), "auto", caplog)
+
+
+def test_not_matched_without_a_gradient(caplog):
+    model, x, t = Head(), torch.randn(2, 24, 16), torch.randint(0, 40, (2, 24))
+    torch._dynamo.reset()
+    with torch.no_grad(), caplog.at_level(logging.INFO, logger="cherenkov"):
+        _, loss = cherenkov.compile(model, strict=True, ce_forward_grad="on",
+                                    dynamic=False)(x, t)
+    torch.testing.assert_close(loss, model(x, t)[1])
+    assert MOVED not in caplog.text
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_the_op_against_eager_with_every_target_ignored(reduction):
+    logits = torch.randn(5, 9, requires_grad=True)
+    for t in (torch.tensor([1, -100, 8, 0, -100]), torch.full((5,), -100)):
+        ref = F.cross_entropy(logits, t, reduction=reduction)
+        (want,) = torch.autograd.grad(ref, logits)
+        got = cross_entropy_forward_grad(logits, t, reduction=reduction)
+        (grad,) = torch.autograd.grad(got, logits)
+        torch.testing.assert_close(got, ref, equal_nan=True)      # mean of none: NaN, as eager
+        torch.testing.assert_close(grad, want)                    # its gradient: 0, as eager
+
+
+def test_the_op_rejects_what_it_does_not_compute():
+    with pytest.raises(ValueError, match="reduction"):
+        cross_entropy_forward_grad(torch.randn(3, 4), torch.zeros(3, dtype=torch.long),
+                                   reduction="none")
+    with pytest.raises(ValueError, match=r"\(N, V\)"):
+        cross_entropy_forward_grad(torch.randn(2, 3, 4), torch.zeros(2, 3, dtype=torch.long))
