@@ -1,6 +1,7 @@
 """The cross-entropy rows kernel with its gradient (templates/cross_entropy_kernel.py, as the
 forward of templates/ce_forward_grad_op.py runs it) over its launch choices, on the train
-suite's LM-head shapes in bf16: block size, warps, per-lane running max/sum, L2 hints. Each
+suite's LM-head shapes in bf16: block size, warps, L2 hints, pipelining stages, and the grid
+(one program per row, or a few per SM each taking a strided share of the rows). Each
 variant is checked against torch (loss rows, gradient) and timed; the bytes it must move
 (logits read once, gradient written once) against the copy bandwidth of the same bytes.
 
@@ -20,12 +21,11 @@ from cherenkov.templates.cross_entropy_kernel import cross_entropy_rows
 SHAPES = {"gpt2": (16384, 50304), "llama": (8192, 32000)}
 
 
-def check(x, t, block_v, warps, lanes, hints) -> bool:
+def check(x, t, **launch) -> bool:
     rows = 512
     xs, ts = x[:rows], t[:rows]
     loss, grad = torch.empty(rows, device=x.device), torch.empty_like(xs)
-    cross_entropy_rows(xs, ts, loss, -100, True, grad=grad, block_v=block_v, num_warps=warps,
-                       lanes=lanes, hints=hints)
+    cross_entropy_rows(xs, ts, loss, -100, True, grad=grad, **launch)
     ref = F.cross_entropy(xs.float(), ts, reduction="none")
     want = torch.softmax(xs.float(), -1) - F.one_hot(ts, xs.shape[1]).float()
     return bool(torch.allclose(loss, ref, atol=1e-3, rtol=1e-4)
@@ -44,22 +44,23 @@ def main(out_dir: str) -> None:
         copy_bw = copy_bandwidth(dev, nbytes // 2)
         lines.append(f"{name} ({n} x {v} bf16): copy {copy_bw / 1e9:.0f} GB/s; "
                      f"read + write {nbytes / 1e9:.2f} GB")
-        for block_v, warps, lanes, hints in itertools.product((2048, 4096, 8192), (4, 8, 16),
-                                                             (False, True), (False, True)):
+        sms = torch.cuda.get_device_properties(dev).multi_processor_count
+        variants = [dict(block_v=4096, num_warps=8, hints=False, stages=1, programs=None)] + [
+            dict(block_v=b, num_warps=w, hints=True, stages=st, programs=p and p * sms)
+            for p, b, w, st in itertools.product((None, 1, 2, 4, 8), (4096, 8192), (8, 16),
+                                                 (1, 3))]
+        for launch in variants:
+            label = " ".join(f"{k}={v}" for k, v in launch.items())
             try:
-                ok = check(x, t, block_v, warps, lanes, hints)
-                s = cuda_median_s(lambda: cross_entropy_rows(
-                    x, t, loss, -100, True, grad=grad, block_v=block_v, num_warps=warps,
-                    lanes=lanes, hints=hints))
+                ok = check(x, t, **launch)
+                s = cuda_median_s(lambda: cross_entropy_rows(x, t, loss, -100, True, grad=grad,
+                                                             **launch))
             except Exception as e:  # noqa: BLE001 -- a variant that fails is reported
-                lines.append(f"  R{block_v} w{warps} lanes={lanes} hints={hints}: "
-                             f"{type(e).__name__}: {str(e)[:80]}")
+                lines.append(f"  {label}: {type(e).__name__}: {str(e)[:80]}")
                 continue
             pct = 100 * nbytes / s / copy_bw
-            rows.append({"shape": name, "block_v": block_v, "warps": warps, "lanes": lanes,
-                         "hints": hints, "ok": ok, "us": s * 1e6, "pct_copy": pct})
-            lines.append(f"  R{block_v:<5} w{warps:<2} lanes={lanes!s:<5} hints={hints!s:<5} "
-                         f"ok={ok} {s * 1e6:8.1f} us {pct:5.1f}%")
+            rows.append({"shape": name, **launch, "ok": ok, "us": s * 1e6, "pct_copy": pct})
+            lines.append(f"  {label:<70} ok={ok} {s * 1e6:8.1f} us {pct:5.1f}%")
         best = min((r for r in rows if r["shape"] == name and r["ok"]), key=lambda r: r["us"])
         lines.append(f"  best: {best}")
         s = cuda_median_s(lambda: cross_entropy_rows(x, t, loss, -100, False))

@@ -29,55 +29,34 @@ import triton.language as tl
 
 
 @triton.jit
-def cross_entropy_rows(logits_ptr, stride_row, grad_ptr, grad_stride_row, targets_ptr, loss_ptr,
-                       V, ignore_index, WRITE_GRAD: tl.constexpr, BLOCK_V: tl.constexpr,
-                       LANES: tl.constexpr, HINTS: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
+def cross_entropy_row(logits_ptr, stride_row, grad_ptr, grad_stride_row, targets_ptr, loss_ptr,
+                      row, V, ignore_index, WRITE_GRAD: tl.constexpr, BLOCK_V: tl.constexpr,
+                      HINTS: tl.constexpr, STAGES: tl.constexpr):
     base = logits_ptr + row * stride_row
     grad_base = grad_ptr + row * grad_stride_row
     target = tl.load(targets_ptr + row)
     valid = target != ignore_index
     known = (target >= 0) & (target < V)          # a target out of range reads nothing: NaN
     safe_target = tl.where(valid & known, target, 0)
-    if LANES:
-        # a running max and sum per lane, combined once at the end: no block-wide reduction
-        # per slice
-        m_lane = tl.full([BLOCK_V], -float("inf"), tl.float32)
-        s_lane = tl.zeros([BLOCK_V], tl.float32)
-        for start in range(0, V, BLOCK_V):
-            cols = start + tl.arange(0, BLOCK_V)
-            if HINTS:
-                x = tl.load(base + cols, mask=cols < V, other=-float("inf"),
-                            eviction_policy="evict_last").to(tl.float32)
-            else:
-                x = tl.load(base + cols, mask=cols < V, other=-float("inf")).to(tl.float32)
-            m_new = tl.maximum(m_lane, x)
-            m_ref = tl.where(m_new == -float("inf"), 0.0, m_new)
-            s_lane = s_lane * tl.exp(m_lane - m_ref) + tl.exp(x - m_ref)
-            m_lane = m_new
-        m = tl.max(m_lane, axis=0)
-        m_ref = tl.where(m_lane == -float("inf"), m, m_lane)
-        s = tl.sum(s_lane * tl.exp(m_ref - m), axis=0)
-    else:
-        m = -float("inf")
-        s = 0.0
-        for start in range(0, V, BLOCK_V):
-            cols = start + tl.arange(0, BLOCK_V)
-            if HINTS:
-                x = tl.load(base + cols, mask=cols < V, other=-float("inf"),
-                            eviction_policy="evict_last").to(tl.float32)
-            else:
-                x = tl.load(base + cols, mask=cols < V, other=-float("inf")).to(tl.float32)
-            m_new = tl.maximum(m, tl.max(x, axis=0))
-            s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
-            m = m_new
+    m = -float("inf")
+    s = 0.0
+    for start in tl.range(0, V, BLOCK_V, num_stages=STAGES):
+        cols = start + tl.arange(0, BLOCK_V)
+        if HINTS:
+            x = tl.load(base + cols, mask=cols < V, other=-float("inf"),
+                        eviction_policy="evict_last").to(tl.float32)
+        else:
+            x = tl.load(base + cols, mask=cols < V, other=-float("inf")).to(tl.float32)
+        m_new = tl.maximum(m, tl.max(x, axis=0))
+        s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
+        m = m_new
     lse = m + tl.log(s)
     target_logit = tl.load(base + safe_target).to(tl.float32)
     loss = tl.where(known, lse - target_logit, float("nan"))
     tl.store(loss_ptr + row, tl.where(valid, loss, 0.0))
     if WRITE_GRAD:
         keep = tl.where(valid, tl.where(known, 1.0, float("nan")), 0.0)
-        for start in range(0, V, BLOCK_V):
+        for start in tl.range(0, V, BLOCK_V, num_stages=STAGES):
             cols = start + tl.arange(0, BLOCK_V)
             if HINTS:
                 x = tl.load(base + cols, mask=cols < V, other=0.0,
@@ -90,18 +69,32 @@ def cross_entropy_rows(logits_ptr, stride_row, grad_ptr, grad_stride_row, target
                 tl.store(grad_base + cols, g, mask=cols < V, cache_modifier=".cs")
             else:
                 tl.store(grad_base + cols, g, mask=cols < V)
+
+
+@triton.jit
+def cross_entropy_rows(logits_ptr, stride_row, grad_ptr, grad_stride_row, targets_ptr, loss_ptr,
+                       n_rows, V, ignore_index, WRITE_GRAD: tl.constexpr, BLOCK_V: tl.constexpr,
+                       HINTS: tl.constexpr, STAGES: tl.constexpr):
+    # one row per program, or (a grid smaller than the rows) each program a strided share:
+    # fewer rows in flight, so a row's second read finds it in L2
+    first = tl.program_id(0).to(tl.int64)             # int64 row offsets: rows x V > 2^31
+    for row in range(first, n_rows, tl.num_programs(0)):
+        cross_entropy_row(logits_ptr, stride_row, grad_ptr, grad_stride_row, targets_ptr,
+                          loss_ptr, row, V, ignore_index, WRITE_GRAD, BLOCK_V, HINTS, STAGES)
 '''
 
 
 def cross_entropy_rows(logits: torch.Tensor, targets: torch.Tensor, loss: torch.Tensor,
                        ignore_index: int, write_grad: bool, grad: torch.Tensor | None = None,
                        block_v: int | None = None, num_warps: int | None = None,
-                       lanes: bool = False, hints: bool = False) -> None:
+                       hints: bool = False, stages: int = 1, programs: int | None = None
+                       ) -> None:
     """logits (rows, V), unit column stride; targets (rows,) int; loss (rows,) fp32 (written).
     With write_grad, softmax - onehot (rows of ignored targets: 0) goes to `grad` (rows, V),
-    unit column stride, or, without one, over the logits in place. block_v, num_warps, lanes
-    (per-lane running max and sum) and hints (L2 eviction hints: keep the row for its second
-    read, stream the gradient out) choose among equivalent kernels."""
+    unit column stride, or, without one, over the logits in place. block_v, num_warps, hints
+    (L2 eviction hints: keep the row for its second read, stream the gradient out), stages
+    (software pipelining of the vocabulary loops) and programs (default one per row) choose
+    among equivalent kernels."""
     rows, vocab = logits.shape
     if rows == 0:
         return
@@ -115,9 +108,10 @@ def cross_entropy_rows(logits: torch.Tensor, targets: torch.Tensor, loss: torch.
         block_v = 32 if interpret else min(4096, max(128, 1 << (vocab - 1).bit_length()))
     if num_warps is None:
         num_warps = 1 if interpret else 8
-    kernel[(rows,)](logits, logits.stride(0), grad, grad.stride(0), targets, loss, vocab,
-                    ignore_index, WRITE_GRAD=write_grad, BLOCK_V=block_v, LANES=lanes,
-                    HINTS=hints, num_warps=num_warps)
+    grid = rows if programs is None else max(1, min(rows, programs))
+    kernel[(grid,)](logits, logits.stride(0), grad, grad.stride(0), targets, loss, rows, vocab,
+                    ignore_index, WRITE_GRAD=write_grad, BLOCK_V=block_v, HINTS=hints,
+                    STAGES=stages, num_warps=num_warps)
 
 
 def reduction_scales(targets: torch.Tensor, ignore_index: int, reduction: str
