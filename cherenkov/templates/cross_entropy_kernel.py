@@ -87,8 +87,8 @@ def cross_entropy_rows(logits_ptr, stride_row, grad_ptr, grad_stride_row, target
 def cross_entropy_rows(logits: torch.Tensor, targets: torch.Tensor, loss: torch.Tensor,
                        ignore_index: int, write_grad: bool, grad: torch.Tensor | None = None,
                        block_v: int | None = None, num_warps: int | None = None,
-                       hints: bool = False, stages: int = 1, programs: int | None = None
-                       ) -> None:
+                       hints: bool | None = None, stages: int = 1,
+                       programs: int | None = None) -> None:
     """logits (rows, V), unit column stride; targets (rows,) int; loss (rows,) fp32 (written).
     With write_grad, softmax - onehot (rows of ignored targets: 0) goes to `grad` (rows, V),
     unit column stride, or, without one, over the logits in place. block_v, num_warps, hints
@@ -104,10 +104,14 @@ def cross_entropy_rows(logits: torch.Tensor, targets: torch.Tensor, loss: torch.
     assert grad.shape == logits.shape
     interpret = logits.device.type == "cpu"
     kernel = load_module(SOURCE, interpret).cross_entropy_rows
+    # defaults measured on the H200 (bench/results/2026-11-30_ce_grad_variants_h200_948ef62):
+    # 8192-wide slices, 8 warps, hints on; a persistent grid and pipelining lost
     if block_v is None:
-        block_v = 32 if interpret else min(4096, max(128, 1 << (vocab - 1).bit_length()))
+        block_v = 32 if interpret else min(8192, max(128, 1 << (vocab - 1).bit_length()))
     if num_warps is None:
         num_warps = 1 if interpret else 8
+    if hints is None:
+        hints = not interpret
     grid = rows if programs is None else max(1, min(rows, programs))
     kernel[(grid,)](logits, logits.stride(0), grad, grad.stride(0), targets, loss, rows, vocab,
                     ignore_index, WRITE_GRAD=write_grad, BLOCK_V=block_v, HINTS=hints,

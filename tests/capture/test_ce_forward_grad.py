@@ -96,3 +96,20 @@ def test_the_op_rejects_what_it_does_not_compute():
                                    reduction="none")
     with pytest.raises(ValueError, match=r"\(N, V\)"):
         cross_entropy_forward_grad(torch.randn(2, 3, 4), torch.zeros(2, 3, dtype=torch.long))
+
+
+@pytest.mark.parametrize("launch", [{}, {"hints": True, "stages": 2},
+                                    {"programs": 3, "block_v": 64}, {"programs": 100}])
+def test_the_rows_kernel_under_each_launch_choice(launch):
+    from cherenkov.templates.cross_entropy_kernel import cross_entropy_rows
+    torch.manual_seed(0)
+    x, t = torch.randn(7, 101) * 3, torch.tensor([1, 5, -100, 100, 0, 7, 50])
+    want_loss = F.cross_entropy(x, t, reduction="none")
+    want = (torch.softmax(x, -1) - F.one_hot(t.clamp(min=0), 101)) * (t != -100)[:, None]
+    loss, grad = torch.empty(7), torch.empty_like(x)
+    cross_entropy_rows(x, t, loss, -100, True, grad=grad, **launch)
+    torch.testing.assert_close(loss, want_loss, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(grad, want, rtol=1e-5, atol=1e-6)
+    inplace = x.clone()                    # the LM head fusion's form: over the logits
+    cross_entropy_rows(inplace, t, loss, -100, True, **launch)
+    torch.testing.assert_close(inplace, want, rtol=1e-5, atol=1e-6)
