@@ -49,6 +49,9 @@ LOOPED_UNROLL = 2          # loop iterations unrolled together (loads of two chu
 WRITING_LOOPED_WARPS = 4   # a looped kernel that also writes its rows (a cross-entropy backward)
 PROGRAMS_PER_SM = 2        # keep at least this many programs per SM when packing rows
 ROW_LOOP_STAGES = 3        # rows in flight per row-loop program (see row_loop_blocks)
+COLUMN_STAGES = 3          # tiles in flight per looped column-reduction program
+COLUMN_WARPS = 8           # ... which run 64 x 64 tiles (see column_blocks)
+COLUMN_STAGED_INPUTS = 2   # inputs per tile assumed staged in shared memory (a GeLU gradient)
 
 
 def next_pow2(n: int) -> int:
@@ -159,14 +162,25 @@ def column_blocks(X: int, R: int, elem_bytes: int, spec: hw.DeviceSpec) -> Block
     """Wide in x (a warp reads 16-byte vectors of neighbouring columns), short in r: 64
     columns x 32 rows of 16-bit elements. The bias-gradient kernels of bias + GeLU on the H200
     (sweep at 2b5c06b, forward + backward): 16384 x 3072 3319 GB/s vs 3137 with 128 x 32 and
-    3322 with 64 x 64; 32768 x 4096 3686 vs 3625 and 3466."""
+    3322 with 64 x 64; 32768 x 4096 3686 vs 3625 and 3466.
+
+    A loop over r of 16-bit elements has its loads software-pipelined (COLUMN_STAGES deep,
+    when that many tiles of its inputs fit in half the SM's shared memory) over 64 x 64 tiles
+    with 8 warps: 3707 and 3909 GB/s on the same two cases (sweep at 41bf5e9; 4 warps and
+    64 x 32, pipelined 4 deep: 3696 and 3820). Wider elements keep the unpipelined tiles (not
+    measured)."""
     vec = max(1, VECTOR_BYTES // elem_bytes)
     xblock = min(next_pow2(X), spec.warp_size * vec // 4)
     while xblock > vec and -(-X // xblock) < PROGRAMS_PER_SM * spec.sm_count:
         xblock //= 2
-    rblock = min(next_pow2(R), max(8, 2048 // xblock))
+    pipelined = elem_bytes <= 2
+    rblock = min(next_pow2(R), max(8, (4096 if pipelined else 2048) // xblock))
+    stages, warps = 0, POINTWISE_WARPS
+    staged = COLUMN_STAGES * xblock * rblock * elem_bytes * COLUMN_STAGED_INPUTS
+    if pipelined and rblock < R and staged <= spec.sram_per_sm_bytes / 2:
+        stages, warps = COLUMN_STAGES, COLUMN_WARPS
     return BlockConfig(XBLOCK=xblock, RBLOCK=rblock, persistent=rblock >= R,
-                       num_warps=POINTWISE_WARPS, transposed=True)
+                       num_warps=warps, transposed=True, stages=stages)
 
 
 def choose_blocks(kernel: Kernel, interpret: bool,

@@ -113,3 +113,18 @@ def test_looped_kernels_that_write_rows_keep_four_warps():
     writes = gpu_blocks(16384, 50304, 2, H200, writes_rows=True)
     assert (reads.num_warps, reads.unroll, reads.RBLOCK) == (2, 2, 2048)
     assert (writes.num_warps, writes.unroll, writes.RBLOCK) == (4, 0, 4096)
+
+
+def test_looped_column_sums_of_16_bit_elements_are_pipelined():
+    from cherenkov.codegen.blocks import COLUMN_STAGES, column_blocks
+    h200 = hw.device("h200")
+    # GPT-2's GeLU gradient + bias-gradient partials: 32 splits x 3072 columns, 512 rows each
+    cfg = column_blocks(32 * 3072, 512, 2, h200)
+    assert (cfg.XBLOCK, cfg.RBLOCK, cfg.num_warps, cfg.stages) == (64, 64, 8, COLUMN_STAGES)
+    assert not cfg.persistent and cfg.transposed
+    # staged tiles fit half the SM's shared memory
+    assert cfg.stages * cfg.XBLOCK * cfg.RBLOCK * 2 * 2 <= h200.sram_per_sm_bytes / 2
+    # a single tile over r has no loop to pipeline; fp32 keeps the unpipelined tiles
+    assert column_blocks(32 * 3072, 64, 2, h200).stages == 0
+    fp32 = column_blocks(32 * 768, 512, 4, h200)
+    assert fp32.stages == 0 and fp32.num_warps == 4
