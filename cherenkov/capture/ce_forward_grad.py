@@ -5,8 +5,8 @@ gradient becomes the cross-entropy that makes its gradient in the forward pass
 Runs after the LM head + cross-entropy fusion (`linear_ce.py`), for the cross-entropies it
 left: logits the model also returns, logits not made by a linear, or the fusion declined.
 Config `ce_forward_grad`: "auto" on CUDA graphs (off the GPU the op's Triton kernel would run
-in the interpreter), "on" every match, "off" none. Matched: class-index targets (N,) against
-logits (N, V), no class weights, no label smoothing, reduction "mean" or "sum". An upcast of
+in the interpreter), "on" every match, "off" none. Matched: class-index targets (N,) int64 against
+logits (N, V) in fp32, bf16 or fp16 (the kernel's math is fp32: fp64 stays eager's), no class weights, no label smoothing, reduction "mean" or "sum". An upcast of
 half-precision logits to fp32 right before the cross-entropy is dropped (the kernel computes
 in fp32 anyway; the gradient is then kept in the logits' own dtype, as eager's cast back
 gives it).
@@ -23,6 +23,7 @@ from cherenkov.capture.linear_ce import _ce_arguments, _value
 log = logging.getLogger("cherenkov")
 
 HALF = (torch.bfloat16, torch.float16)
+KERNEL_DTYPES = (torch.float32, *HALF)
 
 
 def _upcast_source(node: torch.fx.Node) -> torch.fx.Node | None:
@@ -54,9 +55,11 @@ def use_ce_forward_grad(gm: torch.fx.GraphModule, mode: str) -> int:
         logits, targets, out = _value(bound["input"]), _value(bound["target"]), _value(ce)
         if not all(isinstance(v, torch.Tensor) for v in (logits, targets, out)):
             continue
+        # class indices as eager takes them (int64); the kernel computes in fp32, so fp64
+        # logits keep eager's cross-entropy
         if logits.dim() != 2 or tuple(targets.shape) != tuple(logits.shape[:1]) \
-                or targets.dtype not in (torch.int64, torch.int32) \
-                or not logits.dtype.is_floating_point or not logits.requires_grad:
+                or targets.dtype != torch.int64 or logits.dtype not in KERNEL_DTYPES \
+                or not logits.requires_grad:
             continue
         source = bound["input"]
         upcast = _upcast_source(source)
@@ -71,8 +74,9 @@ def use_ce_forward_grad(gm: torch.fx.GraphModule, mode: str) -> int:
         if upcast is not None and not source.users:
             gm.graph.erase_node(source)
         done += 1
-        log.info("cherenkov: cross-entropy gradient made in the forward (%d x %d logits, %s)",
-                 logits.shape[0], logits.shape[1], str(logits.dtype).split(".")[-1])
+        # %s of the shape: int() of a symbolic size would specialize it
+        log.info("cherenkov: cross-entropy gradient made in the forward (%s logits, %s)",
+                 tuple(logits.shape), str(logits.dtype).split(".")[-1])
     if done:
         gm.graph.lint()
         gm.recompile()

@@ -51,7 +51,7 @@ PROGRAMS_PER_SM = 2        # keep at least this many programs per SM when packin
 ROW_LOOP_STAGES = 3        # rows in flight per row-loop program (see row_loop_blocks)
 COLUMN_STAGES = 3          # tiles in flight per looped column-reduction program
 COLUMN_WARPS = 8           # ... which run 64 x 64 tiles (see column_blocks)
-COLUMN_STAGED_INPUTS = 2   # inputs per tile assumed staged in shared memory (a GeLU gradient)
+COLUMN_STAGED_INPUTS = 2   # inputs per tile staged when not told (a GeLU gradient's two)
 
 
 def next_pow2(n: int) -> int:
@@ -158,7 +158,8 @@ def is_column_reduction(kernel: Kernel) -> bool:
     return bool(strides) and all(st != 1 for st in strides)
 
 
-def column_blocks(X: int, R: int, elem_bytes: int, spec: hw.DeviceSpec) -> BlockConfig:
+def column_blocks(X: int, R: int, elem_bytes: int, spec: hw.DeviceSpec,
+                  staged_bytes: int | None = None) -> BlockConfig:
     """Wide in x (a warp reads 16-byte vectors of neighbouring columns), short in r: 64
     columns x 32 rows of 16-bit elements. The bias-gradient kernels of bias + GeLU on the H200
     (sweep at 2b5c06b, forward + backward): 16384 x 3072 3319 GB/s vs 3137 with 128 x 32 and
@@ -168,17 +169,24 @@ def column_blocks(X: int, R: int, elem_bytes: int, spec: hw.DeviceSpec) -> Block
     when that many tiles of its inputs fit in half the SM's shared memory) over 64 x 64 tiles
     with 8 warps: 3707 and 3909 GB/s on the same two cases (sweep at 41bf5e9; 4 warps and
     64 x 32, pipelined 4 deep: 3696 and 3820). Wider elements keep the unpipelined tiles (not
-    measured)."""
+    measured). `staged_bytes`: bytes per element of the tile's inputs (default two of
+    elem_bytes); stages - 1 tiles of them sit in shared memory, at most half the SM's, else
+    fewer stages (a kernel reading eight fp32 inputs through a bf16 one would need 256 KB)."""
     vec = max(1, VECTOR_BYTES // elem_bytes)
     xblock = min(next_pow2(X), spec.warp_size * vec // 4)
     while xblock > vec and -(-X // xblock) < PROGRAMS_PER_SM * spec.sm_count:
         xblock //= 2
-    pipelined = elem_bytes <= 2
-    rblock = min(next_pow2(R), max(8, (4096 if pipelined else 2048) // xblock))
+    rblock = min(next_pow2(R), max(8, 2048 // xblock))
     stages, warps = 0, POINTWISE_WARPS
-    staged = COLUMN_STAGES * xblock * rblock * elem_bytes * COLUMN_STAGED_INPUTS
-    if pipelined and rblock < R and staged <= spec.sram_per_sm_bytes / 2:
-        stages, warps = COLUMN_STAGES, COLUMN_WARPS
+    if elem_bytes <= 2:
+        wide = min(next_pow2(R), max(8, 4096 // xblock))
+        per_tile = xblock * wide * (staged_bytes if staged_bytes is not None
+                                    else elem_bytes * COLUMN_STAGED_INPUTS)
+        if wide < R:
+            stages = next((n for n in (COLUMN_STAGES, 2)
+                           if (n - 1) * per_tile <= spec.sram_per_sm_bytes / 2), 0)
+        if stages:
+            rblock, warps = wide, COLUMN_WARPS
     return BlockConfig(XBLOCK=xblock, RBLOCK=rblock, persistent=rblock >= R,
                        num_warps=warps, transposed=True, stages=stages)
 
@@ -193,7 +201,8 @@ def choose_blocks(kernel: Kernel, interpret: bool,
         return interpreter_blocks(kernel)
     spec = device if device is not None else hw.current_device()
     if is_column_reduction(kernel):
-        return column_blocks(kernel.X, kernel.R, element_bytes(kernel), spec)
+        staged = sum(b.dtype.itemsize for b in kernel.inputs if b.numel >= kernel.X * kernel.R)
+        return column_blocks(kernel.X, kernel.R, element_bytes(kernel), spec, staged or None)
     if kernel.halves:
         return halves_blocks(kernel.X, element_bytes(kernel), spec)
     writes_rows = any(b.numel >= kernel.X * kernel.R for b in kernel.outputs)

@@ -10,7 +10,7 @@ outputs (tokens x hidden, vocab x hidden) fuses into the kernels that read them.
 rewrite applies to a product all of whose readers are such matmuls (through reshapes and
 permutes; mm, mm with an fp32 output, bmm), and only when their outputs together are smaller
 than the product. Products are rounded in a different order (x @ b, then the scale): within
-the rounding of the matmul's dtype.
+the rounding of the matmul's dtype (fp16 is left alone: its range could be passed).
 
 Also here, because autograd puts one in front of that product: `x + zeros` is x (the
 gradient of an output the loss never used, compiled as zeros by runtime/unused_grads.py,
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import torch
 
-from cherenkov.ir.graph import Graph, Node, numel, rewritten
-from cherenkov.ir.ops import Op
+from cherenkov.ir.graph import Graph, Node, numel, rewritten, view_root
+from cherenkov.ir.ops import GroupOp, Op
 
 aten = torch.ops.aten
 MATMULS = (aten.mm.default, aten.mm.dtype, aten.bmm.default)
@@ -35,16 +35,22 @@ def _is_zero(node: Node) -> bool:
 
 
 def drop_zero_adds(graph: Graph) -> Graph:
-    """x + 0 -> x, for x of the sum's shape and dtype (not a graph input: an output must not
-    become one)."""
+    """x + 0 -> x, for x of the sum's shape and dtype. Not where the sum is returned and x is
+    an input, a view or returned itself: an output must not become (a view of) an input or
+    another output. Like Inductor's no-op removal, -0.0 + 0 stays -0.0 (eager: +0.0)."""
+    returned = {view_root(o) for o in graph.outputs if o is not None}
+
     def rewrite(node: Node, rebuilt: Node) -> Node:
         if node.op is not Op.ADD or len(rebuilt.inputs) != 2:
             return rebuilt
         a, b = rebuilt.inputs
         for x, zero in ((a, b), (b, a)):
-            if _is_zero(zero) and x.op is not Op.INPUT and x.shape == node.shape \
-                    and x.dtype == node.dtype:
-                return x
+            if not _is_zero(zero) or x.shape != node.shape or x.dtype != node.dtype \
+                    or x.op is Op.INPUT:
+                continue
+            if node in returned and (x.op in GroupOp.VIEW or x in returned):
+                continue
+            return x
         return rebuilt
     return rewritten(graph, rewrite)
 
@@ -59,8 +65,10 @@ def _scalar(node: Node) -> Node | None:
 
 
 def _scaled(node: Node) -> tuple[Node, Node] | None:
-    """(x, s) when `node` is x * s with s one broadcast element and x of the product's dtype."""
-    if node.op is not Op.MUL or len(node.inputs) != 2:
+    """(x, s) when `node` is x * s with s one broadcast element and x of the product's dtype.
+    Not in fp16: a matmul of the unscaled x (or the other operand scaled) could pass fp16's
+    range where the product would not."""
+    if node.op is not Op.MUL or len(node.inputs) != 2 or node.dtype == torch.float16:
         return None
     for x, s in (node.inputs, node.inputs[::-1]):
         scalar = _scalar(s)

@@ -34,7 +34,8 @@ def cross_entropy_forward_grad_op(logits: torch.Tensor, targets: torch.Tensor,
     """(loss fp32 (), D = softmax - onehot (N, V) in the logits' dtype, factor fp32 ()):
     loss and gradient of the cross-entropy, the gradient divided by factor (1/n_valid for
     "mean", 0 when every target is ignored, as eager's gradient; 1 for "sum")."""
-    logits = logits if logits.stride(-1) == 1 else logits.contiguous()
+    if logits.stride(-1) != 1:       # (contiguous() keeps a (N, 1) view's stride of N)
+        logits = logits.clone(memory_format=torch.contiguous_format)
     loss_rows = torch.empty(logits.shape[0], device=logits.device, dtype=torch.float32)
     grad = torch.empty(logits.shape, device=logits.device, dtype=logits.dtype)
     cross_entropy_rows(logits, targets, loss_rows, ignore_index, write_grad=True, grad=grad)

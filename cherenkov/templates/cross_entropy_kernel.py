@@ -48,7 +48,8 @@ def cross_entropy_row(logits_ptr, stride_row, grad_ptr, grad_stride_row, targets
         else:
             x = tl.load(base + cols, mask=cols < V, other=-float("inf")).to(tl.float32)
         m_new = tl.maximum(m, tl.max(x, axis=0))
-        s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
+        m_ref = tl.where(m_new == -float("inf"), 0.0, m_new)   # a slice all -inf: no NaN
+        s = s * tl.exp(m - m_ref) + tl.sum(tl.exp(x - m_ref), axis=0)
         m = m_new
     lse = m + tl.log(s)
     target_logit = tl.load(base + safe_target).to(tl.float32)
@@ -99,6 +100,7 @@ def cross_entropy_rows(logits: torch.Tensor, targets: torch.Tensor, loss: torch.
     if rows == 0:
         return
     grad = logits if grad is None else grad
+    targets = targets.contiguous()              # the kernel reads targets[row] at unit stride
     assert logits.stride(1) == 1 and grad.stride(1) == 1, \
         "cross_entropy_rows needs unit stride along the vocabulary"
     assert grad.shape == logits.shape

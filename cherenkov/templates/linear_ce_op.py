@@ -22,9 +22,10 @@ def linear_cross_entropy_op(x: torch.Tensor, weight: torch.Tensor, bias: Optiona
     gradients of loss / factor; a gradient not needed is an empty tensor."""
     loss, gx, gw, gb, factor = fused_forward(x, weight, bias, targets, ignore_index, reduction,
                                              None, need_x, need_w, need_b)
-    empty = x.new_empty(0, dtype=torch.float32)
-    return (loss, empty.to(x.dtype) if gx is None else gx, empty if gw is None else gw,
-            empty if gb is None else gb, factor)
+    def empty(dtype):            # one tensor each: outputs of a custom op must not alias
+        return x.new_empty(0, dtype=dtype)
+    return (loss, empty(x.dtype) if gx is None else gx, empty(torch.float32) if gw is None
+            else gw, empty(torch.float32) if gb is None else gb, factor)
 
 
 @linear_cross_entropy_op.register_fake

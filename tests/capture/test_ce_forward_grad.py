@@ -113,3 +113,44 @@ def test_the_rows_kernel_under_each_launch_choice(launch):
     inplace = x.clone()                    # the LM head fusion's form: over the logits
     cross_entropy_rows(inplace, t, loss, -100, True, **launch)
     torch.testing.assert_close(inplace, want, rtol=1e-5, atol=1e-6)
+
+
+def test_strided_targets_and_slices_of_minus_infinity():
+    torch.manual_seed(0)
+    logits = torch.randn(6, 100, requires_grad=True)
+    t2 = torch.randint(40, 100, (6, 2))
+    masked = logits.masked_fill(torch.arange(100) < 40, float("-inf"))   # whole first slices
+    for x, t in ((logits, t2[:, 1]), (masked, t2[:, 0])):
+        ref = F.cross_entropy(x, t)
+        (want,) = torch.autograd.grad(ref, logits, retain_graph=True)
+        got = cross_entropy_forward_grad(x, t)
+        (grad,) = torch.autograd.grad(got, logits, retain_graph=True)
+        torch.testing.assert_close(got, ref)
+        torch.testing.assert_close(grad, want)
+
+
+def test_a_single_class_column_view():
+    x = torch.randn(1, 5).t().requires_grad_()           # (5, 1), strides (1, 5)
+    t = torch.zeros(5, dtype=torch.long)
+    got = cross_entropy_forward_grad(x, t)
+    (grad,) = torch.autograd.grad(got, x)
+    torch.testing.assert_close(got, F.cross_entropy(x, t))
+    torch.testing.assert_close(grad, torch.zeros(5, 1))
+
+
+def test_fp64_logits_stay_eager(caplog):
+    # the kernel's math is fp32: fp64 keeps eager's cross-entropy (and its precision)
+    assert not _run(Head(), "on", caplog, dtype=torch.float64, tol=1e-12)
+
+
+def test_fused_lm_head_without_input_gradient_or_bias():
+    # the fused op's unneeded gradients are distinct empty tensors (custom op outputs must
+    # not alias each other)
+    torch.manual_seed(0)
+    w, x, t = torch.randn(40, 16, requires_grad=True), torch.randn(48, 16), torch.randint(0, 40, (48,))
+    fn = lambda w, x, t: F.cross_entropy(F.linear(x, w), t)          # noqa: E731
+    torch._dynamo.reset()
+    got = cherenkov.compile(fn, strict=True, linear_ce="on", dynamic=False)(w, x, t)
+    ref = fn(w, x, t)
+    torch.testing.assert_close(got, ref)
+    torch.testing.assert_close(torch.autograd.grad(got, w)[0], torch.autograd.grad(ref, w)[0])

@@ -128,3 +128,15 @@ def test_looped_column_sums_of_16_bit_elements_are_pipelined():
     assert column_blocks(32 * 3072, 64, 2, h200).stages == 0
     fp32 = column_blocks(32 * 768, 512, 4, h200)
     assert fp32.stages == 0 and fp32.num_warps == 4
+
+
+def test_pipelined_column_tiles_fit_shared_memory_or_are_not_pipelined():
+    from cherenkov.codegen.blocks import column_blocks
+    h200 = hw.device("h200")
+    # eight fp32 inputs read beside a bf16 one: 64 x 64 tiles of them would need 256 KB staged
+    for staged in (4, 16, 32):
+        cfg = column_blocks(32 * 3072, 512, 2, h200, staged)
+        assert max(cfg.stages - 1, 0) * cfg.XBLOCK * cfg.RBLOCK * staged \
+            <= h200.sram_per_sm_bytes / 2
+    wide = column_blocks(32 * 3072, 512, 2, h200, 32)
+    assert (wide.stages, wide.RBLOCK, wide.num_warps) == (0, 32, 4)   # the unpipelined tile

@@ -104,3 +104,30 @@ def test_adding_zeros_is_dropped_but_not_onto_an_input():
     assert not [n for n in graph.nodes() if n.op is Op.ADD]
     graph = _lowered(input_plus_zeros, x)
     assert drop_zero_adds(graph) is graph
+
+
+def test_fp16_products_keep_their_scale():
+    # (x @ w) could pass fp16's range before a scale below 1 brings it back: left alone
+    x, w = torch.full((32, 64), 100., dtype=torch.half), torch.full((64, 4), 100., dtype=torch.half)
+
+    def fn(x, s, w):
+        return aten.mm.default(aten.mul.Tensor(x, s), w)
+    graph = _lowered(fn, x, torch.tensor(.01), w)
+    assert scale_through_matmuls(graph) is graph
+    got = cherenkov.compile(fn, strict=True, dynamic=False)(x, torch.tensor(.01), w)
+    assert torch.isfinite(got).all()
+    torch.testing.assert_close(got, fn(x, torch.tensor(.01), w))
+
+
+def test_zero_adds_never_make_an_output_an_input_view_or_another_output():
+    a, b = torch.randn(3, 4), torch.randn(4)
+    compile = lambda f: cherenkov.compile(f, strict=True, dynamic=False)   # noqa: E731
+    out = compile(lambda a: a[1:] + torch.zeros(2, 4))(a)
+    before = a.clone()
+    out.fill_(7.0)
+    torch.testing.assert_close(a, before)                # a fresh tensor, not a's rows
+    y1, y2 = compile(lambda a: (lambda y: (y, y + torch.zeros(3, 4)))(a * 2))(a)
+    assert y1.data_ptr() != y2.data_ptr()
+    out = compile(lambda b: b.expand(3, 4) + torch.zeros(3, 4))(b)
+    out.add_(1.0)                                         # writable: not an expanded view of b
+    torch.testing.assert_close(out, b.expand(3, 4) + 1)
