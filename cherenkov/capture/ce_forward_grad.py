@@ -16,9 +16,8 @@ from __future__ import annotations
 import logging
 
 import torch
-import torch.nn.functional as F
 
-from cherenkov.capture.linear_ce import _ce_arguments, _value
+from cherenkov.capture.linear_ce import _value, plain_cross_entropies
 
 log = logging.getLogger("cherenkov")
 
@@ -45,12 +44,8 @@ def use_ce_forward_grad(gm: torch.fx.GraphModule, mode: str) -> int:
         return 0
     from cherenkov.templates.ce_forward_grad_op import cross_entropy_forward_grad
     done = 0
-    for ce in list(gm.graph.nodes):
-        if not (ce.op == "call_function" and ce.target is F.cross_entropy):
-            continue
-        bound = _ce_arguments(ce)
-        if bound is None or not all(isinstance(bound.get(k), torch.fx.Node)
-                                    for k in ("input", "target")):
+    for ce, bound in plain_cross_entropies(gm):
+        if not isinstance(bound.get("target"), torch.fx.Node):
             continue
         logits, targets, out = _value(bound["input"]), _value(bound["target"]), _value(ce)
         if not all(isinstance(v, torch.Tensor) for v in (logits, targets, out)):

@@ -57,6 +57,18 @@ def _ce_arguments(ce: torch.fx.Node) -> dict | None:
     return bound if plain else None
 
 
+def plain_cross_entropies(gm: torch.fx.GraphModule):
+    """(node, arguments by name) of each F.cross_entropy call in `gm` in the plain forms the
+    fused ops compute, its input a graph value (a list: callers edit the graph)."""
+    found = []
+    for ce in gm.graph.nodes:
+        if ce.op == "call_function" and ce.target is F.cross_entropy:
+            bound = _ce_arguments(ce)
+            if bound is not None and isinstance(bound.get("input"), torch.fx.Node):
+                found.append((ce, bound))
+    return found
+
+
 def fuse_linear_cross_entropy(gm: torch.fx.GraphModule, mode: str, device_spec=None) -> int:
     """Rewrite every matching cross-entropy of `gm` in place; returns how many."""
     if mode == "off":
@@ -64,12 +76,7 @@ def fuse_linear_cross_entropy(gm: torch.fx.GraphModule, mode: str, device_spec=N
     from cherenkov.templates.linear_ce_op import fused_linear_cross_entropy
     from cherenkov.templates.linear_cross_entropy import should_fuse_linear_ce
     done = 0
-    for ce in list(gm.graph.nodes):
-        if not (ce.op == "call_function" and ce.target is F.cross_entropy):
-            continue
-        bound = _ce_arguments(ce)
-        if bound is None or not isinstance(bound.get("input"), torch.fx.Node):
-            continue
+    for ce, bound in plain_cross_entropies(gm):
         chain = _chain_to_linear(bound["input"])
         if chain is None:
             continue
