@@ -233,41 +233,37 @@ def _partition_fn(config: Config):
                              memory_budget=config.memory_budget)
 
 
-def _fuse_linear_cross_entropy(gm: torch.fx.GraphModule, example_inputs, config: Config):
-    """The LM head + cross-entropy rewrite (capture/linear_ce.py) on Dynamo's graph; a failure
-    leaves the graph as it was (the rewrite edits only once a match is complete)."""
-    if config.linear_ce == "off":
-        return
-    from cherenkov.capture.linear_ce import fuse_linear_cross_entropy
-    from cherenkov.hw import device_for_config
+def _cross_entropy_rewrite(gm: torch.fx.GraphModule, example_inputs, config: Config,
+                           mode: str, rewrite, what: str) -> None:
+    """One of the cross-entropy rewrites on Dynamo's graph: `rewrite(gm, mode, device)` under
+    mode "on", or "auto" on CUDA (off the GPU their Triton kernels would run interpreted); a
+    failure leaves the graph as it was (the rewrites edit only once a match is complete)."""
     from cherenkov.lowering.from_fx import graph_device
     device = graph_device(list(example_inputs))
-    if config.linear_ce == "auto" and device.type != "cuda":
-        return              # off the GPU its cross-entropy kernel would run interpreted
+    if mode == "off" or mode == "auto" and device.type != "cuda":
+        return
     try:
-        spec = device_for_config(config.device, device)
-        fuse_linear_cross_entropy(gm, config.linear_ce, spec)
+        rewrite(gm, mode, device)
     except Exception as e:  # noqa: BLE001
         if config.strict:
             raise
-        log.warning("cherenkov: LM head + cross-entropy not fused: %s: %s", type(e).__name__, e)
+        log.warning("cherenkov: %s: %s: %s", what, type(e).__name__, e)
 
 
-def _ce_forward_grad(gm: torch.fx.GraphModule, example_inputs, config: Config):
-    """The cross-entropies left unfused make their gradient in the forward
-    (capture/ce_forward_grad.py); a failure leaves the graph as it was."""
-    from cherenkov.lowering.from_fx import graph_device
-    if config.ce_forward_grad == "off" or config.ce_forward_grad == "auto" \
-            and graph_device(list(example_inputs)).type != "cuda":
-        return              # off the GPU its kernel would run interpreted
+def _cross_entropy_rewrites(gm: torch.fx.GraphModule, example_inputs, config: Config):
+    """The LM head + cross-entropy fusion (capture/linear_ce.py), then, for the
+    cross-entropies it left, the gradient made in the forward (capture/ce_forward_grad.py)."""
     from cherenkov.capture.ce_forward_grad import use_ce_forward_grad
-    try:
-        use_ce_forward_grad(gm, config.ce_forward_grad)
-    except Exception as e:  # noqa: BLE001
-        if config.strict:
-            raise
-        log.warning("cherenkov: cross-entropy gradient not moved to the forward: %s: %s",
-                    type(e).__name__, e)
+    from cherenkov.capture.linear_ce import fuse_linear_cross_entropy
+    from cherenkov.hw import device_for_config
+
+    def fuse(gm, mode, device):
+        fuse_linear_cross_entropy(gm, mode, device_for_config(config.device, device))
+    _cross_entropy_rewrite(gm, example_inputs, config, config.linear_ce, fuse,
+                           "LM head + cross-entropy not fused")
+    _cross_entropy_rewrite(gm, example_inputs, config, config.ce_forward_grad,
+                           lambda gm, mode, device: use_ce_forward_grad(gm, mode),
+                           "cross-entropy gradient not moved to the forward")
 
 
 def _flex_attention(gm: torch.fx.GraphModule, config: Config):
@@ -328,8 +324,7 @@ def cherenkov_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | 
             and not config.interpret:
         from cherenkov.runtime import parallel_compile
         parallel_compile.warm(config.compile_workers)   # workers start while AOT traces
-    _fuse_linear_cross_entropy(gm, example_inputs, config)
-    _ce_forward_grad(gm, example_inputs, config)
+    _cross_entropy_rewrites(gm, example_inputs, config)
     _flex_attention(gm, config)
     try:
         return _returned(gm, aot_module_simplified(

@@ -5,11 +5,11 @@ gradient becomes the cross-entropy that makes its gradient in the forward pass
 Runs after the LM head + cross-entropy fusion (`linear_ce.py`), for the cross-entropies it
 left: logits the model also returns, logits not made by a linear, or the fusion declined.
 Config `ce_forward_grad`: "auto" on CUDA graphs (off the GPU the op's Triton kernel would run
-in the interpreter), "on" every match, "off" none. Matched: class-index targets (N,) int64 against
-logits (N, V) in fp32, bf16 or fp16 (the kernel's math is fp32: fp64 stays eager's), no class weights, no label smoothing, reduction "mean" or "sum". An upcast of
-half-precision logits to fp32 right before the cross-entropy is dropped (the kernel computes
-in fp32 anyway; the gradient is then kept in the logits' own dtype, as eager's cast back
-gives it).
+in the interpreter), "on" every match, "off" none. Matched: class-index targets (N,) int64
+against logits (N, V) in fp32, bf16 or fp16 (the kernel's math is fp32: fp64 stays eager's),
+no class weights, no label smoothing, reduction "mean" or "sum". An upcast of half-precision
+logits to fp32 right before the cross-entropy is dropped (the kernel computes in fp32 anyway;
+the gradient is then kept in the logits' own dtype, as eager's cast back gives it).
 """
 from __future__ import annotations
 

@@ -22,6 +22,7 @@ import torch
 
 from cherenkov.ir.graph import Graph, Node, numel, rewritten, view_root
 from cherenkov.ir.ops import GroupOp, Op
+from cherenkov.lowering.context import LoweringContext
 
 aten = torch.ops.aten
 MATMULS = (aten.mm.default, aten.mm.dtype, aten.bmm.default)
@@ -108,22 +109,6 @@ def _cheaper(mm: Node, scaled) -> tuple[int | None, int]:
     return best
 
 
-def _broadcast(scalar: Node, like: Node) -> Node:
-    """`scalar` as `like`'s dtype, broadcast to its shape."""
-    if scalar.op is Op.CONST:
-        return Node(Op.CONST, (), scalar.args, like.meta.replace(shape=(), stride=None,
-                                                                 storage_offset=0))
-    meta = scalar.meta.replace(stride=None, storage_offset=0)
-    rank = len(like.shape)
-    if scalar.shape != (1,) * rank:
-        meta = meta.replace(shape=(1,) * rank)
-        scalar = Node(Op.RESHAPE, (scalar,), (meta.shape,), meta)
-    if scalar.dtype != like.dtype:
-        meta = meta.replace(dtype=like.dtype)
-        scalar = Node(Op.CAST, (scalar,), (like.dtype,), meta)
-    return Node(Op.EXPAND, (scalar,), (like.shape,), meta.replace(shape=like.shape))
-
-
 def scale_through_matmuls(graph: Graph) -> Graph:
     graph = drop_zero_adds(graph)
     users = graph.users()
@@ -149,28 +134,19 @@ def scale_through_matmuls(graph: Graph) -> Graph:
             x, s = unscaled[node.inputs[0]]
             unscaled[node] = (rebuilt.replace(inputs=(x,)), s)
         elif node.op is Op.MATMUL and any(i in unscaled for i in node.inputs):
+            ctx = LoweringContext(node.meta.device)     # builds x * s as lowering does
             scale, inputs = None, list(rebuilt.inputs)
             for k, i in enumerate(node.inputs):
                 if i in unscaled:
                     inputs[k], s = unscaled[i]
-                    scale = s if scale is None else _product(scale, s)
+                    scale = s if scale is None else ctx.pointwise(Op.MUL, [scale, s],
+                                                                  scale.dtype)
             where, _ = _cheaper(node, {k for k, i in enumerate(node.inputs) if i in unscaled})
-            if where is not None:
-                other = inputs[where]       # the smaller operand takes the scale
-                inputs[where] = Node(Op.MUL, (other, _broadcast(scale, other)), (),
-                                     other.meta.replace(stride=None, storage_offset=0))
+            if where is not None:       # the smaller operand takes the scale
+                inputs[where] = ctx.pointwise(Op.MUL, [inputs[where], scale],
+                                              inputs[where].dtype)
                 return rebuilt.replace(inputs=tuple(inputs))
             product = rebuilt.replace(inputs=tuple(inputs))
-            out = node.meta.replace(stride=None, storage_offset=0)
-            return Node(Op.MUL, (product, _broadcast(scale, product)), (), out)
+            return ctx.pointwise(Op.MUL, [product, scale], product.dtype)
         return rebuilt
     return rewritten(graph, rewrite)
-
-
-def _product(a: Node, b: Node) -> Node:
-    """Two one-element scales (both operands of one matmul scaled) as one."""
-    b = b if b.shape == a.shape else Node(Op.RESHAPE, (b,), (a.shape,), b.meta.replace(
-        shape=a.shape, stride=None))
-    if b.dtype != a.dtype:
-        b = Node(Op.CAST, (b,), (a.dtype,), b.meta.replace(dtype=a.dtype))
-    return Node(Op.MUL, (a, b), (), a.meta.replace(stride=None, storage_offset=0))
