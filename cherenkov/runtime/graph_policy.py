@@ -13,8 +13,8 @@ plan's buffers stay reserved in the graph's private pool between calls. So under
   (`PoolBudget`), and
 * it is launch-bound, measured: its last warm-up call (the third; the second checks each
   kernel's direct launch and measures nothing) runs from an idle GPU and the host's
-  time issuing the launches is at least `HOST_FRACTION` of the GPU's time running them
-  (`judge`). Measured, because the host's cost per step is this runtime's Python on this
+  time issuing the launches is at least `HOST_FRACTION` of the GPU's time running them, or
+  short of it by at most a launch's latency (`LATENCY_SLACK_S`; `judge`). Measured, because the host's cost per step is this runtime's Python on this
   host's CPU, which no preset knows; the roofline estimate (`estimate`: steps x the device's
   launch overhead vs the kernels' and library calls' predicted time) is logged beside it.
 
@@ -41,6 +41,9 @@ HOST_FRACTION = 0.75       # graph when host issue time >= this fraction of the 
                            # (H200: plans graphed with a gain measured 0.86-0.92; GPT-2's
                            # backward at 0.55 was graphed at 0.5, for 1.3 GB more peak memory
                            # and no faster step: `2026-11-30_train_gpt2_h200_2cfa4ab.md`),
+LATENCY_SLACK_S = 40e-6    # or when the GPU's time exceeds the host's by no more than one
+                           # launch's latency and a short last kernel (a 2-kernel plan on the
+                           # H200: host 77 us, GPU 104 us from idle -- 0.74 -- yet all launch)
 POOL_FRACTION = 0.01       # the plan's working set is at most this share of device memory
 TOTAL_FRACTION = 0.05      # and all auto-graphed plans' pools stay within this share
 POOL_GRAIN = 2 << 20       # a pool reserves its allocator segments: 2 MiB at the least
@@ -215,8 +218,9 @@ def decide(plan: PlanEstimate, mode: str, spec, on_cuda: bool, device=None,
 
 def judge(host_s: float, device_s: float) -> GraphDecision:
     """The measured verdict: launch-bound when issuing the launches took the host at least
-    HOST_FRACTION of the time the GPU took (from idle) to run them."""
+    HOST_FRACTION of the time the GPU took (from idle) to run them, or all but LATENCY_SLACK_S
+    of it (a small plan's GPU time from idle is its host time plus a fixed latency)."""
     figures = f"host {host_s * 1e6:.0f} us issuing, GPU {device_s * 1e6:.0f} us, measured"
-    if host_s >= HOST_FRACTION * device_s:
+    if host_s >= HOST_FRACTION * device_s or device_s - host_s <= LATENCY_SLACK_S:
         return GraphDecision(True, f"launch-bound ({figures})")
     return GraphDecision(False, f"GPU-bound ({figures})")

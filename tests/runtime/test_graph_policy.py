@@ -42,6 +42,13 @@ def test_the_measured_verdict():
     assert judge(edge * 1e-3, 1e-3).use and not judge(edge * 0.99e-3, 1e-3).use
 
 
+def test_a_small_plan_short_of_the_fraction_by_a_launch_latency_is_launch_bound():
+    # a 2-kernel plan on the H200 (tests/gpu): host 77 us vs GPU 104 us from idle, 0.74
+    assert judge(host_s=77e-6, device_s=104e-6).use
+    slack = graph_policy.LATENCY_SLACK_S
+    assert judge(100e-6, 100e-6 + 0.9 * slack).use and not judge(100e-6, 100e-6 + 1.5 * slack).use
+
+
 def test_predicted_gpu_time_counts_matmul_flops():
     small, _ = _plan(lambda x, w: x @ w, torch.randn(16, 32), torch.randn(32, 16))
     big, _ = _plan(lambda x, w: x @ w, torch.randn(256, 512), torch.randn(512, 256))
