@@ -199,11 +199,15 @@ def caller_outputs(gm: torch.fx.GraphModule) -> None:
         gm.meta["cherenkov_caller_outputs"] = count + len(getattr(meta, "tokens", None) or ())
 
 
-def _make_compiler(config: Config, kind: str):
+def _make_compiler(config: Config, kind: str, group=None):
+    """AOTAutograd's compiler for `kind` graphs; `group`: the CUDA graph pool a forward and its
+    backward share (runtime/cuda_graphs.PoolGroup)."""
     counter = [0]
 
     def compiler(gm: torch.fx.GraphModule, example_inputs):
         counter[0] += 1
+        if group is not None:
+            gm.meta["cherenkov_pool_group"] = group
         if kind == "forward":
             caller_outputs(gm)
         fn = ShapeSpecialized(gm, config, f"{kind}{counter[0]}")
@@ -326,11 +330,13 @@ def cherenkov_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | 
         parallel_compile.warm(config.compile_workers)   # workers start while AOT traces
     _cross_entropy_rewrites(gm, example_inputs, config)
     _flex_attention(gm, config)
+    from cherenkov.runtime.cuda_graphs import PoolGroup
+    pool = PoolGroup()
     try:
         return _returned(gm, aot_module_simplified(
             gm, example_inputs,
-            fw_compiler=_make_compiler(config, "forward"),
-            bw_compiler=_make_compiler(config, "backward"),
+            fw_compiler=_make_compiler(config, "forward", pool),
+            bw_compiler=_make_compiler(config, "backward", pool),
             inference_compiler=_make_compiler(config, "inference"),
             decompositions=decomposition_table(),
             partition_fn=_partition_fn(config),

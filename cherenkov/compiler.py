@@ -152,9 +152,13 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
             plan = graph_policy.estimate(compiled, spec)
         except Exception as e:  # noqa: BLE001 -- advisory: it never costs the compiled graph
             plan.blockers.append(f"no estimate ({type(e).__name__}: {e})")
-    info.cuda_graphs = graph_policy.decide(plan, config.cuda_graphs, spec, on_cuda, device)
+    # a training graph's forward and backward: one CUDA graph pool (cuda_graphs.PoolGroup)
+    group = getattr(gm, "meta", {}).get("cherenkov_pool_group")
+    info.cuda_graphs = graph_policy.decide(plan, config.cuda_graphs, spec, on_cuda, device,
+                                           shared=group is not None)
     log.info("cherenkov [%s] CUDA graphs %s", name, info.cuda_graphs)
-    if info.cuda_graphs.measure:         # its pool share goes back with it, or if judged off
+    release = lambda: None  # noqa: E731
+    if info.cuda_graphs.measure and group is None:   # its pool share goes back with it
         release = graph_policy.POOLS.held_by(compiled, device, plan)
     if info.cuda_graphs.use:
         # a forward runs normally for `warmup` calls (the last one timed and judged when
@@ -164,13 +168,21 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
         # the same replay buffers twice, so the saved activations it reads are read in place
         warmup = 3 if info.cuda_graphs.measure else 1
         judge = None
-        if info.cuda_graphs.measure:
+        backward = name.startswith("backward")
+        if info.cuda_graphs.measure and group is None:
             def judge(host_s, device_s, info=info, release=release):
                 info.cuda_graphs = graph_policy.judge(host_s, device_s)
                 if not info.cuda_graphs.use:
                     release()
                 return info.cuda_graphs
-        compiled.use_cuda_graphs(warmup + 2 if name.startswith("backward") else warmup, judge)
+        elif info.cuda_graphs.measure:
+            def judge(host_s, device_s, info=info, pool_bytes=plan.pool_bytes):
+                info.cuda_graphs = graph_policy.judge_pair(
+                    host_s, device_s, backward, group.verdict, pool_bytes, spec)
+                if not backward:
+                    group.verdict = info.cuda_graphs
+                return info.cuda_graphs
+        compiled.use_cuda_graphs(warmup + 2 if backward else warmup, judge, group)
     if config.dump_dir:
         try:
             _dump(Path(config.dump_dir) / name, gm, lowered, graph, fusion, sources, info)

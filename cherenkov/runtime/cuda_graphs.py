@@ -15,6 +15,15 @@ what they were right after capture); if someone does -- a loss kept across steps
 before one backward -- that call runs the plan without the graph, so an output is never
 overwritten under its holder. If capture fails (a sync inside an extern op, say), the plan runs
 without graphs, with the reason logged.
+
+A training graph's forward and backward capture into one memory pool (`PoolGroup`), as
+torch's CUDA-graph trees do: the backward's capture reuses the blocks the forward freed (its
+transient buffers), so graphing both holds about what the step holds without graphs, not the
+two working sets side by side. Sharing has a rule: a plan's replay may overwrite whatever a
+later capture in the pool placed on its freed blocks, and the outputs of earlier captures that
+nobody held when it was captured. So before each replay the plan also checks that those are
+not held now (the gradients a backward returned, released by the optimizer's zero_grad before
+the next forward); if they are (gradient accumulation), it runs without the graph.
 """
 from __future__ import annotations
 
@@ -27,6 +36,9 @@ log = logging.getLogger("cherenkov")
 
 MAX_CAPTURES = 4
 MAX_OFFSET_WASTE = 64 << 20     # bytes a copied input's storage offset may cost its copy
+MAX_FALLBACKS = 3               # calls in a row run without the graph before it is given up
+COPY_OUT_ELEMENTS = 16          # outputs this small are returned as copies (a loss kept
+                                # from one step to the next does not stop the replays)
 
 
 def storage_uses(tensors) -> list[int]:
@@ -71,9 +83,55 @@ def _uncopyable(t: torch.Tensor) -> str | None:
     return None
 
 
+def _held(tensors, baseline) -> bool:
+    return storage_uses(tensors) != baseline
+
+
+class PoolGroup:
+    """The graphed plans sharing one CUDA graph memory pool (a forward and its backward), in
+    capture order, and the forward's verdict for its backward to follow."""
+
+    def __init__(self):
+        self.handles: dict = {}          # device index -> pool handle
+        self.members: list = []          # GraphedPlans with a live graph, by capture order
+        self.verdict = None              # the forward's measured GraphDecision, once judged
+
+    def handle(self, device_index: int):
+        if device_index not in self.handles:
+            self.handles[device_index] = torch.cuda.graph_pool_handle()
+        return self.handles[device_index]
+
+    def captured(self, plan: "GraphedPlan") -> None:
+        """`plan` has just captured (again): it is the latest member. Its capture may have
+        reused the blocks of earlier members' outputs that nobody held: those are watched."""
+        self.forget(plan)
+        plan.reusable = [o for m in self.members for o, u, b
+                         in zip(m.owned, storage_uses(m.owned), m.baseline) if u == b]
+        plan.reusable_baseline = storage_uses(plan.reusable)
+        self.members.append(plan)
+
+    def forget(self, plan: "GraphedPlan") -> None:
+        if plan in self.members:
+            self.members.remove(plan)
+        ids = {id(o) for o in plan.owned}
+        for m in self.members:          # its old outputs are no longer anyone's concern
+            keep = [(o, b) for o, b in zip(m.reusable, m.reusable_baseline) if id(o) not in ids]
+            m.reusable, m.reusable_baseline = [o for o, _ in keep], [b for _, b in keep]
+
+    def clash(self, plan: "GraphedPlan") -> str | None:
+        """Why replaying `plan` now would overwrite a tensor someone holds, or None."""
+        if plan.reusable and _held(plan.reusable, plan.reusable_baseline):
+            return "an output of an earlier capture in its pool is held"
+        later = self.members[self.members.index(plan) + 1:] if plan in self.members else []
+        for m in later:
+            if _held(m.owned, m.baseline):
+                return f"an output of {m.name} (same pool) is held"
+        return None
+
+
 class GraphedPlan:
     def __init__(self, run_plan, name: str, warmup: int = 1, judge=None,
-                 device_index: int | None = None):
+                 device_index: int | None = None, group: PoolGroup | None = None):
         self.run_plan = run_plan        # callable(list of inputs) -> list of outputs
         self.name = name
         # the plan's GPU: timing, capture and replay run with it current (the plan launches
@@ -98,6 +156,11 @@ class GraphedPlan:
         self.static_outputs: list = []
         self.owned: list = []           # outputs in the graph's pool (not inputs passed through)
         self.baseline: list[int] = []
+        self.group = group              # the pool shared with its forward / backward, if any
+        self.reusable: list = []        # earlier captures' outputs unheld at this capture
+        self.reusable_baseline: list[int] = []
+        self.fallbacks = 0              # calls in a row run beside the graph (held outputs)
+        self.copied_out: set = set()    # tiny outputs returned as copies (a loss), not watched
 
     def __call__(self, inputs: list):
         if self.disabled or torch.cuda.is_current_stream_capturing():
@@ -118,12 +181,13 @@ class GraphedPlan:
             return self.run_plan(inputs)
         if self.graph is None:
             return self._run_and_capture(inputs, ptrs)
-        elif storage_uses(self.owned) != self.baseline:
-            if not self.held_logged:
-                log.info("cherenkov: %s: an output of the previous replay is still held; "
-                         "running without the CUDA graph while it is", self.name)
-                self.held_logged = True
-            return self.run_plan(inputs)
+        held = "an output of the previous replay is still held" \
+            if storage_uses(self.owned) != self.baseline else None
+        if held is None and self.group is not None:
+            held = self.group.clash(self)
+        if held is not None:
+            return self._run_beside(inputs, held)
+        self.fallbacks = 0
         for i, t in enumerate(inputs):
             if not isinstance(t, torch.Tensor):
                 continue
@@ -138,7 +202,25 @@ class GraphedPlan:
         self.replays += 1
         # fresh tensors on the graph's buffers (not marked as views): whoever holds one adds
         # to its storage's use count, which is what the check above reads
-        return [o.detach() if isinstance(o, torch.Tensor) else o for o in self.static_outputs]
+        return [o.clone() if i in self.copied_out else
+                o.detach() if isinstance(o, torch.Tensor) else o
+                for i, o in enumerate(self.static_outputs)]
+
+    def _run_beside(self, inputs: list, why: str) -> list:
+        """This call runs without the graph (replaying would overwrite a tensor someone
+        holds). A graph that keeps being bypassed is given up, so that its pool is not held
+        beside the memory the plain runs take."""
+        self.fallbacks += 1
+        if self.fallbacks >= MAX_FALLBACKS:
+            log.info("cherenkov: %s: %s on %d calls in a row; CUDA graph given up", self.name,
+                     why, self.fallbacks)
+            self._release()
+            self.disabled = True
+        elif not self.held_logged:
+            log.info("cherenkov: %s: %s; running without the CUDA graph while it is",
+                     self.name, why)
+            self.held_logged = True
+        return self.run_plan(inputs)
 
     def _timed(self, inputs: list) -> list:
         """Run the plan from an idle GPU, timing the host's issue of its launches and the GPU's
@@ -158,7 +240,10 @@ class GraphedPlan:
         return outs
 
     def _release(self) -> None:
+        if self.group is not None:
+            self.group.forget(self)
         self.graph, self.static_inputs, self.static_outputs, self.owned = None, [], [], []
+        self.reusable, self.reusable_baseline = [], []
 
     def _run_and_capture(self, inputs, ptrs) -> list:
         """This call's result, computed by running the plan as usual; then the capture.
@@ -191,7 +276,9 @@ class GraphedPlan:
         outs = self.run_plan(inputs)
         try:
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
+            pool = None if self.group is None else \
+                self.group.handle(torch.cuda.current_device())
+            with torch.cuda.graph(graph, pool=pool):
                 outputs = self.run_plan(list(self.static_inputs))
         except Exception as e:  # noqa: BLE001 -- capture is an optimization, never a failure
             log.warning("cherenkov: CUDA graph capture of %s failed (%s); running without",
@@ -212,14 +299,20 @@ class GraphedPlan:
         # each replay overwrites -- are
         callers = {p for p, keep in zip(self.input_storages, self.static_slots)
                    if keep and p is not None}
-        seen, self.owned = set(), []
-        for o in outputs:
+        seen, self.owned, self.copied_out = set(), [], set()
+        for i, o in enumerate(outputs):
             if isinstance(o, torch.Tensor):
                 key = o.untyped_storage().data_ptr()
-                if key not in callers and key not in seen:
+                if key in callers:
+                    continue
+                if o.numel() <= COPY_OUT_ELEMENTS and not o._is_view():
+                    self.copied_out.add(i)
+                elif key not in seen:
                     seen.add(key)
                     self.owned.append(o)
         self.baseline = storage_uses(self.owned)
+        if self.group is not None:
+            self.group.captured(self)
         log.info("cherenkov: %s captured (capture %d): %d inputs read in place, %d copied "
                  "before each replay (%.1f MB)", self.name, self.captures,
                  sum(self.static_slots), len(copied),

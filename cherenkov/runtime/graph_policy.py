@@ -190,10 +190,13 @@ POOLS = PoolBudget()
 
 
 def decide(plan: PlanEstimate, mode: str, spec, on_cuda: bool, device=None,
-           pools: PoolBudget = POOLS) -> GraphDecision:
+           pools: PoolBudget = POOLS, shared: bool = False) -> GraphDecision:
     """Graph the plan or not, under `mode` in {"auto", "on", "off"}, with the reason. An auto
     decision to measure takes the plan's pool share from `pools` (for `device`); the caller
-    gives it back if the plan is judged GPU-bound or goes away."""
+    gives it back if the plan is judged GPU-bound or goes away. A `shared` plan (a training
+    graph's forward or backward, one pool for both: cuda_graphs.PoolGroup) is measured whatever
+    its working set: graphed together, the pair holds about what the step holds without graphs
+    (`judge_pair` decides)."""
     if mode == "off":
         return GraphDecision(False, "cuda_graphs='off'")
     if not on_cuda:
@@ -204,6 +207,9 @@ def decide(plan: PlanEstimate, mode: str, spec, on_cuda: bool, device=None,
                f"{plan.device_s * 1e6:.0f} us predicted, working set {plan.pool_bytes / 2**20:.1f} MiB")
     if mode == "on":
         return GraphDecision(True, f"cuda_graphs='on' ({figures})")
+    if shared:
+        return GraphDecision(True, f"capturable; a warm-up call is timed, pool shared with its "
+                                   f"forward/backward ({figures})", measure=True)
     if plan.pool_bytes > POOL_FRACTION * spec.memory_bytes:
         return GraphDecision(False, f"its buffers would stay reserved ({figures}; over "
                                     f"{POOL_FRACTION:.0%} of device memory)")
@@ -224,3 +230,21 @@ def judge(host_s: float, device_s: float) -> GraphDecision:
     if host_s >= HOST_FRACTION * device_s or device_s - host_s <= LATENCY_SLACK_S:
         return GraphDecision(True, f"launch-bound ({figures})")
     return GraphDecision(False, f"GPU-bound ({figures})")
+
+
+def judge_pair(host_s: float, device_s: float, backward: bool, forward_verdict,
+               pool_bytes: int, spec) -> GraphDecision:
+    """The measured verdict for a plan sharing its pool with its pair. A forward: `judge`.
+    A backward follows a graphed forward (the two graphs then hold one step's memory, and the
+    backward's replay also drops the GPU's gaps between its hundreds of launches: GPT-2 on the
+    H200, both graphed, 30.4 vs 30.8 ms a step); else it is graphed alone only if `judge`
+    says launch-bound and its working set is within POOL_FRACTION of device memory."""
+    own = judge(host_s, device_s)
+    if not backward:
+        return own
+    if forward_verdict is not None and forward_verdict.use:
+        return GraphDecision(True, f"its forward is graphed; one pool ({own.reason})")
+    if own.use and pool_bytes > POOL_FRACTION * spec.memory_bytes:
+        return GraphDecision(False, f"its forward is not graphed and its buffers would stay "
+                                    f"reserved ({pool_bytes / 2**20:.0f} MiB; {own.reason})")
+    return own

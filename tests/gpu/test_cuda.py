@@ -144,6 +144,35 @@ def test_cuda_graph_training_steps_match_and_backward_reads_saved_activations_in
     read_in_place = [keep for keep, s in zip(backward.static_slots, backward.input_storages)
                      if s in made_by_forward]
     assert read_in_place and all(read_in_place)
+    assert forward.group is not None and forward.group is backward.group   # one pool
+
+
+@pytest.mark.parametrize("mode,hold", [("on", False), ("on", True), ("auto", False)])
+def test_cuda_graphs_sharing_a_pool_keep_accumulated_gradients_and_held_outputs(mode, hold):
+    """Forward and backward share one pool, so a forward replay may write where the backward
+    put its gradients: with gradients accumulated over micro-steps (held between them) and,
+    with `hold`, every step's first output kept, every gradient and output still matches
+    eager's."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(),
+                                torch.nn.Linear(256, 64)).cuda()
+    ref = copy.deepcopy(model)
+    graphed = cherenkov.compile(model, strict=True, cuda_graphs=mode)
+    kept, kept_ref = [], []
+    for step in range(6):
+        for micro in range(1 + step % 3):              # 1, 2 or 3 micro-steps
+            x = torch.randn(32, 64, device="cuda")
+            out, out_ref = graphed(x), ref(x)
+            out.square().mean().backward()
+            out_ref.square().mean().backward()
+            if micro == 0 and hold:
+                kept.append(out)
+                kept_ref.append(out_ref)
+        for p, q in zip(model.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+            p.grad = q.grad = None
+    for out, out_ref in zip(kept, kept_ref):
+        torch.testing.assert_close(out, out_ref, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("norm", ["rms", "layer"])

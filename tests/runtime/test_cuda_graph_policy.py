@@ -45,8 +45,9 @@ class _FakeGraph:
 
 
 class _Capture:
-    def __init__(self, graph):
+    def __init__(self, graph, pool=None):
         self.graph = graph
+        self.pool = pool
 
     def __enter__(self):
         _FakeGraph.capturing = self.graph
@@ -77,6 +78,8 @@ def _fake_cuda(monkeypatch):
     monkeypatch.setattr(torch.cuda, "Event", _FakeEvent)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    monkeypatch.setattr(torch.cuda, "graph_pool_handle", lambda: object())
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
 
 
 def _adding_plan(state):
@@ -207,3 +210,164 @@ def test_a_moving_input_far_into_its_storage_is_not_captured(monkeypatch):
         torch.testing.assert_close(state, torch.full((3,), float(sum(range(1, i + 2)))))
         del out
     assert plan.disabled and plan.graph is None
+
+
+N = 32          # elements: over cuda_graphs.COPY_OUT_ELEMENTS (tinier outputs are copied out)
+
+
+def _by_address(t):
+    """t's memory as a tensor that holds no reference to t's storage (a captured graph reads
+    its inputs by address: it must not count as their holder)."""
+    import ctypes
+    return torch.frombuffer((ctypes.c_float * t.numel()).from_address(t.data_ptr()),
+                            dtype=torch.float32)
+
+
+def _mapping_plan(fn, n_out=1):
+    """A plan computing fn(inputs) into fresh outputs (written on replay when captured)."""
+    def run_plan(inputs):
+        args = list(inputs)
+        inputs.clear()
+        outs = [torch.empty(N) for _ in range(n_out)]
+        if _FakeGraph.capturing is not None:
+            args = [_by_address(a) for a in args]
+
+        def apply():
+            for o, v in zip(outs, fn(*args)):
+                o.copy_(v)
+        if _FakeGraph.capturing is not None:
+            _FakeGraph.capturing.recorded.append(apply)
+        else:
+            apply()
+        return outs
+    return run_plan
+
+
+def _full(v):
+    return torch.full((N,), float(v))
+
+
+def _pair(monkeypatch):
+    """A forward (x -> act, logits) and its backward (act -> grad) sharing one pool: the
+    forward captured on its 2nd call and replaying from the 3rd, the backward captured on its
+    4th, reading the forward's replayed activation in place (as compiler.py times them)."""
+    from cherenkov.runtime import cuda_graphs
+    _fake_cuda(monkeypatch)
+    monkeypatch.setattr(_FakeGraph, "replays", 0)
+    group = cuda_graphs.PoolGroup()
+    fwd = cuda_graphs.GraphedPlan(_mapping_plan(lambda x: (x * 2, x + 10), 2), "forward",
+                                  warmup=1, group=group)
+    bwd = cuda_graphs.GraphedPlan(_mapping_plan(lambda a: (a + 1,)), "backward", warmup=3,
+                                  group=group)
+    for _ in range(4):
+        act, logits = fwd([_full(1)])
+        del logits                            # not held while the backward runs
+        grad, = bwd([act])
+        torch.testing.assert_close(grad, _full(3))
+        del act, grad
+    assert fwd.graph is not None and bwd.graph is not None
+    assert group.members == [fwd, bwd] and bwd.static_slots == [True]
+    return fwd, bwd
+
+
+def test_a_forward_does_not_replay_over_its_backwards_held_outputs(monkeypatch):
+    """The backward's capture may place its gradients on blocks the forward's replay writes:
+    while a gradient is held (accumulation), the forward runs without its graph; once it is
+    let go, the forward replays again."""
+    fwd, bwd = _pair(monkeypatch)
+    act, logits = fwd([_full(3)])
+    del logits
+    grad, = bwd([act])
+    del act
+    replays = _FakeGraph.replays
+    act2, logits2 = fwd([_full(5)])                 # grad still held
+    assert _FakeGraph.replays == replays
+    torch.testing.assert_close(act2, _full(10))
+    torch.testing.assert_close(grad, _full(7))
+    del grad, act2, logits2
+    out = fwd([_full(3)])
+    assert _FakeGraph.replays == replays + 1
+    torch.testing.assert_close(out[0], _full(6))
+
+
+def test_a_backward_does_not_replay_over_a_forward_output_unheld_at_its_capture(monkeypatch):
+    """The logits were let go before the backward's capture, so the backward may have reused
+    their block: a caller who keeps them through the backward gets a backward run without its
+    graph, and the logits intact."""
+    fwd, bwd = _pair(monkeypatch)
+    assert any(t is fwd.owned[1] for t in bwd.reusable)     # the logits' buffer
+    act, logits = fwd([_full(2)])
+    replays = _FakeGraph.replays
+    grad, = bwd([act])
+    assert _FakeGraph.replays == replays                     # logits held: no replay
+    torch.testing.assert_close(grad, _full(5))
+    torch.testing.assert_close(logits, _full(12))
+    del logits, grad, act
+    act, logits = fwd([_full(2)])
+    del logits
+    grad, = bwd([act])
+    assert _FakeGraph.replays == replays + 2                 # forward and backward replayed
+
+
+def test_a_recaptured_member_becomes_the_latest_in_its_pool(monkeypatch):
+    """A forward that captures again takes blocks free now -- possibly the backward's
+    outputs' -- so it moves after the backward, whose watch drops its old outputs; the backward
+    then sees its input moved, captures again and is the latest once more."""
+    fwd, bwd = _pair(monkeypatch)
+    fwd._release()
+    assert fwd not in fwd.group.members and not bwd.reusable
+    group = fwd.group
+    # the forward captures again (the latest); the backward sees its input moved and lets go
+    # of its graph; next call it captures again, reading the new replay buffers in place
+    for after_fwd, after_bwd in (([bwd, fwd], [fwd]), ([fwd], [fwd, bwd])):
+        act, logits = fwd([_full(1)])
+        del logits
+        assert group.members == after_fwd
+        grad, = bwd([act])
+        assert group.members == after_bwd
+        torch.testing.assert_close(grad, _full(3))
+        del act, grad
+    replays = _FakeGraph.replays
+    act, logits = fwd([_full(1)])
+    del logits
+    grad, = bwd([act])
+    assert _FakeGraph.replays == replays + 2
+
+
+def test_a_tiny_output_is_copied_out_and_a_graph_bypassed_on_every_call_is_given_up(
+        monkeypatch):
+    """A loss (tiny) kept from one step into the next call does not stop the replays: it is
+    returned as a copy. A big output kept across calls makes each call run without the graph;
+    after MAX_FALLBACKS such calls in a row the graph (and its pool) is given up."""
+    from cherenkov.runtime import cuda_graphs
+    _fake_cuda(monkeypatch)
+    monkeypatch.setattr(_FakeGraph, "replays", 0)
+
+    def run_plan(inputs):
+        x, = inputs
+        inputs.clear()
+        loss, big = torch.empty(()), torch.empty(N)
+
+        def apply():
+            loss.copy_(x.sum())
+            big.copy_(x * 2)
+        if _FakeGraph.capturing is not None:
+            _FakeGraph.capturing.recorded.append(apply)
+        else:
+            apply()
+        return [loss, big]
+    plan = cuda_graphs.GraphedPlan(run_plan, "forward", warmup=1)
+    losses = []
+    for i in range(5):
+        loss, big = plan([_full(i)])
+        losses.append(loss)                         # every loss kept
+        del big
+    assert _FakeGraph.replays == 3 and plan.copied_out == {0}
+    assert [v.item() for v in losses] == [N * i for i in range(5)]
+    kept = []
+    for i in range(cuda_graphs.MAX_FALLBACKS + 1):
+        _, big = plan([_full(i)])
+        kept.append(big)
+        torch.testing.assert_close(big, _full(2 * i))
+    assert plan.disabled and plan.graph is None
+    assert all(torch.equal(b, _full(2 * i)) for i, b in enumerate(kept))

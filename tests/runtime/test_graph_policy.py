@@ -167,3 +167,22 @@ def test_a_training_backward_well_ahead_of_its_host_is_not_graphed():
     assert not judge(host_s=9956e-6, device_s=18195e-6).use
     # the overhead suite's graphed plans (host 126 us vs GPU 144, 559 vs 612) still are
     assert judge(host_s=126e-6, device_s=144e-6).use and judge(559e-6, 612e-6).use
+
+
+def test_a_training_pair_sharing_a_pool_is_measured_whatever_its_working_set():
+    from cherenkov.runtime.graph_policy import GraphDecision, judge_pair
+    plan = PlanEstimate(host_s=1e-3, device_s=10e-3, pool_bytes=int(0.2 * H200.memory_bytes),
+                        launches=400)
+    assert not decide(plan, "auto", H200, on_cuda=True).use          # alone: too big
+    shared = decide(plan, "auto", H200, on_cuda=True, shared=True)
+    assert shared.use and shared.measure and "shared" in shared.reason
+    big = int(0.2 * H200.memory_bytes)
+    graphed, not_graphed = GraphDecision(True, "launch-bound"), GraphDecision(False, "GPU-bound")
+    # a forward is judged on its own
+    assert judge_pair(8e-3, 9e-3, False, None, big, H200).use
+    assert not judge_pair(1e-3, 9e-3, False, None, big, H200).use
+    # a backward follows a graphed forward, GPU-bound or not; else judged, within the limit
+    assert judge_pair(1e-3, 19e-3, True, graphed, big, H200).use
+    assert not judge_pair(1e-3, 19e-3, True, not_graphed, big, H200).use
+    assert not judge_pair(9e-3, 10e-3, True, not_graphed, big, H200).use
+    assert judge_pair(9e-3, 10e-3, True, not_graphed, 1 << 20, H200).use

@@ -160,6 +160,9 @@ class BackendResult:
     first_step_s: float | None = None
     step_times_s: list[float] = field(default_factory=list)
     peak_bytes: int | None = None
+    # reserved by the allocator at its peak: CUDA graph pools' buffers count here (replays
+    # allocate nothing, so the allocated peak does not see a graph's intermediates)
+    peak_reserved_bytes: int | None = None
     weights_checksum: float | None = None
     kernels: int = 0
     library_calls: dict = field(default_factory=dict)
@@ -261,6 +264,7 @@ def train_backend(case: TrainCase, backend: Backend, batches: list, settings: Se
         r.losses = torch.stack(losses).float().cpu().tolist()
         if dev.type == "cuda":
             r.peak_bytes = torch.cuda.max_memory_allocated(dev)
+            r.peak_reserved_bytes = torch.cuda.max_memory_reserved(dev)
     except Exception as e:  # noqa: BLE001 -- one failing backend never stops the others
         traceback.print_exc()
         text = f"{type(e).__name__}: {e}".strip()
@@ -338,7 +342,8 @@ def row(case: TrainCase, results: list[BackendResult], settings: Settings, spec)
              "TFLOPps": flops / t / 1e12 if t else None,
              "mfu_vs_probe": flops / t / rate if t else None,
              "mfu_vs_datasheet": flops / t / peak if t else None,
-             "peak_memory_bytes": r.peak_bytes, "weights_checksum": r.weights_checksum,
+             "peak_memory_bytes": r.peak_bytes,
+             "peak_reserved_bytes": r.peak_reserved_bytes, "weights_checksum": r.weights_checksum,
              "same_weights_as_eager": (None if ref is None or ref.weights_checksum is None
                                        or r.weights_checksum is None
                                        else r.weights_checksum == ref.weights_checksum),
@@ -379,9 +384,13 @@ def summary(rows: list[dict]) -> list[str]:
                 parts.append(f"{s:.2f}x {d.get('best_torch.compile', 'torch.compile')} tok/s "
                              f"(target {r['target_speedup_vs_torch.compile']:.2f}x: {mark})")
             if tc.get("peak_memory_bytes") and d.get("peak_memory_bytes"):
-                ok = d["peak_memory_bytes"] <= tc["peak_memory_bytes"]
-                parts.append(f"peak memory {d['peak_memory_bytes'] / tc['peak_memory_bytes']:.2f}x"
-                             f" torch.compile's ({'met' if ok else 'missed'})")
+                ratio = d["peak_memory_bytes"] / tc["peak_memory_bytes"]
+                text = f"peak memory {ratio:.2f}x torch.compile's"
+                if tc.get("peak_reserved_bytes") and d.get("peak_reserved_bytes"):
+                    reserved = d["peak_reserved_bytes"] / tc["peak_reserved_bytes"]
+                    text += f" (reserved {reserved:.2f}x)"
+                    ratio = max(ratio, reserved)
+                parts.append(f"{text} ({'met' if ratio <= 1 else 'missed'})")
             if tc.get("first_step_s") and d.get("first_step_s"):
                 ratio = d["first_step_s"] / tc["first_step_s"]
                 parts.append(f"first step {ratio:.2f}x torch.compile's (target <= 0.5x: "
@@ -433,7 +442,7 @@ def markdown(meta: dict, settings: dict, rows: list[dict]) -> str:
              "README counts embeddings as matmul FLOPs, so its TFLOP/s run higher: compare "
              "tok/s.)", ""]
     head = ["backend", "first step (s)", "step (ms)", "tok/s", "TFLOP/s", "MFU probe",
-            "MFU datasheet", "peak mem (GB)", "vs eager", "vs torch.compile",
+            "MFU datasheet", "peak mem (GB)", "reserved (GB)", "vs eager", "vs torch.compile",
             "max rel loss diff", "loss check"]
     for r in rows:
         lines += [f"## {r['case']}: {r['params'] / 1e6:.4g}M params "
@@ -451,6 +460,7 @@ def markdown(meta: dict, settings: dict, rows: list[dict]) -> str:
                      _f(d["tokens_per_s"], ",.0f"), _tflops(d["TFLOPps"] and d["TFLOPps"] * 1e12),
                      pct(d["mfu_vs_probe"]), pct(d["mfu_vs_datasheet"]),
                      _f(d["peak_memory_bytes"] and d["peak_memory_bytes"] / 1e9, ".1f"),
+                     _f(d.get("peak_reserved_bytes") and d["peak_reserved_bytes"] / 1e9, ".1f"),
                      x(d["speedup_vs_eager"]), x(d["speedup_vs_torch.compile"]),
                      _f(d.get("max_rel_loss_diff_vs_eager"), ".2e"), d.get("loss_check", "-")]
             lines.append("| " + " | ".join(cells) + " |")
