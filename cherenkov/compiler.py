@@ -176,9 +176,10 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
                     release()
                 return info.cuda_graphs
         elif info.cuda_graphs.measure:
-            def judge(host_s, device_s, info=info, pool_bytes=plan.pool_bytes):
+            def judge(host_s, device_s, info=info, plan=plan):
                 info.cuda_graphs = graph_policy.judge_pair(
-                    host_s, device_s, backward, group.verdict, pool_bytes, spec)
+                    host_s, device_s, backward, group.verdict, plan.pool_bytes, spec,
+                    plan.launches)
                 if not backward:
                     group.verdict = info.cuda_graphs
                 return info.cuda_graphs

@@ -19,11 +19,12 @@ without graphs, with the reason logged.
 A training graph's forward and backward capture into one memory pool (`PoolGroup`), as
 torch's CUDA-graph trees do: the backward's capture reuses the blocks the forward freed (its
 transient buffers), so graphing both holds about what the step holds without graphs, not the
-two working sets side by side. Sharing has a rule: a plan's replay may overwrite whatever a
-later capture in the pool placed on its freed blocks, and the outputs of earlier captures that
-nobody held when it was captured. So before each replay the plan also checks that those are
-not held now (the gradients a backward returned, released by the optimizer's zero_grad before
-the next forward); if they are (gradient accumulation), it runs without the graph.
+two working sets side by side. Sharing has a rule: a plan's replay writes its transient
+buffers on blocks that a later capture in the pool may have taken for its outputs (every
+capture's outputs stay allocated, held by the plan, so no capture reuses another's). So
+before each replay the plan also checks that no later capture's output is held (the
+gradients a backward returned, let go by the optimizer's zero_grad before the next forward);
+if one is (gradient accumulation), the call runs without the graph.
 """
 from __future__ import annotations
 
@@ -102,30 +103,20 @@ class PoolGroup:
         return self.handles[device_index]
 
     def captured(self, plan: "GraphedPlan") -> None:
-        """`plan` has just captured (again): it is the latest member. Its capture may have
-        reused the blocks of earlier members' outputs that nobody held: those are watched."""
+        """`plan` has just captured (again): it is the latest member."""
         self.forget(plan)
-        plan.reusable = [o for m in self.members for o, u, b
-                         in zip(m.owned, storage_uses(m.owned), m.baseline) if u == b]
-        plan.reusable_baseline = storage_uses(plan.reusable)
         self.members.append(plan)
 
     def forget(self, plan: "GraphedPlan") -> None:
         if plan in self.members:
             self.members.remove(plan)
-        ids = {id(o) for o in plan.owned}
-        for m in self.members:          # its old outputs are no longer anyone's concern
-            keep = [(o, b) for o, b in zip(m.reusable, m.reusable_baseline) if id(o) not in ids]
-            m.reusable, m.reusable_baseline = [o for o, _ in keep], [b for _, b in keep]
 
     def clash(self, plan: "GraphedPlan") -> str | None:
-        """Why replaying `plan` now would overwrite a tensor someone holds, or None."""
-        if plan.reusable and _held(plan.reusable, plan.reusable_baseline):
-            return "an output of an earlier capture in its pool is held"
+        """Why replaying `plan` now could overwrite a tensor someone holds, or None."""
         later = self.members[self.members.index(plan) + 1:] if plan in self.members else []
         for m in later:
             if _held(m.owned, m.baseline):
-                return f"an output of {m.name} (same pool) is held"
+                return f"an output of {m.name} (captured later in the same pool) is held"
         return None
 
 
@@ -157,8 +148,6 @@ class GraphedPlan:
         self.owned: list = []           # outputs in the graph's pool (not inputs passed through)
         self.baseline: list[int] = []
         self.group = group              # the pool shared with its forward / backward, if any
-        self.reusable: list = []        # earlier captures' outputs unheld at this capture
-        self.reusable_baseline: list[int] = []
         self.fallbacks = 0              # calls in a row run beside the graph (held outputs)
         self.copied_out: set = set()    # tiny outputs returned as copies (a loss), not watched
 
@@ -243,7 +232,6 @@ class GraphedPlan:
         if self.group is not None:
             self.group.forget(self)
         self.graph, self.static_inputs, self.static_outputs, self.owned = None, [], [], []
-        self.reusable, self.reusable_baseline = [], []
 
     def _run_and_capture(self, inputs, ptrs) -> list:
         """This call's result, computed by running the plan as usual; then the capture.

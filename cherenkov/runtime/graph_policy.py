@@ -18,6 +18,11 @@ plan's buffers stay reserved in the graph's private pool between calls. So under
   host's CPU, which no preset knows; the roofline estimate (`estimate`: steps x the device's
   launch overhead vs the kernels' and library calls' predicted time) is logged beside it.
 
+A training graph's forward and backward share one pool (cuda_graphs.PoolGroup), so the
+working-set limits do not apply to them: the forward is graphed when measured launch-bound or
+when its launches are short enough that the GPU's own gaps between them (GRAPH_GAP_S each) are
+GAP_FRACTION of its time, and its backward follows it (`judge_pair`).
+
 `"on"` graphs every plan that can be graphed; `"off"` none. Capture failures still fall back
 to running without the graph (cuda_graphs.py). Decisions are logged, kept on the compile info
 and shown in dumps.
@@ -44,6 +49,11 @@ HOST_FRACTION = 0.75       # graph when host issue time >= this fraction of the 
 LATENCY_SLACK_S = 40e-6    # or when the GPU's time exceeds the host's by no more than one
                            # launch's latency and a short last kernel (a 2-kernel plan on the
                            # H200: host 77 us, GPU 104 us from idle -- 0.74 -- yet all launch)
+GRAPH_GAP_S = 1e-6         # the GPU's own gaps per plan launch (a library call may be a few
+                           # GPU operations) that a graph replay does not have (H200: GPT-2's
+                           # step, 459 plan launches, ran 0.54 ms faster graphed with the GPU
+                           # kept busy: bench/host_lag_gpu.py)
+GAP_FRACTION = 0.01        # a shared-pool pair is graphed when those gaps are this share
 POOL_FRACTION = 0.01       # the plan's working set is at most this share of device memory
 TOTAL_FRACTION = 0.05      # and all auto-graphed plans' pools stay within this share
 POOL_GRAIN = 2 << 20       # a pool reserves its allocator segments: 2 MiB at the least
@@ -233,13 +243,21 @@ def judge(host_s: float, device_s: float) -> GraphDecision:
 
 
 def judge_pair(host_s: float, device_s: float, backward: bool, forward_verdict,
-               pool_bytes: int, spec) -> GraphDecision:
-    """The measured verdict for a plan sharing its pool with its pair. A forward: `judge`.
-    A backward follows a graphed forward (the two graphs then hold one step's memory, and the
-    backward's replay also drops the GPU's gaps between its hundreds of launches: GPT-2 on the
-    H200, both graphed, 30.4 vs 30.8 ms a step); else it is graphed alone only if `judge`
-    says launch-bound and its working set is within POOL_FRACTION of device memory."""
+               pool_bytes: int, spec, launches: int = 0) -> GraphDecision:
+    """The measured verdict for a plan sharing its pool with its pair (a training graph's
+    forward and backward). A forward is graphed when `judge` says launch-bound, or when its
+    launches are short enough that the GPU's own gaps between them (GRAPH_GAP_S each, which a
+    replay does not have) are at least GAP_FRACTION of its time: GPT-2 on the H200, 459
+    plan launches a step, ran 30.4 instead of 30.8 ms with both graphed while judged GPU-bound
+    (host 4.0 vs GPU 10.9 ms). A backward follows a graphed forward (then the two hold one
+    step's memory); else it is graphed alone only if launch-bound and its working set is
+    within POOL_FRACTION of device memory."""
     own = judge(host_s, device_s)
+    gaps = launches * GRAPH_GAP_S
+    if not own.use and launches and gaps >= GAP_FRACTION * device_s:
+        own = GraphDecision(True, f"launch gaps ~{gaps * 1e6:.0f} us of "
+                                  f"{device_s * 1e6:.0f} us ({launches} launches; "
+                                  f"{own.reason})")
     if not backward:
         return own
     if forward_verdict is not None and forward_verdict.use:

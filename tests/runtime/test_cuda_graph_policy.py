@@ -290,32 +290,13 @@ def test_a_forward_does_not_replay_over_its_backwards_held_outputs(monkeypatch):
     torch.testing.assert_close(out[0], _full(6))
 
 
-def test_a_backward_does_not_replay_over_a_forward_output_unheld_at_its_capture(monkeypatch):
-    """The logits were let go before the backward's capture, so the backward may have reused
-    their block: a caller who keeps them through the backward gets a backward run without its
-    graph, and the logits intact."""
-    fwd, bwd = _pair(monkeypatch)
-    assert any(t is fwd.owned[1] for t in bwd.reusable)     # the logits' buffer
-    act, logits = fwd([_full(2)])
-    replays = _FakeGraph.replays
-    grad, = bwd([act])
-    assert _FakeGraph.replays == replays                     # logits held: no replay
-    torch.testing.assert_close(grad, _full(5))
-    torch.testing.assert_close(logits, _full(12))
-    del logits, grad, act
-    act, logits = fwd([_full(2)])
-    del logits
-    grad, = bwd([act])
-    assert _FakeGraph.replays == replays + 2                 # forward and backward replayed
-
-
 def test_a_recaptured_member_becomes_the_latest_in_its_pool(monkeypatch):
-    """A forward that captures again takes blocks free now -- possibly the backward's
-    outputs' -- so it moves after the backward, whose watch drops its old outputs; the backward
-    then sees its input moved, captures again and is the latest once more."""
+    """A forward that captures again takes blocks free now -- the backward's transient
+    buffers' -- so it moves after the backward; the backward then sees its input moved,
+    captures again and is the latest once more."""
     fwd, bwd = _pair(monkeypatch)
     fwd._release()
-    assert fwd not in fwd.group.members and not bwd.reusable
+    assert fwd not in fwd.group.members
     group = fwd.group
     # the forward captures again (the latest); the backward sees its input moved and lets go
     # of its graph; next call it captures again, reading the new replay buffers in place

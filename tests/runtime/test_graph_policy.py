@@ -186,3 +186,8 @@ def test_a_training_pair_sharing_a_pool_is_measured_whatever_its_working_set():
     assert not judge_pair(1e-3, 19e-3, True, not_graphed, big, H200).use
     assert not judge_pair(9e-3, 10e-3, True, not_graphed, big, H200).use
     assert judge_pair(9e-3, 10e-3, True, not_graphed, 1 << 20, H200).use
+    # many short launches: the GPU's own gaps between them are worth a graph (GPT-2's forward
+    # at 02cd27b: 4.0 ms host vs 10.9 ms GPU, 198 launches); fewer, longer ones (Llama's) not
+    gpt2 = judge_pair(4.0e-3, 10.9e-3, False, None, big, H200, launches=198)
+    assert gpt2.use and "launch gaps" in gpt2.reason
+    assert not judge_pair(6.9e-3, 28.5e-3, False, None, big, H200, launches=250).use
