@@ -154,11 +154,9 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
             plan.blockers.append(f"no estimate ({type(e).__name__}: {e})")
     # a training graph's forward and backward: one CUDA graph pool (cuda_graphs.PoolGroup)
     group = getattr(gm, "meta", {}).get("cherenkov_pool_group")
-    info.cuda_graphs = graph_policy.decide(plan, config.cuda_graphs, spec, on_cuda, device,
-                                           shared=group is not None)
+    info.cuda_graphs = graph_policy.decide(plan, config.cuda_graphs, spec, on_cuda, device)
     log.info("cherenkov [%s] CUDA graphs %s", name, info.cuda_graphs)
-    release = lambda: None  # noqa: E731
-    if info.cuda_graphs.measure and group is None:   # its pool share goes back with it
+    if info.cuda_graphs.measure:         # its pool share goes back with it, or if judged off
         release = graph_policy.POOLS.held_by(compiled, device, plan)
     if info.cuda_graphs.use:
         # a forward runs normally for `warmup` calls (the last one timed and judged when
@@ -169,19 +167,14 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
         warmup = 3 if info.cuda_graphs.measure else 1
         judge = None
         backward = name.startswith("backward")
-        if info.cuda_graphs.measure and group is None:
+        if info.cuda_graphs.measure:
             def judge(host_s, device_s, info=info, release=release):
-                info.cuda_graphs = graph_policy.judge(host_s, device_s)
+                verdict = group.verdict if group is not None else None
+                info.cuda_graphs = graph_policy.judge_pair(host_s, device_s, backward, verdict)
+                if group is not None and not backward:
+                    group.verdict = info.cuda_graphs
                 if not info.cuda_graphs.use:
                     release()
-                return info.cuda_graphs
-        elif info.cuda_graphs.measure:
-            def judge(host_s, device_s, info=info, plan=plan):
-                info.cuda_graphs = graph_policy.judge_pair(
-                    host_s, device_s, backward, group.verdict, plan.pool_bytes, spec,
-                    plan.launches)
-                if not backward:
-                    group.verdict = info.cuda_graphs
                 return info.cuda_graphs
         compiled.use_cuda_graphs(warmup + 2 if backward else warmup, judge, group)
     if config.dump_dir:

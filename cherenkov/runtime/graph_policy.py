@@ -18,10 +18,12 @@ plan's buffers stay reserved in the graph's private pool between calls. So under
   host's CPU, which no preset knows; the roofline estimate (`estimate`: steps x the device's
   launch overhead vs the kernels' and library calls' predicted time) is logged beside it.
 
-A training graph's forward and backward share one pool (cuda_graphs.PoolGroup), so the
-working-set limits do not apply to them: the forward is graphed when measured launch-bound or
-when its launches are short enough that the GPU's own gaps between them (GRAPH_GAP_S each) are
-GAP_FRACTION of its time, and its backward follows it (`judge_pair`).
+A training graph's forward and backward share one pool (cuda_graphs.PoolGroup); a backward
+follows a graphed forward (`judge_pair`). Both share the working-set limits above: graphing
+GPT-2's and Llama's steps (c9a07cd, where a pair was graphed past them) held 1.6x and 1.5x
+torch.compile's peak memory -- the capturing step holds the plain run's outputs beside the
+graph's, and the warm-up runs' blocks stay cached outside the pool -- for no faster step
+(`2026-11-30_train_h200_c9a07cd.md`).
 
 `"on"` graphs every plan that can be graphed; `"off"` none. Capture failures still fall back
 to running without the graph (cuda_graphs.py). Decisions are logged, kept on the compile info
@@ -49,11 +51,6 @@ HOST_FRACTION = 0.75       # graph when host issue time >= this fraction of the 
 LATENCY_SLACK_S = 40e-6    # or when the GPU's time exceeds the host's by no more than one
                            # launch's latency and a short last kernel (a 2-kernel plan on the
                            # H200: host 77 us, GPU 104 us from idle -- 0.74 -- yet all launch)
-GRAPH_GAP_S = 1e-6         # the GPU's own gaps per plan launch (a library call may be a few
-                           # GPU operations) that a graph replay does not have (H200: GPT-2's
-                           # step, 459 plan launches, ran 0.54 ms faster graphed with the GPU
-                           # kept busy: bench/host_lag_gpu.py)
-GAP_FRACTION = 0.01        # a shared-pool pair is graphed when those gaps are this share
 POOL_FRACTION = 0.01       # the plan's working set is at most this share of device memory
 TOTAL_FRACTION = 0.05      # and all auto-graphed plans' pools stay within this share
 POOL_GRAIN = 2 << 20       # a pool reserves its allocator segments: 2 MiB at the least
@@ -200,13 +197,10 @@ POOLS = PoolBudget()
 
 
 def decide(plan: PlanEstimate, mode: str, spec, on_cuda: bool, device=None,
-           pools: PoolBudget = POOLS, shared: bool = False) -> GraphDecision:
+           pools: PoolBudget = POOLS) -> GraphDecision:
     """Graph the plan or not, under `mode` in {"auto", "on", "off"}, with the reason. An auto
     decision to measure takes the plan's pool share from `pools` (for `device`); the caller
-    gives it back if the plan is judged GPU-bound or goes away. A `shared` plan (a training
-    graph's forward or backward, one pool for both: cuda_graphs.PoolGroup) is measured whatever
-    its working set: graphed together, the pair holds about what the step holds without graphs
-    (`judge_pair` decides)."""
+    gives it back if the plan is judged GPU-bound or goes away."""
     if mode == "off":
         return GraphDecision(False, "cuda_graphs='off'")
     if not on_cuda:
@@ -217,9 +211,6 @@ def decide(plan: PlanEstimate, mode: str, spec, on_cuda: bool, device=None,
                f"{plan.device_s * 1e6:.0f} us predicted, working set {plan.pool_bytes / 2**20:.1f} MiB")
     if mode == "on":
         return GraphDecision(True, f"cuda_graphs='on' ({figures})")
-    if shared:
-        return GraphDecision(True, f"capturable; a warm-up call is timed, pool shared with its "
-                                   f"forward/backward ({figures})", measure=True)
     if plan.pool_bytes > POOL_FRACTION * spec.memory_bytes:
         return GraphDecision(False, f"its buffers would stay reserved ({figures}; over "
                                     f"{POOL_FRACTION:.0%} of device memory)")
@@ -242,27 +233,13 @@ def judge(host_s: float, device_s: float) -> GraphDecision:
     return GraphDecision(False, f"GPU-bound ({figures})")
 
 
-def judge_pair(host_s: float, device_s: float, backward: bool, forward_verdict,
-               pool_bytes: int, spec, launches: int = 0) -> GraphDecision:
+def judge_pair(host_s: float, device_s: float, backward: bool, forward_verdict
+               ) -> GraphDecision:
     """The measured verdict for a plan sharing its pool with its pair (a training graph's
-    forward and backward). A forward is graphed when `judge` says launch-bound, or when its
-    launches are short enough that the GPU's own gaps between them (GRAPH_GAP_S each, which a
-    replay does not have) are at least GAP_FRACTION of its time: GPT-2 on the H200, 459
-    plan launches a step, ran 30.4 instead of 30.8 ms with both graphed while judged GPU-bound
-    (host 4.0 vs GPU 10.9 ms). A backward follows a graphed forward (then the two hold one
-    step's memory); else it is graphed alone only if launch-bound and its working set is
-    within POOL_FRACTION of device memory."""
+    forward and backward): `judge`, except that a backward follows a graphed forward (its
+    capture then reuses the forward's freed blocks, and the forward's saved activations are
+    read in place)."""
     own = judge(host_s, device_s)
-    gaps = launches * GRAPH_GAP_S
-    if not own.use and launches and gaps >= GAP_FRACTION * device_s:
-        own = GraphDecision(True, f"launch gaps ~{gaps * 1e6:.0f} us of "
-                                  f"{device_s * 1e6:.0f} us ({launches} launches; "
-                                  f"{own.reason})")
-    if not backward:
-        return own
-    if forward_verdict is not None and forward_verdict.use:
+    if backward and forward_verdict is not None and forward_verdict.use:
         return GraphDecision(True, f"its forward is graphed; one pool ({own.reason})")
-    if own.use and pool_bytes > POOL_FRACTION * spec.memory_bytes:
-        return GraphDecision(False, f"its forward is not graphed and its buffers would stay "
-                                    f"reserved ({pool_bytes / 2**20:.0f} MiB; {own.reason})")
     return own
