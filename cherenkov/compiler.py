@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from cherenkov.codegen.blocks import choose_blocks
+from cherenkov.codegen.combo import render_combo
 from cherenkov.codegen.triton_renderer import PRELUDE, render_triton
 from cherenkov.config import Config
 from cherenkov.ir.ops import Op
@@ -29,6 +30,7 @@ from cherenkov.ir.verifier import verify
 from cherenkov.lowering.from_fx import graph_device, lower_fx
 from cherenkov.passes.cse import eliminate_common_subexpressions
 from cherenkov.passes.fusion import fuse, is_scatter
+from cherenkov.passes.horizontal import ComboGroup, combine_input_casts
 from cherenkov.passes.matmul_epilogues import fuse_matmul_epilogues
 from cherenkov.passes.one_hot_sums import sum_one_hots
 from cherenkov.passes.split_reductions import split_reductions
@@ -109,6 +111,8 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
         if spec.kind == "gpu" and config.fusion:
             graph = split_reductions(graph, spec.sm_count, row_loops)
         fusion = fuse(graph, enable=config.fusion, device=spec, row_loops=row_loops)
+        if config.fusion and config.combine_casts and not cpp:
+            fusion = combine_input_casts(fusion, graph)
         lap("passes")
         if cpp:
             kernels, sources = _cpp_kernels(fusion)
@@ -208,8 +212,16 @@ def _triton_kernels(fusion, interpret: bool, spec, workers: int = -1, lap=lambda
                     library_jobs: list = (), fp_contract: bool = True):
     kernels, sources, jobs = {}, [], [] if interpret else list(library_jobs)
     for group in fusion.groups:
-        cfg = choose_blocks(group.kernel, interpret, device=spec)
-        rendered = render_triton(group.kernel, cfg)
+        if isinstance(group, ComboGroup):
+            parts = []
+            for part in group.parts:
+                cfg = choose_blocks(part.kernel, interpret, device=spec)
+                parts.append((render_triton(part.kernel, cfg), cfg.XBLOCK))
+            rendered, blocks = render_combo(parts, group.kernel.name), {}
+        else:
+            cfg = choose_blocks(group.kernel, interpret, device=spec)
+            rendered = render_triton(group.kernel, cfg)
+            blocks = {"XBLOCK": cfg.XBLOCK} | ({"RBLOCK": cfg.RBLOCK} if group.R > 1 else {})
         # name the function by its text, so identical kernels (one per transformer layer)
         # share one module and Triton compiles them once
         body = rendered.source.replace(f"def {rendered.name}(", "def kernel(", 1)
@@ -217,14 +229,13 @@ def _triton_kernels(fusion, interpret: bool, spec, workers: int = -1, lap=lambda
         source = PRELUDE + "\n\n" + body.replace("def kernel(", f"def {fn_name}(", 1)
         module = load_module(source, interpret)
         fn = getattr(module, fn_name)
-        blocks = {"XBLOCK": cfg.XBLOCK} | ({"RBLOCK": cfg.RBLOCK} if group.R > 1 else {})
         if interpret:
             launcher = functools.partial(fn[(rendered.grid,)], **blocks,
-                                         num_warps=cfg.num_warps)
+                                         num_warps=rendered.num_warps)
         else:
             # FMA contraction, as Inductor's kernels and nvcc's (eager's) have it; without it
             # the compute-heavier pointwise kernels (tanh-GeLU, RoPE) issue more instructions
-            options = {"num_warps": cfg.num_warps, "enable_fp_fusion": fp_contract}
+            options = {"num_warps": rendered.num_warps, "enable_fp_fusion": fp_contract}
             launcher = TritonLaunch(fn, rendered.grid, tuple(blocks.values()), options,
                                     len(group.kernel.outputs), is_scatter(group))
             dtype_of = {b.name: b.dtype for b in group.kernel.inputs + group.kernel.outputs}

@@ -225,7 +225,7 @@ class CompiledGraph:
             """Whether this kernel reads `slot` only at the element each program writes, and
             never after storing `out` (so writing `out` into `slot` changes nothing it reads)."""
             if kernel is None or kernel.R != 1 or slot not in names or out not in names \
-                    or prefills:
+                    or prefills or not kernel.body:      # a combo's parts: not checked here
                 return False
             from cherenkov.codegen import indexing as ix
             from cherenkov.codegen.kernel_ir import Load, Store

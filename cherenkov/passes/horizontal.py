@@ -1,0 +1,101 @@
+"""Horizontal fusion: small pointwise kernels that each read one graph input only -- autocast's
+casts of the weights to bf16, ~100 launches of 1-5 us at the start of GPT-2's forward, where
+the host issuing them falls behind the GPU -- become one launch (a combo kernel). Its programs
+are the parts' programs laid end to end; each runs the part its index falls in (rendered by
+compiler._triton_kernels from the parts' own sources).
+
+    fusion = combine_input_casts(fusion, graph)      # Triton kernels only
+
+A part must not be a value the graph writes back into an input (an optimizer's update, which
+the plan writes in place, per kernel), nor big (a big kernel's launch is a small share of it).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cherenkov.codegen.kernel_ir import Kernel
+from cherenkov.ir.graph import Graph
+from cherenkov.ir.ops import GroupOp, Op
+from cherenkov.passes.fusion import FusionResult, Group
+
+MAX_PART_ELEMENTS = 1 << 24     # bigger kernels keep their own launch
+MAX_PARTS = 32                  # parts per combo kernel (its source and compile time grow)
+MIN_PARTS = 2
+
+
+@dataclass
+class ComboKernel:
+    """Stands in for a combo's kernel IR where the runtime and cost reports ask for one."""
+    name: str
+    parts: list[Kernel]
+    body: list = field(default_factory=list)     # no statements of its own
+    R: int = 1
+
+    @property
+    def X(self) -> int:
+        return sum(p.X for p in self.parts)
+
+    @property
+    def fused_ops(self) -> int:
+        return sum(p.fused_ops for p in self.parts)
+
+    @property
+    def inputs(self) -> list:
+        return [b for p in self.parts for b in p.inputs]
+
+    @property
+    def outputs(self) -> list:
+        return [b for p in self.parts for b in p.outputs]
+
+    def flops(self) -> int:
+        return sum(p.flops() for p in self.parts)
+
+    def bytes_moved(self) -> int:
+        return sum(p.bytes_moved() for p in self.parts)
+
+    def __str__(self) -> str:
+        return f"combo {self.name} of {len(self.parts)} kernels:\n" + "\n".join(
+            str(p) for p in self.parts)
+
+
+@dataclass(eq=False)
+class ComboGroup(Group):
+    parts: list = field(default_factory=list)    # the Groups, each rendered as its own part
+
+
+def _part(group: Group, inputs: set, written_back: set) -> bool:
+    k = group.kernel
+    return (k is not None and group.R == 1 and not group.row_loop and len(group.reads) == 1
+            and next(iter(group.reads)) in inputs and len(k.outputs) == 1
+            and group.X <= MAX_PART_ELEMENTS
+            and not any(m.op in GroupOp.SCATTER or m in written_back for m in group.members))
+
+
+def combine_input_casts(fusion: FusionResult, graph: Graph) -> FusionResult:
+    """`fusion` with its small single-input kernels over graph inputs combined, MAX_PARTS at
+    most per combo, in their order."""
+    inputs = {n for n in graph.inputs if n.op == Op.INPUT}
+    written_back = {graph.outputs[position] for _, position in graph.mutations}
+    parts = [g for g in fusion.groups if _part(g, inputs, written_back)]
+    if len(parts) < MIN_PARTS:
+        return fusion
+    chunks = [parts[i:i + MAX_PARTS] for i in range(0, len(parts), MAX_PARTS)]
+    combo_of = {}
+    for n, chunk in enumerate(chunks):
+        if len(chunk) < MIN_PARTS:
+            continue
+        combo = ComboGroup(members=[m for g in chunk for m in g.members],
+                           X=sum(g.X for g in chunk), R=1,
+                           reads={r for g in chunk for r in g.reads}, parts=chunk)
+        combo.kernel = ComboKernel(f"combo{n}", [g.kernel for g in chunk])
+        for g in chunk:
+            combo_of[g] = combo
+    groups, placed = [], set()
+    for g in fusion.groups:
+        combo = combo_of.get(g)
+        if combo is None:
+            groups.append(g)
+        elif combo not in placed:
+            placed.add(combo)
+            groups.append(combo)
+    return FusionResult(groups, fusion.realized, fusion.views)
