@@ -399,3 +399,29 @@ def test_matmul_epilogue_autotune_caches_a_checked_winner(tmp_path, monkeypatch)
     if any(v.get("block_m") for v in verdicts):
         timed = [info.plans_timed for _, info in COMPILED[start:] if info.plans_timed]
         assert timed and all(set(t) == {"templates", "cuBLAS"} for t in timed), timed
+
+
+def test_combined_weight_casts_run_on_the_device():
+    """Autocast's weight casts (40 of them: two combo kernels) share launches on the device,
+    compiled by the workers and launched directly, with eager's results, forward and backward."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[torch.nn.Linear(96 + i, 97 + i) for i in range(20)]).cuda()
+    ref = copy.deepcopy(model)
+    start = len(COMPILED)
+    compiled = cherenkov.compile(model, strict=True)
+    for _ in range(3):
+        x = torch.randn(16, 96, device="cuda")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            out, want = compiled(x), ref(x)
+        torch.testing.assert_close(out, want)
+        out.float().square().mean().backward()
+        want.float().square().mean().backward()
+        for p, q in zip(model.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=2e-2, atol=1e-3)
+            p.grad = q.grad = None
+    combos = [k for _, info in COMPILED[start:] for k in info.kernels
+              if k[0].startswith("combo")]
+    assert len(combos) >= 2, [info.name for _, info in COMPILED[start:]]
+    plan = next(iter(COMPILED[start][0].cache.values()))
+    steps = [s for s in plan.steps if s.label.startswith("combo")]
+    assert steps and all(s.launcher.direct is not False for s in steps)
