@@ -408,7 +408,7 @@ def test_combined_weight_casts_run_on_the_device():
     model = torch.nn.Sequential(*[torch.nn.Linear(96 + i, 97 + i) for i in range(20)]).cuda()
     ref = copy.deepcopy(model)
     start = len(COMPILED)
-    compiled = cherenkov.compile(model, strict=True)
+    compiled = cherenkov.compile(model, strict=True, combine_casts=True)
     for _ in range(3):
         x = torch.randn(16, 96, device="cuda")
         with torch.autocast("cuda", dtype=torch.bfloat16):

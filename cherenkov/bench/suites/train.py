@@ -125,8 +125,8 @@ BACKENDS = {b.name: b for b in (
     # matmul + epilogue templates where they measure faster than cuBLAS + a kernel: tuned
     # while compiling (its first step pays for that) and cached on disk for later runs
     Backend("cherenkov+autotune", _cherenkov(autotune=True)),
-    # autocast's weight casts each their own launch (passes/horizontal.py off)
-    Backend("cherenkov-nocombine", _cherenkov(combine_casts=False)),
+    # autocast's weight casts in a few combo launches (passes/horizontal.py; off by default)
+    Backend("cherenkov+combine", _cherenkov(combine_casts=True)),
     # autograd's zero fill for unused outputs' gradients (the logits), as torch.compile has it
     Backend("cherenkov-zerofill", _cherenkov(unused_grads=False)),
     # the optimizer step compiled too (run when named with --impls), each by its own compiler
