@@ -29,7 +29,7 @@ from cherenkov.ir.printer import format_graph
 from cherenkov.ir.verifier import verify
 from cherenkov.lowering.from_fx import graph_device, lower_fx
 from cherenkov.passes.cse import eliminate_common_subexpressions
-from cherenkov.passes.fusion import fuse, is_scatter
+from cherenkov.passes.fusion import fuse, is_library, is_scatter
 from cherenkov.passes.horizontal import ComboGroup, combine_input_casts
 from cherenkov.passes.matmul_epilogues import fuse_matmul_epilogues
 from cherenkov.passes.one_hot_sums import sum_one_hots
@@ -39,6 +39,7 @@ from cherenkov.passes.widen_matmul import widen_matmuls
 from cherenkov.runtime.compiled_graph import CompiledGraph
 from cherenkov.runtime import graph_policy, parallel_compile, plan_choice
 from cherenkov.runtime.loader import load_module
+from cherenkov.runtime.schedule import plan_order
 from cherenkov.runtime.triton_launch import TritonLaunch
 
 log = logging.getLogger("cherenkov")
@@ -112,7 +113,7 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
             graph = split_reductions(graph, spec.sm_count, row_loops)
         fusion = fuse(graph, enable=config.fusion, device=spec, row_loops=row_loops)
         if config.fusion and config.combine_casts and not cpp:
-            fusion = combine_input_casts(fusion, graph)
+            fusion = _combined_casts(graph, fusion)
         lap("passes")
         if cpp:
             kernels, sources = _cpp_kernels(fusion)
@@ -180,7 +181,8 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
                 if not info.cuda_graphs.use:
                     release()
                 return info.cuda_graphs
-        compiled.use_cuda_graphs(warmup + 2 if backward else warmup, judge, group)
+        compiled.use_cuda_graphs(warmup + 2 if backward else warmup, judge, group,
+                                 getattr(gm, "meta", {}).get("cherenkov_caller_outputs"))
     if config.dump_dir:
         try:
             _dump(Path(config.dump_dir) / name, gm, lowered, graph, fusion, sources, info)
@@ -208,6 +210,14 @@ class LaunchableKernel:
         return self.kernel.bytes_moved()
 
 
+def _combined_casts(graph, fusion):
+    """`fusion` with the runs of input casts its schedule launches back to back combined, in
+    that schedule (passes/horizontal.py)."""
+    return combine_input_casts(
+        fusion, graph, plan_order(graph, fusion.groups, fusion.realized, fusion.views,
+                                  is_library))
+
+
 def _triton_kernels(fusion, interpret: bool, spec, workers: int = -1, lap=lambda phase: None,
                     library_jobs: list = (), fp_contract: bool = True):
     kernels, sources, jobs = {}, [], [] if interpret else list(library_jobs)
@@ -216,7 +226,8 @@ def _triton_kernels(fusion, interpret: bool, spec, workers: int = -1, lap=lambda
             parts = []
             for part in group.parts:
                 cfg = choose_blocks(part.kernel, interpret, device=spec)
-                parts.append((render_triton(part.kernel, cfg), cfg.XBLOCK))
+                parts.append((render_triton(part.kernel, cfg), cfg.XBLOCK,
+                              len(part.kernel.outputs)))
             rendered, blocks = render_combo(parts, group.kernel.name), {}
         else:
             cfg = choose_blocks(group.kernel, interpret, device=spec)

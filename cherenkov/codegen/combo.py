@@ -12,12 +12,19 @@ import hashlib
 from cherenkov.codegen.triton_renderer import RenderedKernel
 
 
-def render_combo(parts: list[tuple[RenderedKernel, int]], name: str = "combo") -> RenderedKernel:
-    """`parts`: (a rendered pointwise kernel, its XBLOCK), in launch order. The combo takes
-    every distinct buffer once, in first-use order; it has no constexpr of its own."""
-    defs, seen, names, param = [], set(), [], {}
+def render_combo(parts: list[tuple[RenderedKernel, int, int]], name: str = "combo"
+                 ) -> RenderedKernel:
+    """`parts`: (a rendered pointwise kernel, its XBLOCK, its number of outputs -- the last of
+    its arguments), in launch order. The combo takes every distinct buffer once: the parts'
+    inputs in first-use order, then their outputs (the launcher takes the last arguments for
+    the outputs); it has no constexpr of its own."""
+    order = [b for r, _, n in parts for b in r.arg_names[:len(r.arg_names) - n]]
+    order += [b for r, _, n in parts for b in r.arg_names[len(r.arg_names) - n:]]
+    names = list(dict.fromkeys(order))
+    param = {b: f"a_{i}" for i, b in enumerate(names)}
+    defs, seen = [], set()
     calls, start = [], 0
-    for rendered, xblock in parts:
+    for rendered, xblock, _ in parts:
         assert rendered.source.count("tl.program_id(0)") == 1, rendered.name
         text = rendered.source.replace("tl.program_id(0)", "pid")
         text = text.replace(f"def {rendered.name}(", "def part(pid, ", 1)
@@ -25,10 +32,6 @@ def render_combo(parts: list[tuple[RenderedKernel, int]], name: str = "combo") -
         if fn not in seen:
             seen.add(fn)
             defs.append(text.replace("def part(", f"def {fn}(", 1))
-        for b in rendered.arg_names:
-            if b not in param:
-                param[b] = f"a_{len(names)}"
-                names.append(b)
         args = ", ".join(param[b] for b in rendered.arg_names)
         end = start + rendered.grid
         when = f"pid < {end}" if start == 0 else f"(pid >= {start}) & (pid < {end})"
@@ -38,4 +41,4 @@ def render_combo(parts: list[tuple[RenderedKernel, int]], name: str = "combo") -
     head = ["@triton.jit", f"def {name}({', '.join(param[n] for n in names)}):",
             "    pid = tl.program_id(0)"]
     source = "\n\n".join(defs) + "\n\n" + "\n".join(head + calls) + "\n"
-    return RenderedKernel(name, source, names, start, max(r.num_warps for r, _ in parts))
+    return RenderedKernel(name, source, names, start, max(r.num_warps for r, _, _ in parts))

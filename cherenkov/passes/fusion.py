@@ -52,6 +52,7 @@ class FusionResult:
     groups: list[Group]
     realized: set                         # nodes with buffers (members that are stored)
     views: dict[Node, Node]               # view node -> base buffer node
+    schedule: object = None               # runtime.schedule.Schedule fixed by a later pass
 
 
 def view_base(node: Node) -> Node | None:

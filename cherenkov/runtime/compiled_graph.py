@@ -53,8 +53,8 @@ class CompiledGraph:
         return self.slot[node]
 
     def _plan(self, fusion: FusionResult, kernels) -> None:
-        self.schedule = plan_order(self.graph, fusion.groups, fusion.realized, fusion.views,
-                                   is_library)
+        self.schedule = fusion.schedule or plan_order(self.graph, fusion.groups,
+                                                      fusion.realized, fusion.views, is_library)
         planned = self.schedule.order
         for obj in planned:
             if isinstance(obj, Group):
@@ -357,17 +357,20 @@ class CompiledGraph:
         return step
 
     # ---- running --------------------------------------------------------------------------
-    def use_cuda_graphs(self, warmup: int = 1, judge=None, group=None) -> None:
+    def use_cuda_graphs(self, warmup: int = 1, judge=None, group=None,
+                        caller_outputs: int | None = None) -> None:
         """Replay the plan through a CUDA graph after `warmup` calls (see cuda_graphs.py);
         `judge(host_s, device_s)`: the last warm-up call is timed and judged first; `group`:
-        the cuda_graphs.PoolGroup whose pool it captures into (its forward's / backward's).
+        the cuda_graphs.PoolGroup whose pool it captures into (its forward's / backward's);
+        `caller_outputs`: how many leading outputs reach the caller (None: all).
         Whether it can be (a CUDA plan, no host tensors, ...) is graph_policy's to say."""
         from cherenkov.runtime.cuda_graphs import GraphedPlan
         index = None                # one GPU: it is always the current one (no check per call)
         if torch.cuda.device_count() > 1:
             index = self.device.index if self.device.index is not None \
                 else torch.cuda.current_device()
-        self._call = GraphedPlan(self.run_plan, self.graph.name, warmup, judge, index, group)
+        self._call = GraphedPlan(self.run_plan, self.graph.name, warmup, judge, index, group,
+                                 caller_outputs)
 
     def __call__(self, inputs: list):
         """Runs the plan on `inputs`, taking ownership of the list: it is emptied, so each

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 
 import torch
 
@@ -94,7 +95,9 @@ class PoolGroup:
 
     def __init__(self):
         self.handles: dict = {}          # device index -> pool handle
-        self.members: list = []          # GraphedPlans with a live graph, by capture order
+        # weak references to the GraphedPlans whose outputs sit in the pool, by capture order
+        # (a plan that gave up its graph stays while its outputs are held)
+        self.members: list = []
         self.verdict = None              # the forward's measured GraphDecision, once judged
 
     def handle(self, device_index: int):
@@ -102,27 +105,35 @@ class PoolGroup:
             self.handles[device_index] = torch.cuda.graph_pool_handle()
         return self.handles[device_index]
 
+    def live(self) -> list:
+        return [p for p in (ref() for ref in self.members) if p is not None]
+
     def captured(self, plan: "GraphedPlan") -> None:
         """`plan` has just captured (again): it is the latest member."""
         self.forget(plan)
-        self.members.append(plan)
+        self.members.append(weakref.ref(plan))
 
     def forget(self, plan: "GraphedPlan") -> None:
-        if plan in self.members:
-            self.members.remove(plan)
+        self.members = [ref for ref in self.members if ref() is not None and ref() is not plan]
 
     def clash(self, plan: "GraphedPlan") -> str | None:
-        """Why replaying `plan` now could overwrite a tensor someone holds, or None."""
-        later = self.members[self.members.index(plan) + 1:] if plan in self.members else []
+        """Why replaying `plan` now could overwrite a tensor someone holds, or None. A later
+        member that gave up its graph is watched until nobody holds its outputs."""
+        live = self.live()
+        later = live[live.index(plan) + 1:] if plan in live else []
         for m in later:
             if _held(m.owned, m.baseline):
                 return f"an output of {m.name} (captured later in the same pool) is held"
+            if m.graph is None:          # given up and no longer held: its blocks are free
+                m.owned, m.baseline, m.static_outputs = [], [], []
+                self.forget(m)
         return None
 
 
 class GraphedPlan:
     def __init__(self, run_plan, name: str, warmup: int = 1, judge=None,
-                 device_index: int | None = None, group: PoolGroup | None = None):
+                 device_index: int | None = None, group: PoolGroup | None = None,
+                 caller_outputs: int | None = None):
         self.run_plan = run_plan        # callable(list of inputs) -> list of outputs
         self.name = name
         # the plan's GPU: timing, capture and replay run with it current (the plan launches
@@ -148,6 +159,9 @@ class GraphedPlan:
         self.owned: list = []           # outputs in the graph's pool (not inputs passed through)
         self.baseline: list[int] = []
         self.group = group              # the pool shared with its forward / backward, if any
+        # outputs [0, caller_outputs) reach the caller (a forward's others are its saved
+        # activations, read in place by its backward); None: all
+        self.caller_outputs = caller_outputs
         self.fallbacks = 0              # calls in a row run beside the graph (held outputs)
         self.copied_out: set = set()    # tiny outputs returned as copies (a loss), not watched
 
@@ -203,7 +217,11 @@ class GraphedPlan:
         if self.fallbacks >= MAX_FALLBACKS:
             log.info("cherenkov: %s: %s on %d calls in a row; CUDA graph given up", self.name,
                      why, self.fallbacks)
-            self._release()
+            # the graph goes; its outputs, still held, stay watched by the pool's earlier
+            # members (their replays write on blocks these may sit on) until let go
+            self.graph, self.static_inputs = None, []
+            if self.group is None:
+                self.static_outputs, self.owned = [], []
             self.disabled = True
         elif not self.held_logged:
             log.info("cherenkov: %s: %s; running without the CUDA graph while it is",
@@ -293,7 +311,8 @@ class GraphedPlan:
                 key = o.untyped_storage().data_ptr()
                 if key in callers:
                     continue
-                if o.numel() <= COPY_OUT_ELEMENTS and not o._is_view():
+                if o.numel() <= COPY_OUT_ELEMENTS and not o._is_view() and (
+                        self.caller_outputs is None or i < self.caller_outputs):
                     self.copied_out.add(i)
                 elif key not in seen:
                     seen.add(key)

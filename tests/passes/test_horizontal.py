@@ -30,18 +30,28 @@ def _weights(n=4):
 
 
 def test_casts_of_inputs_share_one_launch_and_match_eager():
-    def fn(x, s, *ws):       # a layer's weights cast for a bf16 matmul, as autocast does
-        casts = [w.to(torch.bfloat16) for w in ws]
-        return [x.to(torch.bfloat16) @ w.t() for w in casts] + [s.sin()]
+    def fn(x, s, *ws):       # weights cast to bf16 as autocast does, and a sine
+        return [w.to(torch.bfloat16) for w in ws] + [s.sin(), x.to(torch.bfloat16)]
     ws = _weights()
     x, s = torch.randn(5, 9), torch.randn(100)
     labels = _check(fn, x, s, *ws)
-    combos = [label for label in labels if label.startswith("combo")]
-    assert len(combos) == 1, labels
+    assert labels == ["combo0"], labels
     plan = next(iter(COMPILED[-1][0].cache.values()))
-    combo = next(s for s in plan.steps if s.label == combos[0])
-    assert len(combo.kernel.parts) == 6            # 4 weight casts, x's cast, the sine
-    assert len(combo.out_slots) == 6
+    combo = next(s for s in plan.steps if s.label == "combo0")
+    assert len(combo.kernel.parts) == 6 and len(combo.out_slots) == 6
+
+
+def test_only_casts_the_schedule_runs_back_to_back_are_combined():
+    """Casts interleaved with the matmuls reading them stay where the schedule put them."""
+    def fn(x, *ws):
+        return [x.to(torch.bfloat16) @ w.to(torch.bfloat16).t() for w in ws]
+    labels = _check(fn, torch.randn(5, 9), *_weights())
+    plan = next(iter(COMPILED[-1][0].cache.values()))
+    kinds = [(s.kind, s.label) for s in plan.steps if s.kind != "view"]
+    for i, (kind, label) in enumerate(kinds):
+        if label.startswith("combo"):
+            assert i == 0 or kinds[i - 1][0] != "kernel"
+    assert len(labels) >= 2
 
 
 def test_the_same_buffer_read_by_two_parts_is_passed_once():
@@ -52,11 +62,15 @@ def test_the_same_buffer_read_by_two_parts_is_passed_once():
         src = (f"@triton.jit\ndef {name}(in_0, out_0, XBLOCK: tl.constexpr):\n"
                f"    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)\n    {body}\n")
         return RenderedKernel(name, src, args, grid, 4)
-    combo = render_combo([(part("k0", "pass", ["a", "b"], 3), 128),
-                          (part("k1", "y = 1", ["a", "c"], 2), 256)], "combo7")
+    combo = render_combo([(part("k0", "pass", ["a", "b"], 3), 128, 1),
+                          (part("k1", "y = 1", ["a", "c"], 2), 256, 1)], "combo7")
+    # inputs first, then outputs: the launcher takes the last arguments for the outputs
     assert combo.arg_names == ["a", "b", "c"] and combo.grid == 5 and combo.name == "combo7"
-    assert "def combo7(a_0, a_1, a_2):" in combo.source
-    assert "(pid >= 3) & (pid < 5)" in combo.source and ", a_0, a_2, 256)" in combo.source
+    combo = render_combo([(part("k0", "pass", ["a", "b"], 3), 128, 1),
+                          (part("k1", "y = 1", ["d", "c"], 2), 256, 1)], "combo7")
+    assert combo.arg_names == ["a", "d", "b", "c"]
+    assert "def combo7(a_0, a_1, a_2, a_3):" in combo.source
+    assert "(pid >= 3) & (pid < 5)" in combo.source and ", a_1, a_3, 256)" in combo.source
     assert "tl.program_id(0)" not in combo.source.split("def combo7")[0]
 
 
@@ -118,3 +132,24 @@ def test_a_backward_through_combined_casts_matches_eager(n):
     names = [info.name for _, info in COMPILED[-2:]]
     assert any(k[0].startswith("combo") for _, info in COMPILED[-2:]
                for k in info.kernels), names
+
+
+def test_combining_moves_no_cast_earlier_than_the_schedule_had_it():
+    """Only runs of casts the schedule launches back to back are combined: a model whose
+    casts the plan interleaves with its matmuls keeps its forward's peak memory."""
+    from cherenkov.runtime.memory_plan import live_bytes
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[torch.nn.Linear(64, 64) for _ in range(8)])
+    x = torch.randn(4, 64)
+    peaks = []
+    for combine in (False, True):
+        start = len(COMPILED)
+        compiled = cherenkov.compile(model, strict=True, cpu_backend="triton",
+                                     combine_casts=combine)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            compiled(x).float().sum().backward()
+        forward = next(g for g, info in COMPILED[start:] if info.name.startswith("forward"))
+        # what the plan allocates (its inputs, the parameters, the caller holds anyway)
+        peaks.append(max(live_bytes(next(iter(forward.cache.values())), inputs=False)))
+        model.zero_grad()
+    assert peaks[1] <= peaks[0], peaks

@@ -266,7 +266,7 @@ def _pair(monkeypatch):
         torch.testing.assert_close(grad, _full(3))
         del act, grad
     assert fwd.graph is not None and bwd.graph is not None
-    assert group.members == [fwd, bwd] and bwd.static_slots == [True]
+    assert group.live() == [fwd, bwd] and bwd.static_slots == [True]
     return fwd, bwd
 
 
@@ -296,16 +296,16 @@ def test_a_recaptured_member_becomes_the_latest_in_its_pool(monkeypatch):
     captures again and is the latest once more."""
     fwd, bwd = _pair(monkeypatch)
     fwd._release()
-    assert fwd not in fwd.group.members
+    assert fwd not in fwd.group.live()
     group = fwd.group
     # the forward captures again (the latest); the backward sees its input moved and lets go
     # of its graph; next call it captures again, reading the new replay buffers in place
     for after_fwd, after_bwd in (([bwd, fwd], [fwd]), ([fwd], [fwd, bwd])):
         act, logits = fwd([_full(1)])
         del logits
-        assert group.members == after_fwd
+        assert group.live() == after_fwd
         grad, = bwd([act])
-        assert group.members == after_bwd
+        assert group.live() == after_bwd
         torch.testing.assert_close(grad, _full(3))
         del act, grad
     replays = _FakeGraph.replays
@@ -352,3 +352,27 @@ def test_a_tiny_output_is_copied_out_and_a_graph_bypassed_on_every_call_is_given
         torch.testing.assert_close(big, _full(2 * i))
     assert plan.disabled and plan.graph is None
     assert all(torch.equal(b, _full(2 * i)) for i, b in enumerate(kept))
+
+
+def test_a_plan_giving_up_its_graph_stays_watched_while_its_outputs_are_held(monkeypatch):
+    """A backward bypassed on three calls in a row (its gradient kept) gives its graph up;
+    its outputs may sit on blocks the forward's replay writes, so the forward keeps running
+    without its graph until they are let go -- then it replays and the backward is
+    forgotten."""
+    from cherenkov.runtime import cuda_graphs
+    fwd, bwd = _pair(monkeypatch)
+    act, logits = fwd([_full(1)])
+    del logits
+    grad, = bwd([act])                                   # replayed: the graph's buffer
+    for _ in range(cuda_graphs.MAX_FALLBACKS):
+        torch.testing.assert_close(bwd([act])[0], _full(3))
+    del act
+    assert bwd.disabled and bwd.graph is None and bwd in fwd.group.live()
+    replays = _FakeGraph.replays
+    out = fwd([_full(4)])
+    del out
+    assert _FakeGraph.replays == replays                 # grad still held
+    torch.testing.assert_close(grad, _full(3))
+    del grad
+    fwd([_full(4)])
+    assert _FakeGraph.replays == replays + 1 and fwd.group.live() == [fwd]
