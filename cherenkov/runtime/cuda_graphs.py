@@ -218,10 +218,14 @@ class GraphedPlan:
             log.info("cherenkov: %s: %s on %d calls in a row; CUDA graph given up", self.name,
                      why, self.fallbacks)
             # the graph goes; its outputs, still held, stay watched by the pool's earlier
-            # members (their replays write on blocks these may sit on) until let go
-            self.graph, self.static_inputs = None, []
-            if self.group is None:
-                self.static_outputs, self.owned = [], []
+            # members that can still replay (their replays write on blocks these may sit
+            # on) until let go; with none, nothing is watched or kept
+            live = self.group.live() if self.group is not None else []
+            earlier = live[:live.index(self)] if self in live else []
+            if any(m.graph is not None for m in earlier):
+                self.graph, self.static_inputs = None, []
+            else:
+                self._release()
             self.disabled = True
         elif not self.held_logged:
             log.info("cherenkov: %s: %s; running without the CUDA graph while it is",

@@ -376,3 +376,15 @@ def test_a_plan_giving_up_its_graph_stays_watched_while_its_outputs_are_held(mon
     del grad
     fwd([_full(4)])
     assert _FakeGraph.replays == replays + 1 and fwd.group.live() == [fwd]
+
+
+def test_the_first_plan_in_its_pool_giving_up_keeps_nothing(monkeypatch):
+    """A forward that gives its graph up (its loss-sized outputs kept by the caller each
+    call) has no earlier member whose replay could overwrite them: its buffers are let go."""
+    from cherenkov.runtime import cuda_graphs
+    fwd, bwd = _pair(monkeypatch)
+    kept = [fwd([_full(1)]) for _ in range(cuda_graphs.MAX_FALLBACKS + 1)]
+    assert fwd.disabled and fwd.graph is None and fwd not in fwd.group.live()
+    assert fwd.owned == [] and fwd.static_outputs == []
+    for i, (act, logits) in enumerate(kept):
+        torch.testing.assert_close(act, _full(2))
