@@ -205,6 +205,20 @@ def _train_step(fn, opt, idx, tgt, settings: Settings, step=None) -> torch.Tenso
     return loss.detach().clone()
 
 
+def host_and_wall(fn, opt, batches: list, settings: Settings, reps: int = 5) -> tuple:
+    """Median (host time to issue a step, the step's wall time when synchronized), seconds,
+    from an idle GPU (for the profiling scripts in bench/)."""
+    _sync(settings.device)
+    host, wall = [], []
+    for i in range(reps):
+        t0 = time.perf_counter()
+        _train_step(fn, opt, *batches[i % len(batches)], settings)
+        host.append(time.perf_counter() - t0)
+        _sync(settings.device)
+        wall.append(time.perf_counter() - t0)
+    return sorted(host)[reps // 2], sorted(wall)[reps // 2]
+
+
 def _release_cherenkov(start: int, result: BackendResult) -> None:
     """Count what Cherenkov compiled since `start`, then drop its plans (and their buffers)."""
     from cherenkov.backend import COMPILED
