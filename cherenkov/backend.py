@@ -331,7 +331,7 @@ def cherenkov_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | 
     _cross_entropy_rewrites(gm, example_inputs, config)
     _flex_attention(gm, config)
     from cherenkov.runtime.cuda_graphs import PoolGroup
-    pool = PoolGroup()
+    pool = PoolGroup(pooled=config.cuda_graphs_pooled)
     try:
         return _returned(gm, aot_module_simplified(
             gm, example_inputs,

@@ -13,6 +13,9 @@ Every option lives in `Config`; every environment variable is read here and nowh
 | CHERENKOV_CUDA_GRAPHS=mode  | cuda_graphs    | replay plans with CUDA graphs: "auto" (default:      |
 |                             |                | small plans measured launch-bound), "on" (1), "off"  |
 |                             |                | (0); True/False mean on/off (graph_policy.py)        |
+| CHERENKOV_CUDA_GRAPHS_POOLED| cuda_graphs_   | a training graph's graphed forward/backward warm up  |
+| =1                          | pooled         | in their shared pool and capture before running (not |
+|                             |                | yet measured on a GPU; cuda_graphs.py)               |
 | CHERENKOV_INTERPRET=1       | interpret      | run Triton kernels in the interpreter (CPU tensors   |
 |                             |                | always do)                                           |
 | CHERENKOV_CACHE_SIZE=n      | cache_size     | recompiles kept per graph for static shapes          |
@@ -116,6 +119,8 @@ class Config:
     fp_contract: bool = field(default=True, metadata={"env": "CHERENKOV_FP_CONTRACT"})
     row_loops: bool = field(default=True, metadata={"env": "CHERENKOV_ROW_LOOPS"})
     combine_casts: bool = field(default=False, metadata={"env": "CHERENKOV_COMBINE_CASTS"})
+    cuda_graphs_pooled: bool = field(default=False,
+                                     metadata={"env": "CHERENKOV_CUDA_GRAPHS_POOLED"})
     linear_ce: str = field(default="auto", metadata={"env": "CHERENKOV_LINEAR_CE"})
     ce_forward_grad: str = field(default="auto", metadata={"env": "CHERENKOV_CE_FORWARD_GRAD"})
     unused_grads: bool = field(default=True, metadata={"env": "CHERENKOV_UNUSED_GRADS"})

@@ -25,9 +25,16 @@ capture's outputs stay allocated, held by the plan, so no capture reuses another
 before each replay the plan also checks that no later capture's output is held (the
 gradients a backward returned, let go by the optimizer's zero_grad before the next forward);
 if one is (gradient accumulation), the call runs without the graph.
+
+With `PoolGroup(pooled=True)` (config `cuda_graphs_pooled`; not yet measured on a GPU) the
+group's warm-up calls also allocate from the pool (the allocator's per-thread pool routing,
+as torch's graph trees warm up), and a capture comes before the call's run: capturing
+executes nothing, so the call's result is the first replay (in-place updates applied once)
+and the capturing call's outputs exist once, not a plain run's beside the graph's.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import weakref
@@ -85,6 +92,17 @@ def _uncopyable(t: torch.Tensor) -> str | None:
     return None
 
 
+@contextlib.contextmanager
+def allocating_in(pool, device_index: int):
+    """This thread's CUDA allocations come from graph pool `pool` (torch >= 2.8)."""
+    torch._C._cuda_beginAllocateCurrentThreadToPool(device_index, pool)
+    try:
+        yield
+    finally:
+        torch._C._cuda_endAllocateToPool(device_index, pool)
+        torch._C._cuda_releasePool(device_index, pool)
+
+
 def _held(tensors, baseline) -> bool:
     return storage_uses(tensors) != baseline
 
@@ -93,7 +111,8 @@ class PoolGroup:
     """The graphed plans sharing one CUDA graph memory pool (a forward and its backward), in
     capture order, and the forward's verdict for its backward to follow."""
 
-    def __init__(self):
+    def __init__(self, pooled: bool = False):
+        self.pooled = pooled             # warm-ups in the pool; capture before the run
         self.handles: dict = {}          # device index -> pool handle
         # weak references to the GraphedPlans whose outputs sit in the pool, by capture order
         # (a plan that gave up its graph stays while its outputs are held)
@@ -179,9 +198,10 @@ class GraphedPlan:
         ptrs = [t.data_ptr() if isinstance(t, torch.Tensor) else None for t in inputs]
         if self.graph is None and self.calls <= self.warmup:
             self.prev_ptrs = ptrs
-            if self.judge is not None and self.calls == self.warmup:
-                return self._timed(inputs)
-            return self.run_plan(inputs)
+            with self._in_pool():
+                if self.judge is not None and self.calls == self.warmup:
+                    return self._timed(inputs)
+                return self.run_plan(inputs)
         if self.graph is None:
             return self._run_and_capture(inputs, ptrs)
         held = "an output of the previous replay is still held" \
@@ -201,6 +221,9 @@ class GraphedPlan:
                     return self.run_plan(inputs)
             else:
                 self.static_inputs[i].copy_(t)
+        return self._replay()
+
+    def _replay(self) -> list:
         self.graph.replay()
         self.replays += 1
         # fresh tensors on the graph's buffers (not marked as views): whoever holds one adds
@@ -208,6 +231,15 @@ class GraphedPlan:
         return [o.clone() if i in self.copied_out else
                 o.detach() if isinstance(o, torch.Tensor) else o
                 for i, o in enumerate(self.static_outputs)]
+
+    def _pooled(self) -> bool:
+        return self.group is not None and self.group.pooled
+
+    def _in_pool(self):
+        if not self._pooled():
+            return contextlib.nullcontext()
+        device = torch.cuda.current_device()
+        return allocating_in(self.group.handle(device), device)
 
     def _run_beside(self, inputs: list, why: str) -> list:
         """This call runs without the graph (replaying would overwrite a tensor someone
@@ -283,7 +315,15 @@ class GraphedPlan:
         # storage offset); their values now do not matter: each replay copies in
         self.static_inputs = [t if (not isinstance(t, torch.Tensor) or keep) else _same_layout(t)
                               for t, keep in zip(inputs, self.static_slots)]
-        outs = self.run_plan(inputs)
+        originals, outs = None, None
+        if self._pooled():          # capture first; the call's result is the first replay
+            originals = list(inputs)
+            inputs.clear()
+            for t, buffer, keep in zip(originals, self.static_inputs, self.static_slots):
+                if isinstance(t, torch.Tensor) and not keep:
+                    buffer.copy_(t)
+        else:
+            outs = self.run_plan(inputs)
         try:
             graph = torch.cuda.CUDAGraph()
             pool = None if self.group is None else \
@@ -295,7 +335,7 @@ class GraphedPlan:
                         self.name, e)
             self.disabled = True
             self._release()
-            return outs
+            return outs if originals is None else self.run_plan(originals)
         self.graph = graph
         self.captured_ptrs = ptrs
         # keep only the copies: holding a static input (a forward graph's output read in place
@@ -328,4 +368,7 @@ class GraphedPlan:
                  "before each replay (%.1f MB)", self.name, self.captures,
                  sum(self.static_slots), len(copied),
                  sum(t.numel() * t.element_size() for t in copied) / 1e6)
+        if originals is not None:
+            del originals
+            return self._replay()
         return outs

@@ -147,8 +147,11 @@ def test_cuda_graph_training_steps_match_and_backward_reads_saved_activations_in
     assert forward.group is not None and forward.group is backward.group   # one pool
 
 
-@pytest.mark.parametrize("mode,hold", [("on", False), ("on", True), ("auto", False)])
-def test_cuda_graphs_sharing_a_pool_keep_accumulated_gradients_and_held_outputs(mode, hold):
+@pytest.mark.parametrize("mode,hold,pooled", [("on", False, False), ("on", True, False),
+                                              ("auto", False, False), ("on", False, True),
+                                              ("on", True, True)])
+def test_cuda_graphs_sharing_a_pool_keep_accumulated_gradients_and_held_outputs(mode, hold,
+                                                                                pooled):
     """Forward and backward share one pool, so a forward replay may write where the backward
     put its gradients: with gradients accumulated over micro-steps (held between them) and,
     with `hold`, every step's first output kept, every gradient and output still matches
@@ -157,7 +160,7 @@ def test_cuda_graphs_sharing_a_pool_keep_accumulated_gradients_and_held_outputs(
     model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(),
                                 torch.nn.Linear(256, 64)).cuda()
     ref = copy.deepcopy(model)
-    graphed = cherenkov.compile(model, strict=True, cuda_graphs=mode)
+    graphed = cherenkov.compile(model, strict=True, cuda_graphs=mode, cuda_graphs_pooled=pooled)
     kept, kept_ref = [], []
     for step in range(6):
         for micro in range(1 + step % 3):              # 1, 2 or 3 micro-steps

@@ -388,3 +388,59 @@ def test_the_first_plan_in_its_pool_giving_up_keeps_nothing(monkeypatch):
     assert fwd.owned == [] and fwd.static_outputs == []
     for i, (act, logits) in enumerate(kept):
         torch.testing.assert_close(act, _full(2))
+
+
+def _fake_pool_routing(monkeypatch) -> list:
+    """Stands in for the allocator's per-thread pool routing: records each routed call."""
+    routed = []
+    monkeypatch.setattr(torch._C, "_cuda_beginAllocateCurrentThreadToPool",
+                        lambda device, pool: routed.append(pool), raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_endAllocateToPool", lambda device, pool: None,
+                        raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_releasePool", lambda device, pool: None,
+                        raising=False)
+    return routed
+
+
+def test_a_pooled_plan_warms_up_in_its_pool_and_captures_before_running(monkeypatch):
+    """cuda_graphs_pooled: the warm-up calls allocate from the group's pool; the capturing
+    call runs nothing itself -- its result is the first replay -- so an in-place update is
+    applied once on every call, the capturing one included."""
+    from cherenkov.runtime import cuda_graphs
+    _fake_cuda(monkeypatch)
+    monkeypatch.setattr(_FakeGraph, "replays", 0)
+    routed = _fake_pool_routing(monkeypatch)
+    group = cuda_graphs.PoolGroup(pooled=True)
+    state, total = torch.zeros(3), torch.zeros(3)
+    plan = cuda_graphs.GraphedPlan(_adding_plan(state), "fwd", warmup=2, group=group)
+    for i in range(5):
+        x = torch.full((3,), float(i + 1))
+        total += x
+        out, = plan([x, state])
+        torch.testing.assert_close(state, total)
+        torch.testing.assert_close(out, total)
+        del out
+    assert len(routed) == 2 and routed[0] is group.handle(0)     # the two warm-up calls
+    assert _FakeGraph.replays == 3          # the capturing call (the 3rd) replayed too
+    assert plan.captures == 1 and group.live() == [plan]
+
+
+def test_a_pooled_training_pair_matches_the_plain_one(monkeypatch):
+    from cherenkov.runtime import cuda_graphs
+    _fake_cuda(monkeypatch)
+    monkeypatch.setattr(_FakeGraph, "replays", 0)
+    _fake_pool_routing(monkeypatch)
+    group = cuda_graphs.PoolGroup(pooled=True)
+    fwd = cuda_graphs.GraphedPlan(_mapping_plan(lambda x: (x * 2, x + 10), 2), "forward",
+                                  warmup=2, group=group)
+    bwd = cuda_graphs.GraphedPlan(_mapping_plan(lambda a: (a + 1,)), "backward", warmup=4,
+                                  group=group)
+    for i in range(7):
+        act, logits = fwd([_full(i)])
+        torch.testing.assert_close(logits, _full(i + 10))
+        del logits
+        grad, = bwd([act])
+        torch.testing.assert_close(grad, _full(2 * i + 1))
+        del act, grad
+    assert fwd.graph is not None and bwd.graph is not None and bwd.static_slots == [True]
+    assert group.live() == [fwd, bwd]

@@ -122,6 +122,9 @@ BACKENDS = {b.name: b for b in (
     Backend("torch.compile", lambda m: torch.compile(m, dynamic=False)),
     Backend("cherenkov", _cherenkov()),
     Backend("cherenkov+cudagraphs", _cherenkov(cuda_graphs=True)),
+    # the same, warm-ups in the graphs' shared pool and capture before running
+    Backend("cherenkov+cudagraphs-pooled", _cherenkov(cuda_graphs=True,
+                                                      cuda_graphs_pooled=True)),
     # matmul + epilogue templates where they measure faster than cuBLAS + a kernel: tuned
     # while compiling (its first step pays for that) and cached on disk for later runs
     Backend("cherenkov+autotune", _cherenkov(autotune=True)),
