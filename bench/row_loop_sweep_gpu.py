@@ -43,16 +43,6 @@ COLUMN = [(True, 32, {})] + [
     for x, r, w, st in ((64, 32, 4, 2), (64, 32, 4, 3), (64, 32, 4, 4), (64, 64, 4, 3),
                         (128, 32, 4, 3), (128, 32, 8, 3), (64, 64, 8, 3), (128, 64, 8, 3),
                         (256, 16, 4, 3))]
-# RoPE forward ran at 80% (halves) / 83% (flat) in the suite at faa57a8 while a hand-written
-# (rows, 64) halves tile ran at 92% (variants sweep at 023fc48, 8-16 row pairs per thread):
-# fewer lanes per program, other warps
-HALVES = [(True, 32, {}), (True, 32, {"halves": 0}),
-          (True, 32, {"pointwise": 1, "XBLOCK": 1024}),
-          (True, 32, {"pointwise": 1, "XBLOCK": 512}),
-          (True, 32, {"pointwise": 1, "XBLOCK": 1024, "num_warps": 2}),
-          (True, 32, {"pointwise": 1, "XBLOCK": 4096, "num_warps": 8}),
-          (True, 32, {"halves": 0, "pointwise": 1, "XBLOCK": 1024}),
-          (True, 32, {"halves": 0, "pointwise": 1, "XBLOCK": 4096, "num_warps": 8})]
 SWEEP = {"bias + GeLU(tanh) 16384x3072": (COLUMN, ("fwd+bwd",)),
          "bias + GeLU(tanh)": (COLUMN, ("fwd+bwd",))}
 
