@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from cherenkov.bench.suites import train as suite
+from cherenkov.bench.timing import events_median_ms
 
 GPU_CATS = ("kernel", "gpu_memset", "gpu_memcpy")
 
@@ -51,38 +52,18 @@ def syncs_in_one_step(fn, opt, batch, settings) -> list[str]:
 
 
 def preloaded(fn, opt, batches, settings, reps: int = 7) -> dict:
-    """The step's GPU time as timed (events around it) against the same with the GPU kept busy
-    (a 40 ms sleep kernel) while the host issues it: the difference is the time the GPU waited
-    for the host; what remains is the GPU's own time, launch gaps included."""
-    def timed(sleep: bool) -> float:
-        times = []
-        for i in range(reps):
-            torch.cuda.synchronize()
-            if sleep:
-                torch.cuda._sleep(int(40e-3 * 1.9e9))     # ~40 ms at the H200's clock
-            begin, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
-            begin.record()
-            suite._train_step(fn, opt, *batches[i % 2], settings)
-            end.record()
-            torch.cuda.synchronize()
-            times.append(begin.elapsed_time(end))
-        return sorted(times)[reps // 2]
-    torch.cuda.synchronize()
-    pairs = []
-    for i in range(2 * reps):            # as the train suite times: back to back, no sync
-        begin, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
-        begin.record()
+    """The step's GPU time back to back (as the suite times it), from an idle GPU, and with
+    the GPU kept busy while the host issues it (the GPU's own time, launch gaps included);
+    and one step's peak memory."""
+    def run(i):
         suite._train_step(fn, opt, *batches[i % 2], settings)
-        end.record()
-        pairs.append((begin, end))
-    torch.cuda.synchronize()
-    back_to_back = sorted(b.elapsed_time(e) for b, e in pairs)[reps]
+    times = {"step_ms_back_to_back": events_median_ms(run, 2 * reps),
+             "step_ms_synced_before": events_median_ms(run, reps, "sync"),
+             "step_ms_gpu_kept_busy": events_median_ms(run, reps, "busy")}
     torch.cuda.empty_cache()              # reserved: what this step needs, not what was
     torch.cuda.reset_peak_memory_stats()  # cached before
-    suite._train_step(fn, opt, *batches[0], settings)
-    return {"step_ms_back_to_back": back_to_back, "step_ms_synced_before": timed(False),
-            "step_ms_gpu_kept_busy": timed(True),
-            "peak_GB": torch.cuda.max_memory_allocated() / 1e9,
+    run(0)
+    return {**times, "peak_GB": torch.cuda.max_memory_allocated() / 1e9,
             "peak_reserved_GB": torch.cuda.max_memory_reserved() / 1e9}
 
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
 
 import torch
 
 from cherenkov.bench.suites import train as suite
+from cherenkov.bench.timing import events_median_ms
 
 
 def phases(fn, opt, idx, tgt, settings, with_opt: bool, marks: list) -> None:
@@ -32,31 +34,14 @@ def phases(fn, opt, idx, tgt, settings, with_opt: bool, marks: list) -> None:
 
 
 def measure(fn, opt, batches, settings, with_opt: bool, reps: int = 9) -> dict:
-    def run(i, marks):
+    marks = []
+
+    def run(i, marks=marks):
         phases(fn, opt, *batches[i % 2], settings, with_opt, marks)
-    torch.cuda.synchronize()
-    pairs, marks = [], []
-    for i in range(reps):
-        b, e = (torch.cuda.Event(enable_timing=True) for _ in range(2))
-        b.record()
-        run(i, marks)
-        e.record()
-        pairs.append((b, e))
-    torch.cuda.synchronize()
-    b2b = sorted(b.elapsed_time(e) for b, e in pairs[2:])
-    busy = []
-    for i in range(reps):
-        torch.cuda.synchronize()
-        torch.cuda._sleep(int(60e-3 * 1.9e9))
-        b, e = (torch.cuda.Event(enable_timing=True) for _ in range(2))
-        b.record()
-        run(i, [])
-        e.record()
-        torch.cuda.synchronize()
-        busy.append(b.elapsed_time(e))
-    host = [sorted(m[k] for m in marks[2:])[len(marks[2:]) // 2] * 1e3
-            for k in range(len(marks[0]))]
-    return {"back_to_back_ms": b2b[len(b2b) // 2], "kept_busy_ms": sorted(busy)[reps // 2],
+    back_to_back = events_median_ms(run, reps)
+    busy = events_median_ms(lambda i: run(i, []), reps, "busy")
+    host = [statistics.median(m[k] for m in marks[2:]) * 1e3 for k in range(len(marks[0]))]
+    return {"back_to_back_ms": back_to_back, "kept_busy_ms": busy,
             "host_phase_ms": [round(h, 2) for h in host]}
 
 

@@ -158,7 +158,8 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
         except Exception as e:  # noqa: BLE001 -- advisory: it never costs the compiled graph
             plan.blockers.append(f"no estimate ({type(e).__name__}: {e})")
     # a training graph's forward and backward: one CUDA graph pool (cuda_graphs.PoolGroup)
-    group = getattr(gm, "meta", {}).get("cherenkov_pool_group")
+    meta = getattr(gm, "meta", {})
+    group = meta.get("cherenkov_pool_group")
     info.cuda_graphs = graph_policy.decide(plan, config.cuda_graphs, spec, on_cuda, device)
     log.info("cherenkov [%s] CUDA graphs %s", name, info.cuda_graphs)
     if info.cuda_graphs.measure:         # its pool share goes back with it, or if judged off
@@ -186,7 +187,7 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
                     release()
                 return info.cuda_graphs
         compiled.use_cuda_graphs(warmup + 2 if backward else warmup, judge, group,
-                                 getattr(gm, "meta", {}).get("cherenkov_caller_outputs"))
+                                 meta.get("cherenkov_caller_outputs"))
     if config.dump_dir:
         try:
             _dump(Path(config.dump_dir) / name, gm, lowered, graph, fusion, sources, info)

@@ -20,6 +20,30 @@ def cuda_median_s(fn: Callable[[], object], warmup_ms: int = 25, rep_ms: int = 1
     return do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median") / 1e3
 
 
+KEEP_BUSY_S = 60e-3     # a sleep kernel this long lets the host issue a whole training step
+
+
+def events_median_ms(run: Callable[[int], object], reps: int, before: str = "none") -> float:
+    """Median GPU time (ms, CUDA events around each call) of `run(i)` for i < reps, the calls
+    issued back to back ("none": no synchronization, as the train suite times steps), from an
+    idle GPU ("sync"), or with the GPU kept busy while the host issues the call ("busy": a
+    sleep kernel queued first, so what is timed is the GPU's own time, its gaps included)."""
+    pairs = []
+    torch.cuda.synchronize()
+    for i in range(reps):
+        if before != "none":
+            torch.cuda.synchronize()
+        if before == "busy":
+            torch.cuda._sleep(int(KEEP_BUSY_S * 1.9e9))     # cycles at ~1.9 GHz (H200)
+        begin, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+        begin.record()
+        run(i)
+        end.record()
+        pairs.append((begin, end))
+    torch.cuda.synchronize()
+    return statistics.median(b.elapsed_time(e) for b, e in pairs)
+
+
 def cpu_median_s(fn: Callable[[], object], reps: int = 7) -> float:
     fn()
     times = []

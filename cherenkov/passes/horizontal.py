@@ -7,8 +7,7 @@ compiler._triton_kernels from the parts' own sources).
     fusion = combine_input_casts(fusion, graph, plan_order(...))   # Triton, combine_casts
 
 Off by default: on the H200 GPT-2's training step ran 30.4 ms with it, 30.5 without, in one run
-(`2026-11-30_train_gpt2_combine_h200_*.md`): in a step run back to back the host is ahead of
-the GPU at the forward's start, so the ~100 launches it saves cost the GPU next to nothing.
+(`2026-11-30_train_gpt2_combine_h200_d2af2ae.md`): no measurable gain for its compile time.
 
 Only parts the plan's schedule launches one after another are combined (GPT-2's casts all
 come first): a combo is one step, so moving a part next to others would allocate its output
@@ -100,18 +99,16 @@ def combine_input_casts(fusion: FusionResult, graph: Graph, schedule: Schedule
     runs.append(run)
     chunks = [r[i:i + MAX_PARTS] for r in runs for i in range(0, len(r), MAX_PARTS)]
     combo_of = {}
-    for chunk in chunks:
-        if len(chunk) < MIN_PARTS:
-            continue
+    for chunk in (c for c in chunks if len(c) >= MIN_PARTS):
         combo = ComboGroup(members=[m for g in chunk for m in g.members],
                            X=sum(g.X for g in chunk), R=1,
                            reads={r for g in chunk for r in g.reads}, parts=chunk)
-        combo.kernel = ComboKernel(f"combo{len({id(c) for c in combo_of.values()})}",
+        combo.kernel = ComboKernel(f"combo{len(set(combo_of.values()))}",
                                    [g.kernel for g in chunk])
-        for g in chunk:
-            combo_of[g] = combo
+        combo_of.update((g, combo) for g in chunk)
     if not combo_of:
         return fusion
+
     def substituted(items):
         out, placed = [], set()
         for g in items:

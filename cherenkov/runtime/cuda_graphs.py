@@ -144,8 +144,7 @@ class PoolGroup:
             if _held(m.owned, m.baseline):
                 return f"an output of {m.name} (captured later in the same pool) is held"
             if m.graph is None:          # given up and no longer held: its blocks are free
-                m.owned, m.baseline, m.static_outputs = [], [], []
-                self.forget(m)
+                m._release()
         return None
 
 

@@ -14,9 +14,10 @@ plan's buffers stay reserved in the graph's private pool between calls. So under
 * it is launch-bound, measured: its last warm-up call (the third; the second checks each
   kernel's direct launch and measures nothing) runs from an idle GPU and the host's
   time issuing the launches is at least `HOST_FRACTION` of the GPU's time running them, or
-  short of it by at most a launch's latency (`LATENCY_SLACK_S`; `judge`). Measured, because the host's cost per step is this runtime's Python on this
-  host's CPU, which no preset knows; the roofline estimate (`estimate`: steps x the device's
-  launch overhead vs the kernels' and library calls' predicted time) is logged beside it.
+  short of it by at most a launch's latency (`LATENCY_SLACK_S`; `judge`). Measured, because
+  the host's cost per step is this runtime's Python on this host's CPU, which no preset
+  knows; the roofline estimate (`estimate`: steps x the device's launch overhead vs the
+  kernels' and library calls' predicted time) is logged beside it.
 
 A training graph's forward and backward share one pool (cuda_graphs.PoolGroup); a backward
 follows a graphed forward (`judge_pair`). Both share the working-set limits above: graphing

@@ -47,44 +47,39 @@ def cross_entropy_rows(logits_ptr, stride_row, grad_ptr, grad_stride_row, target
     if ONE_PASS:                                  # BLOCK_V >= V: the row read once, kept
         cols = tl.arange(0, BLOCK_V)
         x = tl.load(base + cols, mask=cols < V, other=-float("inf")).to(tl.float32)
-        m1 = tl.max(x, axis=0)
-        m1_ref = tl.where(m1 == -float("inf"), 0.0, m1)
-        e = tl.exp(x - m1_ref)
-        s1 = tl.sum(e, axis=0)
-        lse1 = m1 + tl.log(s1)
-        target_logit1 = tl.load(base + safe_target).to(tl.float32)
-        loss1 = tl.where(known, lse1 - target_logit1, float("nan"))
-        tl.store(loss_ptr + row, tl.where(valid, loss1, 0.0))
-        if WRITE_GRAD:
-            keep1 = tl.where(valid, tl.where(known, 1.0, float("nan")), 0.0)
-            p1 = e / s1 - tl.where(cols == safe_target, 1.0, 0.0)
-            tl.store(grad_base + cols, (p1 * keep1).to(grad_ptr.dtype.element_ty),
-                     mask=cols < V, cache_modifier=".cs")
-        return
-    m = -float("inf")
-    s = 0.0
-    for start in range(0, V, BLOCK_V):
-        cols = start + tl.arange(0, BLOCK_V)
-        # L2 hints: the row stays for its second read, the gradient streams out
-        x = tl.load(base + cols, mask=cols < V, other=-float("inf"),
-                    eviction_policy="evict_last").to(tl.float32)
-        m_new = tl.maximum(m, tl.max(x, axis=0))
-        m_ref = tl.where(m_new == -float("inf"), 0.0, m_new)   # a slice all -inf: no NaN
-        s = s * tl.exp(m - m_ref) + tl.sum(tl.exp(x - m_ref), axis=0)
-        m = m_new
+        m = tl.max(x, axis=0)
+        e = tl.exp(x - tl.where(m == -float("inf"), 0.0, m))   # a row all -inf: no NaN
+        s = tl.sum(e, axis=0)
+    else:
+        m = -float("inf")
+        s = 0.0
+        for start in range(0, V, BLOCK_V):
+            cols = start + tl.arange(0, BLOCK_V)
+            # L2 hints: the row stays for its second read, the gradient streams out
+            x = tl.load(base + cols, mask=cols < V, other=-float("inf"),
+                        eviction_policy="evict_last").to(tl.float32)
+            m_new = tl.maximum(m, tl.max(x, axis=0))
+            m_ref = tl.where(m_new == -float("inf"), 0.0, m_new)   # a slice all -inf: no NaN
+            s = s * tl.exp(m - m_ref) + tl.sum(tl.exp(x - m_ref), axis=0)
+            m = m_new
     lse = m + tl.log(s)
     target_logit = tl.load(base + safe_target).to(tl.float32)
     loss = tl.where(known, lse - target_logit, float("nan"))
     tl.store(loss_ptr + row, tl.where(valid, loss, 0.0))
     if WRITE_GRAD:
         keep = tl.where(valid, tl.where(known, 1.0, float("nan")), 0.0)
-        for start in range(0, V, BLOCK_V):
-            cols = start + tl.arange(0, BLOCK_V)
-            x = tl.load(base + cols, mask=cols < V, other=0.0,
-                        eviction_policy="evict_first").to(tl.float32)
-            p = tl.exp(x - lse) - tl.where(cols == safe_target, 1.0, 0.0)
+        if ONE_PASS:                              # the gradient from the same exponentials
+            p = e / s - tl.where(cols == safe_target, 1.0, 0.0)
             tl.store(grad_base + cols, (p * keep).to(grad_ptr.dtype.element_ty), mask=cols < V,
                      cache_modifier=".cs")
+        else:
+            for start in range(0, V, BLOCK_V):
+                cols = start + tl.arange(0, BLOCK_V)
+                x = tl.load(base + cols, mask=cols < V, other=0.0,
+                            eviction_policy="evict_first").to(tl.float32)
+                p = tl.exp(x - lse) - tl.where(cols == safe_target, 1.0, 0.0)
+                tl.store(grad_base + cols, (p * keep).to(grad_ptr.dtype.element_ty),
+                         mask=cols < V, cache_modifier=".cs")
 '''
 
 

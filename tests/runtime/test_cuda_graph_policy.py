@@ -121,6 +121,18 @@ def test_the_last_warm_up_call_is_timed_and_judged(monkeypatch, gpu_ms, graphed)
     assert (plan.graph is not None) == graphed and plan.disabled == (not graphed)
 
 
+def _add_calls(plan, state, calls: int) -> None:
+    """Call an `_adding_plan` `calls` times: after each, the state holds every addition once."""
+    total = torch.zeros(3)
+    for i in range(calls):
+        x = torch.full((3,), float(i + 1))
+        total += x
+        out, = plan([x, state])
+        torch.testing.assert_close(state, total)
+        torch.testing.assert_close(out, total)
+        del out
+
+
 def test_each_call_runs_the_plan_once_including_the_capturing_call(monkeypatch):
     """A plan that adds its input into a state tensor in place: after n calls through the
     graphed wrapper (warm-up, capture, replays, a moved input) the state holds n additions."""
@@ -129,14 +141,7 @@ def test_each_call_runs_the_plan_once_including_the_capturing_call(monkeypatch):
     state = torch.zeros(3)
 
     plan = cuda_graphs.GraphedPlan(_adding_plan(state), "step", warmup=1)
-    total = torch.zeros(3)
-    for i in range(6):
-        x = torch.full((3,), float(i + 1))
-        total += x
-        out, = plan([x, state])
-        torch.testing.assert_close(state, total)
-        torch.testing.assert_close(out, total)
-        del out
+    _add_calls(plan, state, 6)
     assert plan.graph is not None and plan.captures == 1 and not plan.disabled
     assert plan.static_slots == [False, True]     # x copied in, the state read in place
 
@@ -411,15 +416,9 @@ def test_a_pooled_plan_warms_up_in_its_pool_and_captures_before_running(monkeypa
     monkeypatch.setattr(_FakeGraph, "replays", 0)
     routed = _fake_pool_routing(monkeypatch)
     group = cuda_graphs.PoolGroup(pooled=True)
-    state, total = torch.zeros(3), torch.zeros(3)
+    state = torch.zeros(3)
     plan = cuda_graphs.GraphedPlan(_adding_plan(state), "fwd", warmup=2, group=group)
-    for i in range(5):
-        x = torch.full((3,), float(i + 1))
-        total += x
-        out, = plan([x, state])
-        torch.testing.assert_close(state, total)
-        torch.testing.assert_close(out, total)
-        del out
+    _add_calls(plan, state, 5)
     assert len(routed) == 2 and routed[0] is group.handle(0)     # the two warm-up calls
     assert _FakeGraph.replays == 3          # the capturing call (the 3rd) replayed too
     assert plan.captures == 1 and group.live() == [plan]
