@@ -26,7 +26,7 @@ before each replay the plan also checks that no later capture's output is held (
 gradients a backward returned, let go by the optimizer's zero_grad before the next forward);
 if one is (gradient accumulation), the call runs without the graph.
 
-With `PoolGroup(pooled=True)` (config `cuda_graphs_pooled`; not yet measured on a GPU) the
+With `PoolGroup(pooled=True)` (config `cuda_graphs_pooled`) the
 group's warm-up calls also allocate from the pool (the allocator's per-thread pool routing,
 as torch's graph trees warm up), and a capture comes before the call's run: capturing
 executes nothing, so the call's result is the first replay (in-place updates applied once)
@@ -120,8 +120,18 @@ class PoolGroup:
         self.verdict = None              # the forward's measured GraphDecision, once judged
 
     def handle(self, device_index: int):
+        """The group's pool on that device, created on first use. The group holds one use of
+        it for its whole life: the allocator counts a pool's users (each capture into it,
+        each routed block of calls) and, once none is left, frees its blocks as they return
+        and refuses to route into it again -- a warm-up after another's release, or a
+        capture after every earlier graph was reset, would fail."""
         if device_index not in self.handles:
-            self.handles[device_index] = torch.cuda.graph_pool_handle()
+            handle = torch.cuda.graph_pool_handle()
+            torch._C._cuda_beginAllocateCurrentThreadToPool(device_index, handle)
+            torch._C._cuda_endAllocateToPool(device_index, handle)
+            done = weakref.finalize(self, torch._C._cuda_releasePool, device_index, handle)
+            done.atexit = False          # at exit the allocator goes anyway
+            self.handles[device_index] = handle
         return self.handles[device_index]
 
     def live(self) -> list:

