@@ -186,7 +186,9 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
                 if not info.cuda_graphs.use:
                     release()
                 return info.cuda_graphs
-        compiled.use_cuda_graphs(warmup + 2 if backward else warmup, judge, group,
+        # (pooled: the forward's capturing call is its first replay, one call sooner)
+        wait = 1 if group is not None and group.pooled else 2
+        compiled.use_cuda_graphs(warmup + wait if backward else warmup, judge, group,
                                  meta.get("cherenkov_caller_outputs"))
     if config.dump_dir:
         try:

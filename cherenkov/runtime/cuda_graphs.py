@@ -26,11 +26,15 @@ before each replay the plan also checks that no later capture's output is held (
 gradients a backward returned, let go by the optimizer's zero_grad before the next forward);
 if one is (gradient accumulation), the call runs without the graph.
 
-With `PoolGroup(pooled=True)` (config `cuda_graphs_pooled`) the
-group's warm-up calls also allocate from the pool (the allocator's per-thread pool routing,
-as torch's graph trees warm up), and a capture comes before the call's run: capturing
-executes nothing, so the call's result is the first replay (in-place updates applied once)
-and the capturing call's outputs exist once, not a plain run's beside the graph's.
+With `PoolGroup(pooled=True)` (config `cuda_graphs_pooled`) the group's warm-up calls before
+its first capture also allocate from the pool (the allocator's per-thread pool routing, as
+torch's graph trees warm up), on the side stream the captures run on (the allocator keeps free
+blocks per stream: warm-ups on the default stream left the capture 9 GB it could not reuse,
+pool 19.2 GB reserved for 9.1 allocated on GPT-2); later warm-ups (a backward waiting for its
+forward's replays) run outside the pool, where their outputs cannot land on a captured plan's
+transient blocks. A capture comes before the call's run: capturing executes nothing, so the
+call's result is the first replay (in-place updates applied once) and the capturing call's
+outputs exist once, not a plain run's beside the graph's.
 """
 from __future__ import annotations
 
@@ -107,6 +111,19 @@ def _held(tensors, baseline) -> bool:
     return storage_uses(tensors) != baseline
 
 
+@contextlib.contextmanager
+def on_stream(stream):
+    """Work issued inside runs on `stream`, after the current stream's earlier work and before
+    its later work (so tensors passed either way need no other synchronization)."""
+    current = torch.cuda.current_stream()
+    stream.wait_stream(current)
+    try:
+        with torch.cuda.stream(stream):
+            yield
+    finally:
+        current.wait_stream(stream)
+
+
 class PoolGroup:
     """The graphed plans sharing one CUDA graph memory pool (a forward and its backward), in
     capture order, and the forward's verdict for its backward to follow."""
@@ -114,36 +131,62 @@ class PoolGroup:
     def __init__(self, pooled: bool = False):
         self.pooled = pooled             # warm-ups in the pool; capture before the run
         self.handles: dict = {}          # device index -> pool handle
+        self.holds: dict = {}            # device index -> the finalizer of the group's use
+        self.streams: dict = {}          # device index -> side stream (pooled warm-ups, captures)
         # weak references to the GraphedPlans whose outputs sit in the pool, by capture order
         # (a plan that gave up its graph stays while its outputs are held)
         self.members: list = []
+        self.ever_captured = False
         self.verdict = None              # the forward's measured GraphDecision, once judged
 
     def handle(self, device_index: int):
         """The group's pool on that device, created on first use. The group holds one use of
-        it for its whole life: the allocator counts a pool's users (each capture into it,
-        each routed block of calls) and, once none is left, frees its blocks as they return
-        and refuses to route into it again -- a warm-up after another's release, or a
-        capture after every earlier graph was reset, would fail."""
+        it until no captured plan is left in it: the allocator counts a pool's users (each
+        capture into it, each routed block of calls) and, once none is left, frees its blocks
+        as they return and refuses to route into it again -- without the group's use, a
+        warm-up after another's release would fail. A pool let go makes way for a fresh one."""
         if device_index not in self.handles:
             handle = torch.cuda.graph_pool_handle()
             torch._C._cuda_beginAllocateCurrentThreadToPool(device_index, handle)
             torch._C._cuda_endAllocateToPool(device_index, handle)
             done = weakref.finalize(self, torch._C._cuda_releasePool, device_index, handle)
             done.atexit = False          # at exit the allocator goes anyway
-            self.handles[device_index] = handle
+            self.handles[device_index], self.holds[device_index] = handle, done
         return self.handles[device_index]
+
+    def stream(self, device_index: int):
+        """The side stream the group's pooled warm-ups and captures run on: the allocator
+        keeps free blocks per stream, so a capture reuses only what was freed on its own."""
+        if device_index not in self.streams:
+            self.streams[device_index] = torch.cuda.Stream(device_index)
+        return self.streams[device_index]
+
+    def routes_warmups(self) -> bool:
+        """Whether warm-up calls allocate from the pool: only before the group's first
+        capture. After it, a warm-up's outputs there (a backward's gradients) could sit on a
+        captured plan's transient blocks, which its replays overwrite unwatched."""
+        return self.pooled and not self.ever_captured
+
+    def _let_go(self) -> None:
+        """No plan captured in the pool is left: the group's uses go (the blocks return to the
+        device as the graphs and their outputs go), and a later capture takes a fresh pool."""
+        for done in self.holds.values():
+            done()
+        self.handles, self.holds = {}, {}
 
     def live(self) -> list:
         return [p for p in (ref() for ref in self.members) if p is not None]
 
     def captured(self, plan: "GraphedPlan") -> None:
         """`plan` has just captured (again): it is the latest member."""
-        self.forget(plan)
+        self.members = [ref for ref in self.members if ref() is not None and ref() is not plan]
         self.members.append(weakref.ref(plan))
+        self.ever_captured = True
 
     def forget(self, plan: "GraphedPlan") -> None:
         self.members = [ref for ref in self.members if ref() is not None and ref() is not plan]
+        if not self.members:
+            self._let_go()
 
     def clash(self, plan: "GraphedPlan") -> str | None:
         """Why replaying `plan` now could overwrite a tensor someone holds, or None. A later
@@ -245,10 +288,15 @@ class GraphedPlan:
         return self.group is not None and self.group.pooled
 
     def _in_pool(self):
-        if not self._pooled():
+        """A pooled warm-up's context: on the group's side stream, allocating from its pool
+        (where the capture will find the blocks it freed)."""
+        if self.group is None or not self.group.routes_warmups():
             return contextlib.nullcontext()
         device = torch.cuda.current_device()
-        return allocating_in(self.group.handle(device), device)
+        stack = contextlib.ExitStack()
+        stack.enter_context(on_stream(self.group.stream(device)))
+        stack.enter_context(allocating_in(self.group.handle(device), device))
+        return stack
 
     def _run_beside(self, inputs: list, why: str) -> list:
         """This call runs without the graph (replaying would overwrite a tensor someone
@@ -335,9 +383,11 @@ class GraphedPlan:
             outs = self.run_plan(inputs)
         try:
             graph = torch.cuda.CUDAGraph()
-            pool = None if self.group is None else \
-                self.group.handle(torch.cuda.current_device())
-            with torch.cuda.graph(graph, pool=pool):
+            device = torch.cuda.current_device()
+            pool = None if self.group is None else self.group.handle(device)
+            # pooled: on the stream its warm-ups freed their blocks on
+            stream = self.group.stream(device) if self._pooled() else None
+            with torch.cuda.graph(graph, pool=pool, stream=stream):
                 outputs = self.run_plan(list(self.static_inputs))
         except Exception as e:  # noqa: BLE001 -- capture is an optimization, never a failure
             log.warning("cherenkov: CUDA graph capture of %s failed (%s); running without",

@@ -44,10 +44,36 @@ class _FakeGraph:
             fn()
 
 
+class _FakeStream:
+    """Stands in for torch.cuda.Stream: `current` is the stream work is issued on."""
+    current = None
+
+    def __init__(self, device=None):
+        self.waits = []
+
+    def wait_stream(self, other):
+        self.waits.append(other)
+
+
+class _OnStream:
+    def __init__(self, stream):
+        self.stream = stream
+
+    def __enter__(self):
+        self.before, _FakeStream.current = _FakeStream.current, self.stream
+
+    def __exit__(self, *exc):
+        _FakeStream.current = self.before
+
+
 class _Capture:
-    def __init__(self, graph, pool=None):
+    def __init__(self, graph, pool=None, stream=None):
         self.graph = graph
         self.pool = pool
+        self.stream = stream
+        _Capture.streams.append(stream)
+
+    streams: list = []          # the stream each capture was asked to run on
 
     pools = None                # the _FakePools a capture into a pool counts in, if any
 
@@ -85,6 +111,12 @@ def _fake_cuda(monkeypatch):
     monkeypatch.setattr(torch.cuda, "graph_pool_handle", lambda: object())
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(_Capture, "pools", None)
+    monkeypatch.setattr(_Capture, "streams", [])
+    default = _FakeStream()
+    monkeypatch.setattr(_FakeStream, "current", default)
+    monkeypatch.setattr(torch.cuda, "Stream", _FakeStream)
+    monkeypatch.setattr(torch.cuda, "stream", _OnStream)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda *a: _FakeStream.current)
     _fake_pool_routing(monkeypatch)
 
 
@@ -409,6 +441,7 @@ class _FakePools:
     def __init__(self):
         self.uses: dict = {}
         self.routed: list = []
+        self.streams: list = []          # the stream current at each routing
 
     def begin(self, device, pool):
         if self.uses.get(pool, 1) <= 0:
@@ -418,6 +451,7 @@ class _FakePools:
     def route(self, device, pool):
         self.begin(device, pool)
         self.routed.append(pool)
+        self.streams.append(_FakeStream.current)
 
     def release(self, device, pool):
         self.uses[pool] -= 1
@@ -451,6 +485,11 @@ def test_a_pooled_plan_warms_up_in_its_pool_and_captures_before_running(monkeypa
     # routed: the group's own hold on its pool, then the two warm-up calls (each let go after)
     assert pools.routed == [pool] * 3
     assert pools.uses[pool] == 2                # the group's hold and the capture
+    # the warm-ups and the capture ran on the group's side stream (the allocator's free
+    # blocks are per stream), which waited for the default stream's work first
+    side = group.stream(0)
+    assert pools.streams[1:] == [side, side] and _Capture.streams == [side]
+    assert side.waits and _FakeStream.current is not side
     assert _FakeGraph.replays == 3          # the capturing call (the 3rd) replayed too
     assert plan.captures == 1 and group.live() == [plan]
 
@@ -474,6 +513,51 @@ def test_a_pooled_training_pair_matches_the_plain_one(monkeypatch):
         del act, grad
     assert fwd.graph is not None and bwd.graph is not None and bwd.static_slots == [True]
     assert group.live() == [fwd, bwd]
+
+
+def test_pooled_warm_ups_after_the_first_capture_stay_out_of_the_pool(monkeypatch):
+    """A backward still warming up after its forward captured allocates outside the pool:
+    there its gradients could take the forward's transient blocks, which the forward's
+    replays overwrite with nothing watching. The backward captures one call after it first
+    sees the forward's replay buffers (the forward's capturing call is its first replay)."""
+    from cherenkov.runtime import cuda_graphs
+    _fake_cuda(monkeypatch)
+    pools = _fake_pool_routing(monkeypatch)
+    group = cuda_graphs.PoolGroup(pooled=True)
+    fwd = cuda_graphs.GraphedPlan(_mapping_plan(lambda x: (x * 2, x + 10), 2), "forward",
+                                  warmup=2, group=group)
+    bwd = cuda_graphs.GraphedPlan(_mapping_plan(lambda a: (a + 1,)), "backward", warmup=3,
+                                  group=group)
+    routed_by_call = []
+    for i in range(5):
+        before = len(pools.routed)
+        act, logits = fwd([_full(i)])
+        del logits
+        grad, = bwd([act])
+        torch.testing.assert_close(grad, _full(2 * i + 1))
+        del act, grad
+        routed_by_call.append(len(pools.routed) - before)
+    # calls 1-2: both plans warm up in the pool; call 3: the forward captures, the backward's
+    # last warm-up runs outside; call 4: the backward captures (reading in place)
+    assert routed_by_call[1:] == [2, 0, 0, 0] and routed_by_call[0] == 3   # + the group's hold
+    assert fwd.captures == 1 and bwd.captures == 1 and bwd.static_slots == [True]
+
+
+def test_a_group_lets_its_pool_go_when_no_captured_plan_is_left(monkeypatch):
+    """Once every plan captured in the pool is released (its graph gone), the group's use
+    goes too -- the pool's blocks return to the device as their tensors go -- and a later
+    capture takes a fresh pool, which the allocator would otherwise refuse."""
+    from cherenkov.runtime import cuda_graphs
+    _fake_cuda(monkeypatch)
+    pools = _fake_pool_routing(monkeypatch)
+    group = cuda_graphs.PoolGroup(pooled=True)
+    state = torch.zeros(3)
+    plan = cuda_graphs.GraphedPlan(_adding_plan(state), "fwd", warmup=2, group=group)
+    _add_calls(plan, state, 3)
+    first = group.handle(0)
+    plan._release()
+    assert pools.uses[first] == 1               # the capture's own (its graph object's)
+    assert group.handle(0) is not first and pools.uses[group.handle(0)] == 1
 
 
 def test_a_pool_group_holds_its_pool_while_it_lives(monkeypatch):
