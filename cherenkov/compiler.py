@@ -30,7 +30,7 @@ from cherenkov.ir.verifier import verify
 from cherenkov.lowering.from_fx import graph_device, lower_fx
 from cherenkov.passes.cse import eliminate_common_subexpressions
 from cherenkov.passes.fusion import fuse, is_library, is_scatter
-from cherenkov.passes.horizontal import ComboGroup, combine_input_casts
+from cherenkov.passes.horizontal import ComboGroup, combine_input_casts, combine_updates
 from cherenkov.passes.matmul_epilogues import fuse_matmul_epilogues
 from cherenkov.passes.one_hot_sums import sum_one_hots
 from cherenkov.passes.split_reductions import split_reductions
@@ -112,8 +112,8 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
         if spec.kind == "gpu" and config.fusion:
             graph = split_reductions(graph, spec.sm_count, row_loops)
         fusion = fuse(graph, enable=config.fusion, device=spec, row_loops=row_loops)
-        if config.fusion and config.combine_casts and not cpp:
-            fusion = _combined_casts(graph, fusion)
+        if config.fusion and not cpp and (config.combine_casts or config.combine_updates):
+            fusion = _combined(graph, fusion, config)
         lap("passes")
         if cpp:
             kernels, sources = _cpp_kernels(fusion)
@@ -217,12 +217,17 @@ class LaunchableKernel:
         return self.kernel.bytes_moved()
 
 
-def _combined_casts(graph, fusion):
-    """`fusion` with the runs of input casts its schedule launches back to back combined, in
-    that schedule (passes/horizontal.py)."""
-    return combine_input_casts(
-        fusion, graph, plan_order(graph, fusion.groups, fusion.realized, fusion.views,
-                                  is_library))
+def _combined(graph, fusion, config):
+    """`fusion` with the runs of small kernels over graph inputs its schedule launches back to
+    back combined, in that schedule (passes/horizontal.py): input casts with combine_casts,
+    updates written back into inputs with combine_updates."""
+    order = plan_order(graph, fusion.groups, fusion.realized, fusion.views, is_library)
+    if config.combine_casts:
+        fusion = combine_input_casts(fusion, graph, order)
+        order = fusion.schedule or order
+    if config.combine_updates:
+        fusion = combine_updates(fusion, graph, order)
+    return fusion
 
 
 def _triton_kernels(fusion, interpret: bool, spec, workers: int = -1, lap=lambda phase: None,

@@ -43,6 +43,9 @@ Every option lives in `Config`; every environment variable is read here and nowh
 | CHERENKOV_COMBINE_CASTS=1   | combine_casts  | (Triton) small kernels each reading one graph input  |
 |                             |                | (autocast's weight casts) share one launch; off by   |
 |                             |                | default: GPT-2's step ran 30.4 vs 30.5 ms with it    |
+| CHERENKOV_COMBINE_UPDATES=0 | combine_updates| (Triton) small kernels writing values back into graph |
+|                             |                | inputs (a compiled optimizer step's per-parameter    |
+|                             |                | updates) share launches: a multi-tensor step         |
 | CHERENKOV_UNUSED_GRADS=0    | unused_grads   | the gradient of an output the loss never used is     |
 |                             |                | zeros written by autograd, read by the backward (by  |
 |                             |                | default the backward is compiled with it as zeros)   |
@@ -119,6 +122,7 @@ class Config:
     fp_contract: bool = field(default=True, metadata={"env": "CHERENKOV_FP_CONTRACT"})
     row_loops: bool = field(default=True, metadata={"env": "CHERENKOV_ROW_LOOPS"})
     combine_casts: bool = field(default=False, metadata={"env": "CHERENKOV_COMBINE_CASTS"})
+    combine_updates: bool = field(default=True, metadata={"env": "CHERENKOV_COMBINE_UPDATES"})
     cuda_graphs_pooled: bool = field(default=False,
                                      metadata={"env": "CHERENKOV_CUDA_GRAPHS_POOLED"})
     linear_ce: str = field(default="auto", metadata={"env": "CHERENKOV_LINEAR_CE"})

@@ -1,19 +1,24 @@
-"""Horizontal fusion: small pointwise kernels that each read one graph input only -- autocast's
-casts of the weights to bf16, ~100 launches of 1-5 us at the start of GPT-2's forward, where
-the host issuing them falls behind the GPU -- become one launch (a combo kernel). Its programs
-are the parts' programs laid end to end; each runs the part its index falls in (rendered by
-compiler._triton_kernels from the parts' own sources).
+"""Horizontal fusion: small pointwise kernels that read graph inputs only become one launch (a
+combo kernel). Its programs are the parts' programs laid end to end; each runs the part its
+index falls in (rendered by compiler._triton_kernels from the parts' own sources).
 
-    fusion = combine_input_casts(fusion, graph, plan_order(...))   # Triton, combine_casts
+Two kinds of parts, each its own pass:
 
-Off by default: on the H200 GPT-2's training step ran 30.4 ms with it, 30.5 without, in one run
-(`2026-11-30_train_gpt2_combine_h200_d2af2ae.md`): no measurable gain for its compile time.
+- `combine_input_casts`: kernels reading one graph input into one output -- autocast's casts
+  of the weights to bf16, ~100 launches of 1-5 us at the start of GPT-2's forward. Off by
+  default (config combine_casts): on the H200 GPT-2's training step ran 30.4 ms with it, 30.5
+  without, in one run (`2026-11-30_train_gpt2_combine_h200_d2af2ae.md`).
+- `combine_updates`: kernels writing a value back into a graph input -- a compiled optimizer
+  step, one kernel per parameter reading p, g, m, v and writing p, m, v in place (config
+  combine_updates): a multi-tensor step in a few launches, each parameter still read and
+  written once, where per-parameter launches leave the GPU waiting on the host for the small
+  ones (GPT-2's biases and norm weights).
 
-Only parts the plan's schedule launches one after another are combined (GPT-2's casts all
-come first): a combo is one step, so moving a part next to others would allocate its output
-early. A part must not be a value the graph writes back into an input (an optimizer's update,
-which the plan writes in place, per kernel), nor big (a big kernel's launch is a small share
-of it).
+Only parts the plan's schedule launches one after another are combined: a combo is one step,
+so moving a part next to others would allocate its output early. A big part keeps its own
+launch (a big kernel's launch is a small share of it).
+
+    fusion = combine_updates(fusion, graph, plan_order(...))     # Triton, combine_updates
 """
 from __future__ import annotations
 
@@ -70,40 +75,68 @@ class ComboGroup(Group):
     parts: list = field(default_factory=list)    # the Groups, each rendered as its own part
 
 
-def _part(group: Group, inputs: set, written_back: set) -> bool:
+def _small_pointwise(group: Group) -> bool:
     k = group.kernel
-    return (k is not None and group.R == 1 and not group.row_loop and len(group.reads) == 1
-            and next(iter(group.reads)) in inputs and len(k.outputs) == 1
+    return (k is not None and group.R == 1 and not group.row_loop and bool(group.reads)
             and group.X <= MAX_PART_ELEMENTS
-            and not any(m.op in GroupOp.SCATTER or m in written_back for m in group.members))
+            and not any(m.op in GroupOp.SCATTER for m in group.members))
+
+
+def _cast_part(group: Group, inputs: set, written_back: set) -> bool:
+    return (_small_pointwise(group) and len(group.reads) == 1 and group.reads <= inputs
+            and len(group.kernel.outputs) == 1
+            and not any(m in written_back for m in group.members))
+
+
+def _update_part(group: Group, inputs: set, written_back: set) -> bool:
+    """Reading anything computed before (an AdamW step reads the step count it just
+    incremented): a run is cut where a part would read another part's output."""
+    return _small_pointwise(group) and any(m in written_back for m in group.members)
 
 
 def combine_input_casts(fusion: FusionResult, graph: Graph, schedule: Schedule
                         ) -> FusionResult:
-    """`fusion` with each run of small single-input kernels over graph inputs that `schedule`
-    (the plan's: runtime/schedule.plan_order) launches one after another -- views between
-    them allocate nothing -- combined, MAX_PARTS at most per combo, and that schedule kept
-    with each combo at its first part's place (scheduled again, the plan could order
-    everything differently and peak higher). Runs only: a part moved next to others would be
-    allocated early (a cast read by a late matmul held through the whole forward)."""
+    """`fusion` with each run of small single-input kernels over graph inputs combined."""
+    return _combine(fusion, graph, schedule, _cast_part)
+
+
+def combine_updates(fusion: FusionResult, graph: Graph, schedule: Schedule) -> FusionResult:
+    """`fusion` with each run of small kernels over graph inputs that write a value back into
+    one (an optimizer's per-parameter updates) combined."""
+    return _combine(fusion, graph, schedule, _update_part)
+
+
+def _combine(fusion: FusionResult, graph: Graph, schedule: Schedule, is_part) -> FusionResult:
+    """`fusion` with each run of kernels `is_part` accepts that `schedule` (the plan's:
+    runtime/schedule.plan_order) launches one after another -- views between them allocate
+    nothing -- combined, MAX_PARTS at most per combo, and that schedule kept with each combo
+    at its first part's place (scheduled again, the plan could order everything differently
+    and peak higher). Runs only: a part moved next to others would be allocated early (a
+    cast read by a late matmul held through the whole forward)."""
     order = schedule.order
     inputs = {n for n in graph.inputs if n.op == Op.INPUT}
     written_back = {graph.outputs[position] for _, position in graph.mutations}
-    runs, run = [], []
-    for obj in order:
-        if isinstance(obj, Group) and _part(obj, inputs, written_back):
+    runs, run, made = [], [], set()      # made: the current run's members (one launch
+    for obj in order:                    # has no order between its parts)
+        if isinstance(obj, Group) and not isinstance(obj, ComboGroup) \
+                and is_part(obj, inputs, written_back):
+            if obj.reads & made:
+                runs.append(run)
+                run, made = [], set()
             run.append(obj)
+            made.update(obj.members)
         elif isinstance(obj, Group) or not (obj in fusion.views or obj.op == Op.GETITEM):
             runs.append(run)
-            run = []
+            run, made = [], set()
     runs.append(run)
     chunks = [r[i:i + MAX_PARTS] for r in runs for i in range(0, len(r), MAX_PARTS)]
     combo_of = {}
+    named = len([g for g in fusion.groups if isinstance(g, ComboGroup)])
     for chunk in (c for c in chunks if len(c) >= MIN_PARTS):
         combo = ComboGroup(members=[m for g in chunk for m in g.members],
                            X=sum(g.X for g in chunk), R=1,
                            reads={r for g in chunk for r in g.reads}, parts=chunk)
-        combo.kernel = ComboKernel(f"combo{len(set(combo_of.values()))}",
+        combo.kernel = ComboKernel(f"combo{named + len(set(combo_of.values()))}",
                                    [g.kernel for g in chunk])
         combo_of.update((g, combo) for g in chunk)
     if not combo_of:

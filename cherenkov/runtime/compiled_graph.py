@@ -223,15 +223,24 @@ class CompiledGraph:
 
         def reads_in_place(slot: int, out: int) -> bool:
             """Whether this kernel reads `slot` only at the element each program writes, and
-            never after storing `out` (so writing `out` into `slot` changes nothing it reads)."""
-            if kernel is None or kernel.R != 1 or slot not in names or out not in names \
-                    or prefills or not kernel.body:      # a combo's parts: not checked here
+            never after storing `out` (so writing `out` into `slot` changes nothing it reads).
+            A combo: the part storing `out` so, and no other part reading `slot` at all."""
+            parts = getattr(kernel, "parts", None) or [kernel]
+            if kernel is None or slot not in names or out not in names or prefills \
+                    or any(k.R != 1 or not k.body for k in parts):
                 return False
             from cherenkov.codegen import indexing as ix
             from cherenkov.codegen.kernel_ir import Load, Store
-            x = ix.var("x", kernel.X)
+
+            def touches(k, kind, buffer) -> bool:
+                return any(isinstance(st, kind) and st.buffer == buffer for st in k.body)
+            writers = [k for k in parts if touches(k, Store, names[out])]
+            if len(writers) != 1 or any(touches(k, Load, names[slot])
+                                        for k in parts if k is not writers[0]):
+                return False
+            x = ix.var("x", writers[0].X)
             stored = False
-            for st in kernel.body:
+            for st in writers[0].body:
                 if isinstance(st, Store) and st.buffer == names[out]:
                     stored = True
                 elif isinstance(st, Load) and st.buffer == names[slot] and (stored

@@ -30,7 +30,8 @@ def test_workers_compile_a_graphs_kernels(monkeypatch):
 @pytest.mark.parametrize("foreach", [False, True], ids=["per-tensor", "foreach"])
 def test_compiled_adamw_on_cuda_matches_eager(foreach):
     """AdamW's step compiled on the device, written into the parameters in place; torch's CUDA
-    default (multi-tensor, foreach) decomposes into generated kernels, no library call."""
+    default (multi-tensor, foreach) decomposes into generated kernels, no library call, whose
+    per-parameter updates share launches."""
     torch.manual_seed(0)
     ours = [torch.nn.Parameter(torch.randn(64, 33, device="cuda")),
             torch.nn.Parameter(torch.randn(7, device="cuda")),
@@ -44,6 +45,8 @@ def test_compiled_adamw_on_cuda_matches_eager(foreach):
     assert plans and not any(s.kind == "library" for cg in plans for s in cg.steps)
     updating = [cg for cg in plans if cg.graph.mutations]
     assert updating and all(cg.in_place for cg in updating)
+    # the per-parameter updates share combo launches (combine_updates), still in place
+    assert any(s.label.startswith("combo") for cg in updating for s in cg.steps)
 
 
 def test_attention_kernels_go_to_the_workers_and_workers_hold_no_gpu_context(submitted_jobs):

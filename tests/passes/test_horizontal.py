@@ -1,6 +1,7 @@
-"""Horizontal fusion of small single-input kernels (autocast's weight casts) into one combo
-launch: results equal eager's in the Triton interpreter, the plan has one kernel step for
-them, and what must keep its own kernel does."""
+"""Horizontal fusion into combo launches -- small single-input kernels (autocast's weight
+casts), and updates written back into inputs (a compiled optimizer step): results equal
+eager's in the Triton interpreter, the plan has one kernel step for them, updates stay in
+place, and what must keep its own kernel does."""
 import pytest
 import torch
 
@@ -153,3 +154,65 @@ def test_combining_moves_no_cast_earlier_than_the_schedule_had_it():
         peaks.append(max(live_bytes(next(iter(forward.cache.values())), inputs=False)))
         model.zero_grad()
     assert peaks[1] <= peaks[0], peaks
+
+
+def _adamw_pair(shapes):
+    torch.manual_seed(0)
+    ours = [torch.nn.Parameter(torch.randn(*s)) for s in shapes]
+    ref = [torch.nn.Parameter(p.detach().clone()) for p in ours]
+    return (ours, ref, torch.optim.AdamW(ours, lr=0.01, foreach=True),
+            torch.optim.AdamW(ref, lr=0.01, foreach=True))
+
+
+@pytest.mark.parametrize("max_parts", [32, 2])
+def test_a_compiled_adamw_step_is_multi_tensor_and_updates_in_place(monkeypatch, max_parts):
+    """The per-parameter updates (each reading p, g, m, v and writing p, m, v) share combo
+    launches, chunked by MAX_PARTS; the step count's increment, which they read, keeps its
+    own launch before them; every update is still written into its input in place."""
+    from tests.optim_steps import plans_since, step_alongside
+    monkeypatch.setattr(horizontal, "MAX_PARTS", max_parts)
+    shapes = [(64, 33), (7,), (3, 5, 2), (16,), (16,)]
+    ours, ref, opt, opt_ref = _adamw_pair(shapes)
+    start = len(COMPILED)
+    step_alongside(cherenkov.compile(opt.step, strict=True, cpu_backend="triton"), opt_ref,
+                   ours, ref, atol=1e-5)
+    plan, = plans_since(start)
+    kernels = [s for s in plan.steps if s.kind == "kernel"]
+    combos = [s for s in kernels if s.label.startswith("combo")]
+    # 32: one combo of all 5; 2: two combos of 2, the fifth update alone
+    assert [len(s.kernel.parts) for s in combos] == ([5] if max_parts == 32 else [2, 2])
+    assert len(kernels) == 1 + len(combos) + (0 if max_parts == 32 else 1)
+    assert not kernels[0].label.startswith("combo")          # the step count first
+    assert plan.in_place == set(range(len(plan.graph.mutations)))
+
+
+def test_combine_updates_can_be_turned_off():
+    from tests.optim_steps import plans_since, step_alongside
+    ours, ref, opt, opt_ref = _adamw_pair([(8, 3), (5,)])
+    start = len(COMPILED)
+    step_alongside(cherenkov.compile(opt.step, strict=True, cpu_backend="triton",
+                                     combine_updates=False), opt_ref, ours, ref, atol=1e-5)
+    plan, = plans_since(start)
+    assert not any(s.label.startswith("combo") for s in plan.steps)
+
+
+def test_an_input_another_part_reads_is_not_overwritten_in_place():
+    """Two updates in one combo, one reading the input the other writes back: one launch has
+    no order between its parts, so that write goes to a buffer of its own (copied back after
+    the launch) and the reader sees the old value."""
+    def fn(a, b):
+        b.add_(a[:30] * 2)              # reads a before a's update (eager's order)
+        a.mul_(3)
+        return ()
+    a, b = torch.randn(40), torch.randn(30)
+    a_ref, b_ref = a.clone(), b.clone()
+    start = len(COMPILED)
+    cherenkov.compile(fn, strict=True, cpu_backend="triton")(a, b)
+    fn(a_ref, b_ref)
+    torch.testing.assert_close(a, a_ref)
+    torch.testing.assert_close(b, b_ref)
+    plan = next(iter(COMPILED[start][0].cache.values()))
+    combo, = [s for s in plan.steps if s.label.startswith("combo")]
+    assert len(combo.kernel.parts) == 2
+    written = [plan.graph.inputs[plan.graph.mutations[k][0]].shape for k in plan.in_place]
+    assert written == [(30,)]                  # b in place, a not
