@@ -14,8 +14,8 @@ Every option lives in `Config`; every environment variable is read here and nowh
 |                             |                | small plans measured launch-bound), "on" (1), "off"  |
 |                             |                | (0); True/False mean on/off (graph_policy.py)        |
 | CHERENKOV_CUDA_GRAPHS_POOLED| cuda_graphs_   | a training graph's graphed forward/backward warm up  |
-| =1                          | pooled         | in their shared pool and capture before running (not |
-|                             |                | yet measured on a GPU; cuda_graphs.py)               |
+| =1                          | pooled         | in their shared pool and capture before running (off:|
+|                             |                | no faster, more memory on Llama; cuda_graphs.py)     |
 | CHERENKOV_INTERPRET=1       | interpret      | run Triton kernels in the interpreter (CPU tensors   |
 |                             |                | always do)                                           |
 | CHERENKOV_CACHE_SIZE=n      | cache_size     | recompiles kept per graph for static shapes          |

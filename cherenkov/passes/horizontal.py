@@ -12,7 +12,8 @@ Two kinds of parts, each its own pass:
   step, one kernel per parameter reading p, g, m, v and writing p, m, v in place (config
   combine_updates): a multi-tensor step in a few launches, each parameter still read and
   written once, where per-parameter launches leave the GPU waiting on the host for the small
-  ones (GPT-2's biases and norm weights).
+  ones (GPT-2's biases and norm weights). On the H200 (`2026-11-30_optimizer_5471e41.md`):
+  GPT-2's 149 parameters 6.17 -> 1.25 ms (torch's fused AdamW 1.34), Llama's 7.00 -> 6.60.
 
 Only parts the plan's schedule launches one after another are combined: a combo is one step,
 so moving a part next to others would allocate its output early. A big part keeps its own
