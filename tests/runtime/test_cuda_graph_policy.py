@@ -469,10 +469,8 @@ def _fake_pool_routing(monkeypatch) -> _FakePools:
     return pools
 
 
-def test_a_pooled_plan_warms_up_in_its_pool_and_captures_before_running(monkeypatch):
-    """cuda_graphs_pooled: the warm-up calls allocate from the group's pool; the capturing
-    call runs nothing itself -- its result is the first replay -- so an in-place update is
-    applied once on every call, the capturing one included."""
+def _pooled_adding_plan(monkeypatch, calls: int):
+    """(the fake pools, the group, an adding plan warmed up twice in it) after `calls` calls."""
     from cherenkov.runtime import cuda_graphs
     _fake_cuda(monkeypatch)
     monkeypatch.setattr(_FakeGraph, "replays", 0)
@@ -480,7 +478,15 @@ def test_a_pooled_plan_warms_up_in_its_pool_and_captures_before_running(monkeypa
     group = cuda_graphs.PoolGroup(pooled=True)
     state = torch.zeros(3)
     plan = cuda_graphs.GraphedPlan(_adding_plan(state), "fwd", warmup=2, group=group)
-    _add_calls(plan, state, 5)
+    _add_calls(plan, state, calls)
+    return pools, group, plan
+
+
+def test_a_pooled_plan_warms_up_in_its_pool_and_captures_before_running(monkeypatch):
+    """cuda_graphs_pooled: the warm-up calls allocate from the group's pool; the capturing
+    call runs nothing itself -- its result is the first replay -- so an in-place update is
+    applied once on every call, the capturing one included."""
+    pools, group, plan = _pooled_adding_plan(monkeypatch, calls=5)
     pool = group.handle(0)
     # routed: the group's own hold on its pool, then the two warm-up calls (each let go after)
     assert pools.routed == [pool] * 3
@@ -547,13 +553,7 @@ def test_a_group_lets_its_pool_go_when_no_captured_plan_is_left(monkeypatch):
     """Once every plan captured in the pool is released (its graph gone), the group's use
     goes too -- the pool's blocks return to the device as their tensors go -- and a later
     capture takes a fresh pool, which the allocator would otherwise refuse."""
-    from cherenkov.runtime import cuda_graphs
-    _fake_cuda(monkeypatch)
-    pools = _fake_pool_routing(monkeypatch)
-    group = cuda_graphs.PoolGroup(pooled=True)
-    state = torch.zeros(3)
-    plan = cuda_graphs.GraphedPlan(_adding_plan(state), "fwd", warmup=2, group=group)
-    _add_calls(plan, state, 3)
+    pools, group, plan = _pooled_adding_plan(monkeypatch, calls=3)
     first = group.handle(0)
     plan._release()
     assert pools.uses[first] == 1               # the capture's own (its graph object's)
