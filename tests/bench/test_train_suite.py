@@ -168,8 +168,10 @@ def test_optional_backends_run_last_and_the_budget_skips():
     small = cases("smoke")
     order = schedule(small, list(BACKENDS.values()))
     names = [(c.name, b.name) for c, b in order]
-    assert names[-2:] == [("gpt2-style", "cherenkov+cudagraphs"),
-                          ("llama-style", "cherenkov+cudagraphs")]
+    assert names[-4:] == [("gpt2-style", "cherenkov+cudagraphs"),
+                          ("gpt2-style", "cherenkov+opt"),
+                          ("llama-style", "cherenkov+cudagraphs"),
+                          ("llama-style", "cherenkov+opt")]
     settings = Settings(device=CPU, dtype=torch.float32, steps=2, time_budget_s=-1)
     results = run_all(small, [BACKENDS["eager"], BACKENDS["cherenkov"]], settings)
     assert all(r.skipped == "time budget spent" for rs in results.values() for r in rs)

@@ -45,7 +45,7 @@ from cherenkov.models import ModelConfig, build_model, matmul_param_count, param
 
 ORDER = ("eager", "torch.compile", "cherenkov", "cherenkov+cudagraphs")
 REFERENCE = "eager"
-LATE = {"cherenkov+cudagraphs"}          # optional variants: run after every config's others
+LATE = {"cherenkov+cudagraphs", "cherenkov+opt"}   # optional: after every config's others
 
 
 @dataclass(frozen=True)
