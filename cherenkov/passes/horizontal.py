@@ -126,6 +126,9 @@ def _combine(fusion: FusionResult, graph: Graph, schedule: Schedule, is_part) ->
                 run, made = [], set()
             run.append(obj)
             made.update(obj.members)
+        elif run and not isinstance(obj, Group) and (obj in fusion.views
+                                                     or obj.op == Op.GETITEM):
+            made.add(obj)        # its step runs after the combo (placed at the first part)
         elif isinstance(obj, Group) or not (obj in fusion.views or obj.op == Op.GETITEM):
             runs.append(run)
             run, made = [], set()

@@ -119,6 +119,8 @@ class CompiledGraph:
             if reads_in_place is None or not reads_in_place(index, out):
                 continue
             family = aliases.get(index, {index})
+            if any(s in family and s != index for s in step.reads):
+                continue        # it also reads the input through an alias (a library view)
             later = any(s in family for st in self.steps[at + 1:] for s in st.reads)
             # the input (or a view) is an output, or the new value is handed back itself
             # (`x.add_(1); return x.clone()`): written in place it would be the input

@@ -253,7 +253,7 @@ class GraphedPlan:
         ptrs = [t.data_ptr() if isinstance(t, torch.Tensor) else None for t in inputs]
         if self.graph is None and self.calls <= self.warmup:
             self.prev_ptrs = ptrs
-            with self._in_pool():
+            with self._in_pool(inputs):
                 if self.judge is not None and self.calls == self.warmup:
                     return self._timed(inputs)
                 return self.run_plan(inputs)
@@ -290,16 +290,22 @@ class GraphedPlan:
     def _pooled(self) -> bool:
         return self.group is not None and self.group.pooled
 
-    def _in_pool(self):
+    @contextlib.contextmanager
+    def _in_pool(self, inputs: list):
         """A pooled warm-up's context: on the group's side stream, allocating from its pool
-        (where the capture will find the blocks it freed)."""
+        (where the capture will find the blocks it freed). The inputs are marked as used on
+        the side stream: the plan drops them after their last read, and their blocks must not
+        go to another allocation on their own stream before the side stream is past it."""
         if self.group is None or not self.group.routes_warmups():
-            return contextlib.nullcontext()
+            yield
+            return
         device = torch.cuda.current_device()
-        stack = contextlib.ExitStack()
-        stack.enter_context(on_stream(self.group.stream(device)))
-        stack.enter_context(allocating_in(self.group.handle(device), device))
-        return stack
+        side = self.group.stream(device)
+        for t in inputs:
+            if isinstance(t, torch.Tensor) and t.is_cuda:
+                t.record_stream(side)
+        with on_stream(side), allocating_in(self.group.handle(device), device):
+            yield
 
     def _run_beside(self, inputs: list, why: str) -> list:
         """This call runs without the graph (replaying would overwrite a tensor someone

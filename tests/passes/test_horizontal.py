@@ -216,3 +216,47 @@ def test_an_input_another_part_reads_is_not_overwritten_in_place():
     assert len(combo.kernel.parts) == 2
     written = [plan.graph.inputs[plan.graph.mutations[k][0]].shape for k in plan.in_place]
     assert written == [(30,)]                  # b in place, a not
+
+
+def test_a_part_reading_a_getitem_scheduled_between_parts_starts_a_new_combo():
+    """A getitem (or view) between two parts runs after the combo, which sits at its first
+    part's place: a later part reading it cannot join that combo (found in review)."""
+    def fn(x, a, b):
+        v, i = torch.sort(x)
+        a.add_(v)                     # reads getitem 0
+        b.add_(i.float())             # reads getitem 1, scheduled after a's update
+        return ()
+    args = [torch.randn(8), torch.randn(8), torch.randn(8)]
+    ref = [t.clone() for t in args]
+    cherenkov.compile(fn, strict=True, cpu_backend="triton")(*args)
+    fn(*ref)
+    for got, want in zip(args, ref):
+        torch.testing.assert_close(got, want)
+
+
+def test_no_input_is_written_in_place_by_a_step_reading_an_alias_of_it():
+    """A part (or a single kernel) reading the input through a library view of it
+    (diagonal) would read elements other programs already overwrote: the update gets a
+    buffer of its own (found in review; the single-kernel case predates combos)."""
+    def combo(a, b):
+        b.add_(a.diagonal().flip(0))
+        a.mul_(3)
+        return ()
+
+    def single(a, b):
+        b.add_(1)
+        a.add_(a.diagonal().flip(0))
+        return ()
+    for fn, n in ((combo, 64), (single, 512)):
+        args = [torch.randn(n, n), torch.randn(n if fn is combo else 8)]
+        ref = [t.clone() for t in args]
+        start = len(COMPILED)
+        cherenkov.compile(fn, strict=True, cpu_backend="triton")(*args)
+        fn(*ref)
+        for got, want in zip(args, ref):
+            torch.testing.assert_close(got, want)
+        plan = next(iter(COMPILED[start][0].cache.values()))
+        families = plan._aliases()
+        for step in plan.steps:
+            for out, slot in getattr(step, "into", {}).items():
+                assert not (families.get(slot, {slot}) - {slot}) & set(step.reads), step.label
