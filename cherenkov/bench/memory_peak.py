@@ -6,6 +6,10 @@ recording began peak, and groups the allocations alive at that moment by the fir
 that says who asked (our runtime, Inductor's generated code, the model, autograd, the
 optimizer). A freed block counts as free from its `free_requested` event, as
 `torch.cuda.max_memory_allocated` counts it.
+
+`segment_growth(events)` lists the moments the allocator reserved more device memory (a
+`segment_alloc`): how much it already held cached but free then -- free memory it could not
+use for that request is fragmentation -- and the allocation that asked.
 """
 from __future__ import annotations
 
@@ -89,3 +93,39 @@ def markdown(result: dict, baseline_bytes: int) -> list[str]:
         lines += ["", "Alive at the peak by allocation size (MB x count): " + ", ".join(
             f"{nbytes / 1e6:.1f} x {count}" for nbytes, count in result["by_size"])]
     return lines
+
+
+def segment_growth(events: list, marks: tuple = ()) -> dict:
+    """{"grown": [{"event", "step", "segment", "reserved", "allocated", "cached_free",
+    "request", "site"}, ...], "max_reserved", "allocated_at_max_reserved" (when reserved first
+    reached it), "max_allocated"} for one device
+    trace. `marks`: the event counts at which each step ended (the step of an event is the
+    number of marks at or before it). Reserved follows segment_alloc / segment_free (and the
+    expandable segments' map / unmap); allocated follows alloc / free_completed."""
+    reserved = allocated = 0
+    live: dict[int, int] = {}
+    grown, pending = [], None
+    best, top = (0, 0), 0
+    for i, ev in enumerate(events):
+        action, addr, size = ev.get("action"), ev.get("addr"), int(ev.get("size", 0))
+        if action in ("segment_alloc", "segment_map"):
+            pending = {"event": i, "step": sum(1 for m in marks if m <= i), "segment": size,
+                       "reserved": reserved + size, "allocated": allocated,
+                       "cached_free": reserved - allocated, "request": None, "site": None}
+            grown.append(pending)
+            reserved += size
+        elif action in ("segment_free", "segment_unmap"):
+            reserved -= size
+        elif action == "alloc":
+            live[addr] = size
+            allocated += size
+            top = max(top, allocated)
+            if pending is not None:
+                pending["request"], pending["site"] = size, site(ev.get("frames"))
+                pending = None
+        elif action == "free_completed" and addr in live:
+            allocated -= live.pop(addr)
+        if reserved > best[0]:
+            best = (reserved, allocated)
+    return {"grown": grown, "max_reserved": best[0], "allocated_at_max_reserved": best[1],
+            "max_allocated": top}
