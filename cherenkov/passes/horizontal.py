@@ -1,6 +1,6 @@
-"""Horizontal fusion: small pointwise kernels that read graph inputs only become one launch (a
-combo kernel). Its programs are the parts' programs laid end to end; each runs the part its
-index falls in (rendered by compiler._triton_kernels from the parts' own sources).
+"""Horizontal fusion: small pointwise kernels the schedule launches back to back become one
+launch (a combo kernel). Its programs are the parts' programs laid end to end; each runs the
+part its index falls in (rendered by compiler._triton_kernels from the parts' own sources).
 
 Two kinds of parts, each its own pass:
 
@@ -12,8 +12,9 @@ Two kinds of parts, each its own pass:
   step, one kernel per parameter reading p, g, m, v and writing p, m, v in place (config
   combine_updates): a multi-tensor step in a few launches, each parameter still read and
   written once, where per-parameter launches leave the GPU waiting on the host for the small
-  ones (GPT-2's biases and norm weights). On the H200 (`2026-11-30_optimizer_5471e41.md`):
-  GPT-2's 149 parameters 6.17 -> 1.25 ms (torch's fused AdamW 1.34), Llama's 7.00 -> 6.60.
+  ones (GPT-2's biases and norm weights). On the H200, with combos of up to 32 parts
+  (`2026-11-30_optimizer_5471e41.md`): GPT-2's 149 parameters 6.17 -> 1.25 ms (torch's fused
+  AdamW 1.34), Llama's 7.00 -> 6.60; now up to MAX_UPDATE_PARTS (8: compile time, below).
 
 Only parts the plan's schedule launches one after another are combined: a combo is one step,
 so moving a part next to others would allocate its output early. A big part keeps its own
@@ -33,6 +34,10 @@ from cherenkov.runtime.schedule import Schedule
 
 MAX_PART_ELEMENTS = 1 << 24     # bigger kernels keep their own launch
 MAX_PARTS = 32                  # parts per combo kernel (its source and compile time grow)
+# an AdamW update per part: Triton's compile time grows faster than the parts (sm_90, this
+# repo's CPU: 1 part 1.0 s, 8 parts 1.9 s, 16 parts 6.5 s, 32 parts 12.3 s), and the compile
+# workers build combos side by side, so smaller combos finish sooner for a few more launches
+MAX_UPDATE_PARTS = 8
 MIN_PARTS = 2
 
 
@@ -98,19 +103,20 @@ def _update_part(group: Group, inputs: set, written_back: set) -> bool:
 def combine_input_casts(fusion: FusionResult, graph: Graph, schedule: Schedule
                         ) -> FusionResult:
     """`fusion` with each run of small single-input kernels over graph inputs combined."""
-    return _combine(fusion, graph, schedule, _cast_part)
+    return _combine(fusion, graph, schedule, _cast_part, MAX_PARTS)
 
 
 def combine_updates(fusion: FusionResult, graph: Graph, schedule: Schedule) -> FusionResult:
     """`fusion` with each run of small kernels over graph inputs that write a value back into
     one (an optimizer's per-parameter updates) combined."""
-    return _combine(fusion, graph, schedule, _update_part)
+    return _combine(fusion, graph, schedule, _update_part, MAX_UPDATE_PARTS)
 
 
-def _combine(fusion: FusionResult, graph: Graph, schedule: Schedule, is_part) -> FusionResult:
+def _combine(fusion: FusionResult, graph: Graph, schedule: Schedule, is_part,
+             max_parts: int) -> FusionResult:
     """`fusion` with each run of kernels `is_part` accepts that `schedule` (the plan's:
     runtime/schedule.plan_order) launches one after another -- views between them allocate
-    nothing -- combined, MAX_PARTS at most per combo, and that schedule kept with each combo
+    nothing -- combined, max_parts at most per combo, and that schedule kept with each combo
     at its first part's place (scheduled again, the plan could order everything differently
     and peak higher). Runs only: a part moved next to others would be allocated early (a
     cast read by a late matmul held through the whole forward)."""
@@ -133,7 +139,7 @@ def _combine(fusion: FusionResult, graph: Graph, schedule: Schedule, is_part) ->
             runs.append(run)
             run, made = [], set()
     runs.append(run)
-    chunks = [r[i:i + MAX_PARTS] for r in runs for i in range(0, len(r), MAX_PARTS)]
+    chunks = [r[i:i + max_parts] for r in runs for i in range(0, len(r), max_parts)]
     combo_of = {}
     named = len([g for g in fusion.groups if isinstance(g, ComboGroup)])
     for chunk in (c for c in chunks if len(c) >= MIN_PARTS):

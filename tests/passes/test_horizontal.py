@@ -167,10 +167,10 @@ def _adamw_pair(shapes):
 @pytest.mark.parametrize("max_parts", [32, 2])
 def test_a_compiled_adamw_step_is_multi_tensor_and_updates_in_place(monkeypatch, max_parts):
     """The per-parameter updates (each reading p, g, m, v and writing p, m, v) share combo
-    launches, chunked by MAX_PARTS; the step count's increment, which they read, keeps its
-    own launch before them; every update is still written into its input in place."""
+    launches, chunked by MAX_UPDATE_PARTS; the step count's increment, which they read, keeps
+    its own launch before them; every update is still written into its input in place."""
     from tests.optim_steps import plans_since, step_alongside
-    monkeypatch.setattr(horizontal, "MAX_PARTS", max_parts)
+    monkeypatch.setattr(horizontal, "MAX_UPDATE_PARTS", max_parts)
     shapes = [(64, 33), (7,), (3, 5, 2), (16,), (16,)]
     ours, ref, opt, opt_ref = _adamw_pair(shapes)
     start = len(COMPILED)
