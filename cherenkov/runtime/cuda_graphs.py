@@ -192,15 +192,18 @@ class PoolGroup:
             self._let_go()
 
     def clash(self, plan: "GraphedPlan") -> str | None:
-        """Why replaying `plan` now could overwrite a tensor someone holds, or None. A later
-        member that gave up its graph is watched until nobody holds its outputs."""
+        """Why replaying `plan` now could overwrite a tensor someone holds, or None. A member
+        that gave up its graph is watched until nobody holds its outputs, then let go --
+        wherever it stands (a plan that captured again after it moved behind it), so that
+        the group can let its pool go once no captured plan is left."""
+        for m in self.live():
+            if m is not plan and m.graph is None and not _held(m.owned, m.baseline):
+                m._release()             # given up and no longer held: its blocks are free
         live = self.live()
         later = live[live.index(plan) + 1:] if plan in live else []
         for m in later:
             if _held(m.owned, m.baseline):
                 return f"an output of {m.name} (captured later in the same pool) is held"
-            if m.graph is None:          # given up and no longer held: its blocks are free
-                m._release()
         return None
 
 

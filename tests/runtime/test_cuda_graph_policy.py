@@ -578,3 +578,32 @@ def test_a_pool_group_holds_its_pool_while_it_lives(monkeypatch):
     del group
     gc.collect()
     assert pools.uses[pool] == 0
+
+
+class _Member:
+    """Stands in for a GraphedPlan in a pool group's bookkeeping."""
+
+    def __init__(self, group, name, graph):
+        from cherenkov.runtime.cuda_graphs import storage_uses
+        self.group, self.name, self.graph = group, name, graph
+        self.owned = [torch.zeros(3)]
+        self.baseline = storage_uses(self.owned)
+
+    def _release(self):
+        self.group.forget(self)
+
+
+def test_a_given_up_member_ahead_of_a_recaptured_plan_is_let_go_once_unheld():
+    """A backward that gave up its graph while its gradients were held, then its forward
+    capturing again (now behind it in the pool's order): once the gradients go, the given-up
+    member goes too, wherever it stands (found in review: it used to stay, holding the pool)."""
+    from cherenkov.runtime import cuda_graphs
+    group = cuda_graphs.PoolGroup()
+    given_up = _Member(group, "backward", graph=None)
+    replaying = _Member(group, "forward", graph=object())
+    group.captured(given_up)
+    group.captured(replaying)
+    held = given_up.owned[0].view(-1)
+    assert group.clash(replaying) is None and given_up in group.live()     # still watched
+    del held
+    assert group.clash(replaying) is None and group.live() == [replaying]
