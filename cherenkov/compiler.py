@@ -221,11 +221,14 @@ def _combined(graph, fusion, config):
     """`fusion` with the runs of small kernels over graph inputs its schedule launches back to
     back combined, in that schedule (passes/horizontal.py): input casts with combine_casts,
     updates written back into inputs with combine_updates."""
+    updates = config.combine_updates and graph.mutations   # else no part to find: the
+    if not (config.combine_casts or updates):               # plan schedules once, later
+        return fusion
     order = plan_order(graph, fusion.groups, fusion.realized, fusion.views, is_library)
     if config.combine_casts:
         fusion = combine_input_casts(fusion, graph, order)
         order = fusion.schedule or order
-    if config.combine_updates:
+    if updates:
         fusion = combine_updates(fusion, graph, order)
     return fusion
 
