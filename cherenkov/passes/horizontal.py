@@ -132,12 +132,11 @@ def _combine(fusion: FusionResult, graph: Graph, schedule: Schedule, is_part,
                 run, made = [], set()
             run.append(obj)
             made.update(obj.members)
-        elif run and not isinstance(obj, Group) and (obj in fusion.views
-                                                     or obj.op == Op.GETITEM):
-            made.add(obj)        # its step runs after the combo (placed at the first part)
         elif isinstance(obj, Group) or not (obj in fusion.views or obj.op == Op.GETITEM):
             runs.append(run)
             run, made = [], set()
+        else:                    # a view or getitem: its step runs after the combo, placed
+            made.add(obj)        # at the run's first part
     runs.append(run)
     chunks = [r[i:i + max_parts] for r in runs for i in range(0, len(r), max_parts)]
     combo_of = {}

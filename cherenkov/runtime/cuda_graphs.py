@@ -180,14 +180,17 @@ class PoolGroup:
     def live(self) -> list:
         return [p for p in (ref() for ref in self.members) if p is not None]
 
+    def _drop(self, plan: "GraphedPlan") -> None:
+        self.members = [ref for ref in self.members if ref() is not None and ref() is not plan]
+
     def captured(self, plan: "GraphedPlan") -> None:
         """`plan` has just captured (again): it is the latest member."""
-        self.members = [ref for ref in self.members if ref() is not None and ref() is not plan]
+        self._drop(plan)
         self.members.append(weakref.ref(plan))
         self.ever_captured = True
 
     def forget(self, plan: "GraphedPlan") -> None:
-        self.members = [ref for ref in self.members if ref() is not None and ref() is not plan]
+        self._drop(plan)
         if not self.members:
             self._let_go()
 
@@ -263,7 +266,7 @@ class GraphedPlan:
         if self.graph is None:
             return self._run_and_capture(inputs, ptrs)
         held = "an output of the previous replay is still held" \
-            if storage_uses(self.owned) != self.baseline else None
+            if _held(self.owned, self.baseline) else None
         if held is None and self.group is not None:
             held = self.group.clash(self)
         if held is not None:
