@@ -36,8 +36,9 @@ transient blocks. A capture comes before the call's run: capturing executes noth
 call's result is the first replay (in-place updates applied once) and the capturing call's
 outputs exist once, not a plain run's beside the graph's. Measured at fcedae4 (train suite,
 `2026-11-30_train_pooled_h200_fcedae4.md`): GPT-2 30.7 vs 30.8 ms ungraphed, 13.4 GB reserved
-vs 12.5; Llama 91.7 vs 91.5 ms with 1.22x torch.compile's peak (the forward graph holds its
-saved activations through the backward, where a plain step frees them as it goes) -- so off.
+vs 12.5; Llama 91.7 vs 91.5 ms with 1.22x torch.compile's peak (our reading, not traced: the
+forward graph holds its saved activations through the backward, where a plain step frees them
+as it goes) -- so off.
 """
 from __future__ import annotations
 
