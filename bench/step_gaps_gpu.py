@@ -1,0 +1,173 @@
+"""Where a training step's wall time goes beyond its kernels: the train suite's config (GPT-2
+by default) for the named backends, in one process. The train suite times steps back to back
+with CUDA events (30.8 ms for Cherenkov on GPT-2) while the profiled kernels add up to less
+(28.6 ms); this tells the rest apart:
+
+- event-timed back-to-back steps (as the suite does), median ms;
+- the same steps under a CUDA-only profiler (no CPU activity, so the host keeps its pace):
+  kernel time per step, GPU idle per step, and the largest gaps with the kernels on either
+  side (where in the step the GPU waits);
+- the host's synchronizing calls during one step (torch.cuda.set_sync_debug_mode "warn");
+- SM clock and power sampled by nvidia-smi while the steps run (clock throttling makes the
+  same kernels slower in a sustained run than in a profile).
+
+    PYTHONPATH=. python3 bench/step_gaps_gpu.py OUT_DIR [gpt2-style|llama-style] [backend ...]
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import warnings
+from collections import defaultdict
+
+import torch
+
+from cherenkov.bench.suites import train
+
+STEPS = 12
+
+
+def clocks_during(fn):
+    """Run fn() while nvidia-smi samples SM clock (MHz) and power (W) every 50 ms."""
+    try:
+        smi = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm,power.draw",
+                                "--format=csv,noheader,nounits", "-lms", "50"],
+                               stdout=subprocess.PIPE, text=True)
+    except OSError:
+        smi = None
+    result = fn()
+    samples = []
+    if smi is not None:
+        smi.terminate()
+        out, _ = smi.communicate(timeout=10)
+        for line in out.splitlines():
+            try:
+                mhz, watts = (float(x) for x in line.split(","))
+                samples.append((mhz, watts))
+            except ValueError:
+                continue
+    return result, samples
+
+
+def event_steps(fn, opt, batches, settings):
+    times = []
+    for i in range(STEPS):
+        b, e = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+        b.record()
+        train._train_step(fn, opt, *batches[i % len(batches)], settings)
+        e.record()
+        times.append((b, e))
+    torch.cuda.synchronize()
+    return [b.elapsed_time(e) for b, e in times]
+
+
+def profiled(fn, opt, batches, settings):
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for i in range(STEPS):
+            train._train_step(fn, opt, *batches[i % len(batches)], settings)
+        torch.cuda.synchronize()
+    spans = sorted((ev.time_range.start, ev.time_range.end, ev.name[:70])
+                   for ev in prof.events()
+                   if ev.device_type == torch.autograd.DeviceType.CUDA
+                   and not getattr(ev, "is_user_annotation", False))
+    busy = sum(e - s for s, e, _ in spans)
+    idle, end, prev, gaps = 0.0, None, None, []
+    by_pair = defaultdict(lambda: [0.0, 0])
+    for s, e, name in spans:
+        if end is not None and s > end:
+            idle += s - end
+            by_pair[(prev, name)][0] += (s - end) / STEPS
+            by_pair[(prev, name)][1] += 1 / STEPS
+        if end is None or e >= end:
+            prev = name
+        end = e if end is None else max(end, e)
+    span = spans[-1][1] - spans[0][0]
+    top = sorted(by_pair.items(), key=lambda kv: -kv[1][0])[:20]
+    small = sum(1 for (s0, e0, _), (s1, _, _) in zip(spans, spans[1:]) if 0 < s1 - e0 <= 4)
+    return {"kernel_ms_per_step": busy / STEPS / 1e3, "idle_ms_per_step": idle / STEPS / 1e3,
+            "span_ms_per_step": span / STEPS / 1e3, "launches_per_step": len(spans) / STEPS,
+            "gaps_up_to_4us_per_step": small / STEPS,
+            "gaps": [{"before": a, "after": b, "us_per_step": round(v[0], 1),
+                      "per_step": round(v[1], 2)} for (a, b), v in top]}
+
+
+def sync_calls(fn, opt, batches, settings):
+    torch.cuda.synchronize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            train._train_step(fn, opt, *batches[0], settings)
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+    torch.cuda.synchronize()
+    return [str(w.message)[:200] for w in caught]
+
+
+def run_backend(case, name, settings, batches):
+    backend = train.BACKENDS[name]
+    torch.manual_seed(settings.seed)
+    model = train.build_model(case.model, settings.device).train()
+    compiled_opt = backend.compile_step is not None
+    opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, betas=(0.9, 0.95),
+                            weight_decay=0.1, fused=not compiled_opt,
+                            foreach=True if compiled_opt else None)
+    fn = backend.build(model)
+    step = backend.compile_step(opt) if compiled_opt else None
+    if step is not None:
+        opt.step = step
+    for i in range(6):
+        train._train_step(fn, opt, *batches[i % len(batches)], settings)
+    torch.cuda.synchronize()
+    times, clocks = clocks_during(lambda: event_steps(fn, opt, batches, settings))
+    result = {"event_ms": times, "event_median_ms": statistics.median(times),
+              "sm_mhz_median": statistics.median(c[0] for c in clocks) if clocks else None,
+              "sm_mhz_min": min(c[0] for c in clocks) if clocks else None,
+              "power_w_median": statistics.median(c[1] for c in clocks) if clocks else None,
+              "clock_samples": len(clocks)}
+    result["profile"] = profiled(fn, opt, batches, settings)
+    result["sync_warnings"] = sync_calls(fn, opt, batches, settings)
+    del model, opt, fn, step
+    torch._dynamo.reset()
+    torch.cuda.empty_cache()
+    return result
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else "bench/results"
+    config = sys.argv[2] if len(sys.argv) > 2 else "gpt2-style"
+    names = sys.argv[3:] or ["cherenkov", "torch.compile"]
+    commit = os.environ.get("CHERENKOV_COMMIT", "unknown")
+    case = next(c for c in train.cases("full") if c.name == config)
+    settings = train.Settings(torch.device("cuda"))
+    batches = train.make_batches(case, settings.batches, settings.seed, settings.device)
+    results = {"commit": commit, "config": config, "gpu": torch.cuda.get_device_name(),
+               "torch": torch.__version__, "steps": STEPS, "backends": {}}
+    path = os.path.join(out, f"step_gaps_{config}_{commit}.json")
+    for name in names:
+        try:
+            results["backends"][name] = run_backend(case, name, settings, batches)
+        except Exception as e:  # noqa: BLE001 -- the other backends still count
+            results["backends"][name] = {"error": f"{type(e).__name__}: {e}"[:300]}
+        r = results["backends"][name]
+        if "profile" in r:
+            p = r["profile"]
+            print(f"{name}: events {r['event_median_ms']:.2f} ms; kernels "
+                  f"{p['kernel_ms_per_step']:.2f}, idle {p['idle_ms_per_step']:.2f}, span "
+                  f"{p['span_ms_per_step']:.2f} ms/step, {p['launches_per_step']:.0f} launches, "
+                  f"SM {r['sm_mhz_median']} MHz (min {r['sm_mhz_min']}), "
+                  f"{r['power_w_median']} W; syncs {len(r['sync_warnings'])}", flush=True)
+            for g in p["gaps"][:10]:
+                print(f"   {g['us_per_step']:8.1f} us x{g['per_step']}: {g['before']} -> "
+                      f"{g['after']}")
+            for w in r["sync_warnings"][:5]:
+                print("   sync:", w)
+        else:
+            print(name, r)
+        with open(path, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
