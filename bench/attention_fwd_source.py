@@ -29,7 +29,7 @@ def _fwd_pv(acc, l_i, m_i, qk, V_base, start_n, offs_m, offs_d, b, h, sm_scale, 
     q_idx = offs_m[:, None]
     kv_idx = offs_n[None, :]
     if HAS_SCORE_MOD:
-        s = _score_mod(qk * sm_scale, b, h, q_idx, kv_idx, __CAPS__) * 1.4426950408889634
+        s = _score_mod(qk, sm_scale, b, h, q_idx, kv_idx, __CAPS__)
     elif __RAW__:
         s = qk
     else:

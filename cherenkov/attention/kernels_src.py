@@ -32,7 +32,7 @@ def _fwd_tile(acc, l_i, m_i, q, K_base, V_base, start_n, offs_m, offs_d, b, h, s
     q_idx = offs_m[:, None]
     kv_idx = offs_n[None, :]
     if HAS_SCORE_MOD:
-        s = _score_mod(qk * sm_scale, b, h, q_idx, kv_idx, __CAPS__) * 1.4426950408889634
+        s = _score_mod(qk, sm_scale, b, h, q_idx, kv_idx, __CAPS__)     # log2 domain
     else:
         s = qk * (sm_scale * 1.4426950408889634)
     if IS_PARTIAL:
@@ -142,8 +142,8 @@ def _dkdv_tile(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, start_m, off
     q_idx = offs_m[None, :]
     kv_idx = offs_n[:, None]
     if HAS_SCORE_MOD:
-        sT, dsdx = _score_mod_grad(qkT * sm_scale, b, h, q_idx, kv_idx, __CAPS__)
-        pT = tl.exp2(sT * 1.4426950408889634 - lse[None, :])
+        sT, dsdx = _score_mod_grad(qkT, sm_scale, b, h, q_idx, kv_idx, __CAPS__)
+        pT = tl.exp2(sT - lse[None, :])
     else:
         pT = tl.exp2(qkT * (sm_scale * 1.4426950408889634) - lse[None, :])
     if IS_PARTIAL:
@@ -152,7 +152,7 @@ def _dkdv_tile(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, start_m, off
     dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PREC)              # (BLOCK_N, BLOCK_M)
     dsT = pT * (dpT - delta[None, :])
     if HAS_SCORE_MOD:
-        dsT = tl.where(pT == 0.0, 0.0, dsT * dsdx)
+        dsT = _scale_ds(dsT, pT, dsdx)
     dk = tl.dot(dsT.to(qT.dtype), tl.trans(qT), dk, input_precision=DOT_PREC)
     return dk, dv
 
@@ -231,9 +231,8 @@ def _dq_tile(dq, q, do, lse, delta, K_base, V_base, start_n, offs_m, offs_d, b, 
     q_idx = offs_m[:, None]
     kv_idx = offs_n[None, :]
     if HAS_SCORE_MOD:
-        score = qk * sm_scale
-        s, dsdx = _score_mod_grad(score, b, h, q_idx, kv_idx, __CAPS__)
-        p = tl.exp2(s * 1.4426950408889634 - lse[:, None])
+        s, dsdx = _score_mod_grad(qk, sm_scale, b, h, q_idx, kv_idx, __CAPS__)
+        p = tl.exp2(s - lse[:, None])
     else:
         p = tl.exp2(qk * (sm_scale * 1.4426950408889634) - lse[:, None])
     if IS_PARTIAL:
@@ -244,8 +243,8 @@ def _dq_tile(dq, q, do, lse, delta, K_base, V_base, start_n, offs_m, offs_d, b, 
     ds = p * (dp - delta[:, None])
     if HAS_SCORE_MOD:
         if HAS_CAPTURE_GRADS:
-            _capture_grads(score, ds, p != 0.0, b, h, q_idx, kv_idx, __CAPS__ __GRADS__)
-        ds = tl.where(p == 0.0, 0.0, ds * dsdx)
+            _capture_grads(qk * sm_scale, ds, p != 0.0, b, h, q_idx, kv_idx, __CAPS__ __GRADS__)
+        ds = _scale_ds(ds, p, dsdx)
     dq = tl.dot(ds.to(kT.dtype), tl.trans(kT), dq, input_precision=DOT_PREC)
     return dq
 
@@ -365,7 +364,7 @@ def _attn_decode_split(Q, K, V, O_PART, LSE_PART, __CAPS__
                         mask=(offs_n[:, None] < KV_LEN) & (offs_d[None, :] < D), other=0.0)
         qk = tl.dot(q, kT, input_precision=DOT_PREC)                     # (ROWS, BLOCK_N)
         if HAS_SCORE_MOD:
-            s = _score_mod(qk * sm_scale, b, h_idx, q_idx, kv_idx, __CAPS__) * 1.4426950408889634
+            s = _score_mod(qk, sm_scale, b, h_idx, q_idx, kv_idx, __CAPS__)
         else:
             s = qk * (sm_scale * 1.4426950408889634)
         keep = row_ok[:, None] & (kv_idx < KV_LEN)

@@ -22,7 +22,8 @@ import math
 
 from cherenkov.codegen.triton_helpers import FLOORDIV_F
 
-from .trace import LEAVES, Node, TracedMods, depends_on, partials, topo_order
+from .fold import LOG2E, SM_SCALE, finite_derivative, scaled_mods
+from .trace import LEAVES, Node, TracedMods, const, depends_on, make, partials, topo_order
 
 _INFIX = {
     "add": "+", "sub": "-", "mul": "*", "div": "/",
@@ -234,7 +235,7 @@ class _Emitter:
         return self.float_index and _index_linear(n)
 
     def _name_one(self, n: Node) -> None:
-        if n.op in LEAVES:
+        if n.op in LEAVES or n is SM_SCALE:
             name = n.op
         elif n.op == "const":
             name = _literal(n.value)
@@ -307,33 +308,56 @@ def _function(name: str, params: str, emitter: _Emitter, ret: str) -> str:
             + f"    return {ret}\n")
 
 
-def _score_result(traced: TracedMods, em: _Emitter) -> str:
-    if traced.score is None:
-        return "score"
-    if traced.score.op == "const":
-        return f"(score * 0.0 + {em.name(traced.score)})"
-    return em.name(traced.score)
-
-
 def render_score_mod(traced: TracedMods, target: str, wide: bool = False,
                      float_index: bool = False) -> str:
+    """`_score_mod(score, sm_scale, ...)`: mod(score * sm_scale) * log2(e) from the raw dot
+    product `score`, and `_score_mod_grad` (that value and d mod / d score), constants folded
+    (fold.py)."""
     caps = capture_params(traced)
+    params = f"score, sm_scale, b, h, q_idx, kv_idx, {caps}"
+    value, d = scaled_mods(traced) if traced.score is not None else (_scaled_identity(), None)
     em = _Emitter(target, wide=wide, float_index=float_index)
-    out = _score_result(traced, em)
-    fwd = _function("_score_mod", f"score, b, h, q_idx, kv_idx, {caps}", em, out)
+    fwd = _function("_score_mod", params, em, _as_tile(value, em))
 
     em = _Emitter(target, wide=wide, float_index=float_index)
-    out = _score_result(traced, em)
+    out = _as_tile(value, em)
     # A constant derivative is returned as a tile (older Triton cannot return constexprs).
-    d = traced.score_derivative()
-    if d is None or d.op == "const":
-        value = 1.0 if traced.score is None else 0.0 if d is None else float(d.value)
-        d_score = f"tl.full(score.shape, {_literal(value)}, tl.float32)"
+    if d is None:
+        c = traced.score_derivative()
+        level = 1.0 if traced.score is None else 0.0 if c is None else float(c.value)
+        d_score = f"tl.full(score.shape, {_literal(level)}, tl.float32)"
     else:
         d_score = em.name(d)
-    grad = _function("_score_mod_grad", f"score, b, h, q_idx, kv_idx, {caps}", em,
-                     f"{out}, {d_score}")
-    return fwd + "\n\n" + grad + "\n\n" + render_capture_grads(traced, target, wide)
+    grad = _function("_score_mod_grad", params, em, f"{out}, {d_score}")
+    return (fwd + "\n\n" + grad + "\n\n" + _render_scale_ds(traced, d) + "\n\n"
+            + render_capture_grads(traced, target, wide))
+
+
+def _render_scale_ds(traced: TracedMods, d: Node | None) -> str:
+    """`_scale_ds(ds, p, dsdx)`: the score gradient through the mod. Where p is 0 (masked)
+    ds is 0, and a derivative that may be infinite there would make it NaN: those are
+    guarded; a finite one (softcap's, a constant) is one multiply (or none for 1)."""
+    c = traced.score_derivative() if d is None else None
+    if traced.score is None or (c is not None and c.op == "const" and c.value == 1.0):
+        body = "ds"
+    elif finite_derivative(d if d is not None else c):
+        body = "ds * dsdx"
+    else:
+        body = "tl.where(p == 0.0, 0.0, ds * dsdx)"
+    return f"@triton.jit\ndef _scale_ds(ds, p, dsdx):\n    return {body}\n"
+
+
+def _as_tile(node: Node, em: "_Emitter") -> str:
+    """The node's name, as a tile of the scores' shape even where it folded to a constant or a
+    per-launch scalar."""
+    if not ({"score", "q_idx", "kv_idx"} & depends_on(node)):
+        return f"(tl.zeros_like(score) + {em.name(node)})"
+    return em.name(node)
+
+
+def _scaled_identity() -> Node:
+    """score * sm_scale * log2(e): the value without a score mod."""
+    return make("mul", Node("score"), make("mul", SM_SCALE, const(LOG2E)))
 
 
 def render_capture_grads(traced: TracedMods, target: str, wide: bool = False) -> str:

@@ -560,10 +560,10 @@ def evaluate(node: Node, leaves: dict, captured: list[torch.Tensor]) -> torch.Te
     """The value of a traced graph on torch tensors (leaves: name -> tensor); for checking."""
     values = {}
     for n in topo_order([node]):
-        if n.op in LEAVES:
+        if n.op in LEAVES or (not n.args and n.op in leaves):    # and fold.SM_SCALE
             out = leaves[n.op]
-        elif n.op == "const":
-            out = torch.tensor(n.value)
+        elif n.op == "const":      # float constants in float64: checks at float64 precision
+            out = torch.tensor(n.value, dtype=torch.float64 if n.dtype == "f" else None)
         elif n.op == "stride":
             out = torch.tensor(captured[n.value[0]].contiguous().stride(n.value[1]))
         elif n.op == "size":

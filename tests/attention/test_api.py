@@ -181,11 +181,11 @@ def test_untraceable_mod_falls_back_to_math(caplog):
 def test_generated_source_contains_rendered_mods():
     traced = trace_mods(tanh_softcap(30.0), sliding_window(8))
     text = kernel_source(traced, "interpret")
-    assert "def _score_mod(score, b, h, q_idx, kv_idx, ):" in text
-    assert "_t1 = (_t0 < 8)" in text and "tl.exp2(_t0 * 2.88539" in text
+    assert "def _score_mod(score, sm_scale, b, h, q_idx, kv_idx, ):" in text
+    assert "tl.exp2(_t1 * 2.88539" in text and "< 8)" in text
     # on NVIDIA GPUs tanh is the one-instruction hardware approximation
     gpu = kernel_source(traced, "cuda")
-    assert "tanh.approx.f32" in gpu and "tl.exp2(_t0 * 2.88539" not in gpu
+    assert "tanh.approx.f32" in gpu and "tl.exp2(_t1 * 2.88539" not in gpu
     assert "tanh.approx.f32" not in kernel_source(traced, "hip")
 
 

@@ -199,14 +199,14 @@ def test_constant_divisors_multiply_where_exact_enough():
     from cherenkov.attention.render import render_mods
     mod = lambda s, b, h, q, kv: s / 30.0 + kv / 4 + q / 3 + (kv + q).float() / 41
     text = render_mods(trace_mods(mod, None), "cuda")
-    # a score-dependent dividend: the reciprocal product (within 1 ulp; it feeds the softmax)
-    assert "(score * 0.03333333333333333)" in text
+    # a score-dependent dividend: the reciprocal, folded into the softmax scale (fold.py)
+    assert "(sm_scale * 0.03333333333333333)" in text and "(score / 30.0)" not in text
     # another float dividend: reciprocal product with one fma correction (exact quotients stay
     # exact, so floors and comparisons of them do not flip)
     assert "_div_const(" in text and "41.0, 0.024390243902439025)" in text
     assert "(kv_idx * 0.25)" in text                        # a power of two: exact
     assert "(q_idx / 3)" in text                            # an integer by 3: a division
-    assert "(score / 30.0)" in render_mods(trace_mods(mod, None), "interpret")
+    assert "(q_idx / 3)" in render_mods(trace_mods(mod, None), "interpret")
 
 
 def test_index_differences_under_float_ops_convert_the_index_vectors():
