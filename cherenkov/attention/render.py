@@ -97,6 +97,11 @@ def _constant_divisor(node: Node) -> float | None:
     return float(c.value)
 
 
+# tanh on NVIDIA GPUs: "f32", one MUFU instruction a score; "f16x2", one for two scores in
+# half precision (a candidate measured by bench/attention_tanh_gpu.py, not the default)
+TANH_CUDA = "f32"
+
+
 def _expr(node: Node, a: list[str], target: str) -> str:
     op = node.op
     if op == "div":         # true division: a bool operand counts as 0 / 1 (int1 cannot divide)
@@ -133,6 +138,10 @@ def _expr(node: Node, a: list[str], target: str) -> str:
         return f"({a[0]} == 0)"
     if op == "bnot":
         return f"(~{a[0]})"
+    if op == "tanh" and target == "cuda" and TANH_CUDA == "f16x2":
+        return (f'tl.inline_asm_elementwise("tanh.approx.f16x2 $0, $1;", "=r,r", '
+                f'[({a[0]}).to(tl.float16)], dtype=tl.float16, is_pure=True, '
+                f'pack=2).to(tl.float32)')
     if op == "tanh" and target == "cuda":
         # one MUFU instruction (max relative error 2^-11, far below the bf16 rounding of the
         # scores it caps); the exp2-and-divide form costs an ex2 plus a full-precision
