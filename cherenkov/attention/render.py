@@ -97,11 +97,6 @@ def _constant_divisor(node: Node) -> float | None:
     return float(c.value)
 
 
-# tanh on NVIDIA GPUs: "f32", one MUFU instruction a score; "f16x2", one for two scores in
-# half precision (a candidate measured by bench/attention_tanh_gpu.py, not the default)
-TANH_CUDA = "f32"
-
-
 def _expr(node: Node, a: list[str], target: str) -> str:
     op = node.op
     if op == "div":         # true division: a bool operand counts as 0 / 1 (int1 cannot divide)
@@ -138,14 +133,12 @@ def _expr(node: Node, a: list[str], target: str) -> str:
         return f"({a[0]} == 0)"
     if op == "bnot":
         return f"(~{a[0]})"
-    if op == "tanh" and target == "cuda" and TANH_CUDA == "f16x2":
-        return (f'tl.inline_asm_elementwise("tanh.approx.f16x2 $0, $1;", "=r,r", '
-                f'[({a[0]}).to(tl.float16)], dtype=tl.float16, is_pure=True, '
-                f'pack=2).to(tl.float32)')
     if op == "tanh" and target == "cuda":
         # one MUFU instruction (max relative error 2^-11, far below the bf16 rounding of the
         # scores it caps); the exp2-and-divide form costs an ex2 plus a full-precision
-        # division per score, which made softcapped attention MUFU/ALU-bound
+        # division per score, which made softcapped attention MUFU/ALU-bound. Two scores per
+        # instruction in half precision (tanh.approx.f16x2) lost: 2.97 -> 3.11 ms softcap
+        # fwd+bwd, the conversions cost more (bench/results/2026-11-30_attention_tanh_h200_41a626c)
         return (f'tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=f,f", '
                 f'[({a[0]}).to(tl.float32)], dtype=tl.float32, is_pure=True, pack=1)')
     if op == "tanh":   # elsewhere: 1 - 2 / (e^2x + 1), saturating cleanly at +-1, and its

@@ -140,11 +140,17 @@ def test_fp16():
     assert out.dtype == torch.float16
 
 
-def test_no_mask_default_block_mask_and_scale():
+@pytest.mark.parametrize("scale", [0.3, -0.7, 0.0])
+def test_no_mask_default_block_mask_and_scale(scale):
+    # zero and negative scales too (a row max of raw scores would be wrong for them)
     q, k, v = make_qkv(1, 1, 1, 40, 70, 16, grad=False)
-    out = attention(q, k, v, scale=0.3)
+    out = attention(q, k, v, scale=scale)
     torch.testing.assert_close(out.double(), attention_math(q.double(), k.double(), v.double(),
-                                                            scale=0.3), rtol=1e-4, atol=1e-4)
+                                                            scale=scale), rtol=1e-4, atol=1e-4)
+    out = attention(q, k, v, scale=scale, mask_mod=causal)
+    torch.testing.assert_close(out.double(), attention_math(q.double(), k.double(), v.double(),
+                                                            mask_mod=causal, scale=scale),
+                               rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("Q, groups, splits", [(1, 8, 2), (5, 2, 3), (16, 1, 7)])
