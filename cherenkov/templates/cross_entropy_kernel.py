@@ -15,7 +15,9 @@ allocation) or into a buffer of its own; the caller scales by 1/n_valid and grad
 at large vocabularies it reaches 65-68% of copy bandwidth (V=50304 on the H200) and 77%
 (V=32000). Reading the row once (the whole row one block, the gradient from the same
 exponentials) lost: 1515 vs 1156 us at 16384 x 50304 (bench/results/
-2026-11-30_ce_grad_variants_h200_243d1cf), one row per SM leaves too little in flight.
+2026-11-30_ce_grad_variants_h200_243d1cf), one row per SM leaves too little in flight; so
+did each row split over 4-16 programs that hold their slice and combine max / sum through
+global memory (2.5-5.3 ms, 2026-11-30_ce_split_h200_19c3bb1).
 
 A target outside [0, V) (and not ignore_index) reads no logit: its loss and gradient row are
 NaN, where eager raises (CPU) or stops the device (CUDA), never a number computed from
