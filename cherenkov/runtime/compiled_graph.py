@@ -399,7 +399,10 @@ class CompiledGraph:
         written, copies = [], []
         for dst, (_, position) in zip(targets, self.graph.mutations):
             value = outs[position]
-            if value is dst:
+            if value is dst or _same_view(value, dst):
+                # written in place (a CUDA graph replay hands back an alias of the input it
+                # wrote, not the input itself: copying it onto itself would cost a clone and
+                # a copy of every updated tensor, an optimizer's whole state, per call)
                 written.append(dst)
             else:
                 copies.append((dst, value))
@@ -538,6 +541,14 @@ def _cpp_batch(members: list[Step], roots: dict[int, int]) -> Step:
     step.reads = [s for m in members for s in m.reads]
     step.frees = tuple(s for m in members for s in m.frees)   # all dead by the batch's end
     return step
+
+
+def _same_view(a, b: torch.Tensor) -> bool:
+    """Whether tensor a is b's very elements: same storage, offset, shape and strides."""
+    return (isinstance(a, torch.Tensor) and a.device == b.device and a.dtype == b.dtype
+            and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+            and a.storage_offset() == b.storage_offset() and a.shape == b.shape
+            and a.stride() == b.stride())
 
 
 def _relaid(t: torch.Tensor, shape, strides) -> torch.Tensor:
