@@ -198,9 +198,12 @@ class PoolBudget:
 
 POOLS = PoolBudget()
 # Auto mode leaves plans that update more inputs than this (a compiled multi-tensor optimizer
-# step) ungraphed: graphed, GPT-2's AdamW step made the training step 51.6 ms against 30.5
-# ungraphed on the H200 (bench/results/2026-11-30_train_h200_a6578e2.md), a cause not yet
-# found (at 5471e41 the same step graphed ran 31.0); a running statistic or two stays graphed
+# step) ungraphed. Its gradients are new tensors every step, which a graph copies in (GPT-2:
+# 149 tensors, 650 MB a step), while its launches, issued as the GPU still runs the backward,
+# cost nothing: in GPT-2's training step graphed 30.2 ms vs 29.7 on the H200
+# (bench/results/2026-11-30_graphed_optimizer_h200_3e551d8.json; 51.6 before 3e551d8, when each
+# replay also cloned and copied the optimizer's state onto itself). A running statistic or
+# two stays graphed.
 MAX_AUTO_WRITTEN_INPUTS = 8
 
 
@@ -221,7 +224,8 @@ def decide(plan: PlanEstimate, mode: str, spec, on_cuda: bool, device=None,
         return GraphDecision(True, f"cuda_graphs='on' ({figures})")
     if plan.writes_inputs > MAX_AUTO_WRITTEN_INPUTS:
         return GraphDecision(False, f"it updates {plan.writes_inputs} inputs (an optimizer "
-                                    f"step): not graphed unless asked for ({figures})")
+                                    f"step, its gradients copied in on every replay): not "
+                                    f"graphed unless asked for ({figures})")
     if plan.pool_bytes > POOL_FRACTION * spec.memory_bytes:
         return GraphDecision(False, f"its buffers would stay reserved ({figures}; over "
                                     f"{POOL_FRACTION:.0%} of device memory)")

@@ -190,9 +190,9 @@ def _functional_plan(fn, *inputs):
 
 
 def test_auto_leaves_a_plan_updating_many_inputs_ungraphed():
-    """An optimizer step updates all its state in place: auto mode does not graph it (a graphed
-    GPT-2 AdamW step cost the H200 training step 21 ms, unexplained); 'on' still does, and a
-    plan updating one input (a running statistic) is still measured."""
+    """An optimizer step updates all its state in place: auto mode does not graph it (a graph
+    copies its new gradients in on every replay); 'on' still does, and a plan updating one
+    input (a running statistic) is still measured."""
     def step(*ts):
         for p, g in zip(ts[0::2], ts[1::2]):
             p.add_(g, alpha=-0.1)
