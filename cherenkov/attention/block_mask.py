@@ -203,7 +203,7 @@ def _state_triton(mask_mod, B, H, Q_LEN, KV_LEN, block, device) -> torch.Tensor:
     # 8 (bench/results/2026-11-30_block_mask_h200_4b21f48.md)
     kernels._block_state[(nq * nk, Bm * Hm)](
         state, *capture_args(traced.captured, device), Q_LEN, KV_LEN, Hm, nk,
-        BLOCK_Q=bq, BLOCK_KV=bk, num_warps=1)
+        BLOCK_Q=bq, BLOCK_KV=bk, num_warps=1, enable_fp_fusion=True)
     return state
 
 

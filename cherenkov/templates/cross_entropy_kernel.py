@@ -103,7 +103,7 @@ def cross_entropy_rows(logits: torch.Tensor, targets: torch.Tensor, loss: torch.
         num_warps = 1 if interpret else 8
     _kernel(interpret)[(rows,)](logits, logits.stride(0), grad, grad.stride(0), targets, loss,
                                 vocab, ignore_index, WRITE_GRAD=write_grad, BLOCK_V=block_v,
-                                num_warps=num_warps)
+                                num_warps=num_warps, enable_fp_fusion=True)
 
 
 def reduction_scales(targets: torch.Tensor, ignore_index: int, reduction: str

@@ -109,7 +109,7 @@ class Epilogue:
             outs = allocate([n.meta for n in self.stored[int(self.store_mm):]], a.device)
             by_name = dict(zip(leaf_names, leaves)) | {ACC: mm}
             fn[(rendered.grid,)](*[by_name[n] for n in names], *outs, **blocks,
-                                 num_warps=cfg.num_warps)
+                                 num_warps=cfg.num_warps, enable_fp_fusion=True)
             return [mm] + outs if self.store_mm else outs
         return run
 

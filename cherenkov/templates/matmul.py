@@ -244,7 +244,7 @@ def launch(spec: MatmulSpec, config: TileConfig, a, b, out, operands, row_scale=
         GROUP_M=config.group_m, EVEN_K=(k % config.block_k == 0),
         EVEN_M=(m % config.block_m == 0), EVEN_N=(n % config.block_n == 0),
         PRECISION=_precision(a.dtype), num_warps=config.num_warps,
-        num_stages=config.num_stages)
+        num_stages=config.num_stages, enable_fp_fusion=True)
     return out
 
 

@@ -48,7 +48,8 @@ def compile_one(fn, constexprs, captured_types, num_warps, num_stages):
     src = ASTSource(fn=fn, signature=signature(fn, constexprs, captured_types),
                     constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
     kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                            options={"num_warps": num_warps, "num_stages": num_stages})
+                            options={"num_warps": num_warps, "num_stages": num_stages,
+                                     "enable_fp_fusion": True})
     print(f"{fn.__name__}: ok, shared memory {kernel.metadata.shared} bytes", flush=True)
 
 

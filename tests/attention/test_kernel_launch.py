@@ -29,7 +29,7 @@ class FakeFn:
         self.slow_calls, self.direct_calls, self.wrong = [], [], wrong
 
     def __getitem__(self, grid):
-        def call(x, out, scale, n, BLOCK, num_warps):
+        def call(x, out, scale, n, BLOCK, num_warps, enable_fp_fusion=True):
             self.slow_calls.append(grid)
             out.copy_(x * scale)
             return FakeCompiled(self, self.wrong)
@@ -165,7 +165,7 @@ def test_nan_outputs_must_match_bit_for_bit(fake_gpu):
     """A direct launch writing 0 where the regular one writes NaN fails the check."""
     class NanFn(FakeFn):
         def __getitem__(self, grid):
-            def call(x, out, scale, n, BLOCK, num_warps):
+            def call(x, out, scale, n, BLOCK, num_warps, enable_fp_fusion=True):
                 self.slow_calls.append(grid)
                 out.copy_(x * scale)
                 out[0] = float("nan")
