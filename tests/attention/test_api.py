@@ -256,3 +256,23 @@ def test_unmasked_decode_over_a_growing_cache_builds_no_block_mask(monkeypatch):
                                       enable_gqa=True, return_lse=True)
         torch.testing.assert_close(out.double(), ref, rtol=1e-4, atol=1e-4)
         torch.testing.assert_close(lse.double(), ref_lse, rtol=1e-4, atol=1e-4)
+
+
+def test_an_interpreter_that_cannot_run_the_kernels_falls_back_to_math(monkeypatch, caplog):
+    """Triton 3.6's interpreter with numpy 2.4 cannot loop over a loaded bound: kernel_mode
+    says so (probed once) and the API answers with the math implementation, logged."""
+    from cherenkov.attention import codegen
+    monkeypatch.setattr(codegen, "interpreter_fault", lambda: "interpreter cannot loop here")
+    assert codegen.kernel_mode(torch.device("cpu")) == (None, "interpreter cannot loop here")
+    q, k, v = make_qkv(1, 2, 2, 24, 24, 16, grad=False)
+    with caplog.at_level(logging.WARNING, logger="cherenkov.attention"):
+        out = attention(q, k, v, mask_mod=causal)
+    torch.testing.assert_close(out, attention_math(q, k, v, mask_mod=causal))
+    assert "interpreter cannot loop here" in caplog.text
+
+
+@pytest.mark.skipif(tuple(int(x) for x in __import__("triton").__version__.split(".")[:2])
+                    < (3, 9), reason="the probe fails on Triton 3.6 with numpy 2.4 (as it should)")
+def test_the_interpreter_probe_passes_on_the_ci_stack():
+    from cherenkov.attention.codegen import interpreter_fault
+    assert interpreter_fault() is None
