@@ -160,3 +160,43 @@ def finite_derivative(d: Node | None) -> bool:
         return True
     return all(n.op in _FINITE_OPS and (n.op != "const" or math.isfinite(n.value))
                for n in topo_order([d]))
+
+
+# ----------------------------------------------------------------------------------------------
+# masks
+def _key(n: Node) -> str:
+    return str(n)               # structural identity (nodes are not shared between mods)
+
+
+def _nonnegative_of(n: Node) -> str | None:
+    """The key of x when n says x >= 0 (ge(x, 0), ge(a, b) as x = a - b, le(b, a))."""
+    if n.op == "ge" and n.args[1].op == "const" and n.args[1].value == 0:
+        return _key(n.args[0])
+    if n.op == "ge":
+        return _key(make("sub", *n.args))
+    if n.op == "le":
+        return _key(make("sub", n.args[1], n.args[0]))
+    return None
+
+
+def range_checks(mask: Node, wide: bool = False) -> Node:
+    """The mask with each `x < C and x >= 0` over an integer x (a causal sliding window:
+    q - kv < 1024 and q >= kv) as one unsigned comparison, `x as unsigned < C`: two integer
+    instructions per score of a partial tile instead of four. `wide`: the indices are int64."""
+    memo: dict[int, Node] = {}
+    for n in topo_order([mask]):
+        args = tuple(memo[id(a)] for a in n.args)
+        new = n if args == n.args else (
+            Node(n.op, args, value=n.value, dtype=n.dtype) if n.op in ("load", "cast", "urange")
+            else make(n.op, *args))
+        if new.op == "and" and new.dtype == "b":
+            for upper, lower in (new.args, new.args[::-1]):
+                c = upper.args[1] if upper.op == "lt" else None
+                if (c is not None and c.op == "const" and c.dtype == "i"
+                        and 0 < c.value < 2 ** 31 and upper.args[0].dtype == "i"
+                        and _nonnegative_of(lower) == _key(upper.args[0])):
+                    new = Node("urange", (upper.args[0], c),
+                               value="tl.uint64" if wide else "tl.uint32", dtype="b")
+                    break
+        memo[id(n)] = new
+    return memo[id(mask)]

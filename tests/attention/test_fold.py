@@ -89,3 +89,44 @@ def test_score_gradient_guard_only_where_the_derivative_may_be_infinite(score_mo
     from cherenkov.attention.render import render_mods
     text = render_mods(trace_mods(score_mod, mods.causal), "cuda")
     assert f"def _scale_ds(ds, p, dsdx):\n    return {body}\n" in text
+
+
+@pytest.mark.parametrize("mask_mod, check", [
+    (mods.sliding_window(1024), "((_t0).to(tl.uint32) < 1024)"),
+    (lambda b, h, q, kv: (kv <= q) & (q - kv < 5), "((_t0).to(tl.uint32) < 5)"),
+    (lambda b, h, q, kv: (q - kv >= 0) & (q - kv < 7), "((_t0).to(tl.uint32) < 7)"),
+])
+def test_a_range_of_an_index_difference_is_one_unsigned_comparison(mask_mod, check):
+    from cherenkov.attention.render import render_mask_mod
+    text = render_mask_mod(trace_mods(None, mask_mod), "cuda")
+    assert check in text and "&" not in text
+    wide = render_mask_mod(trace_mods(None, mask_mod), "cuda", wide=True)
+    assert "tl.uint64" in wide
+
+
+@pytest.mark.parametrize("mask_mod", [
+    mods.sliding_window(8, causal=False),                  # both sides: two ranges
+    lambda b, h, q, kv: (q - kv < 0) & (q >= kv),          # an empty range stays as written
+    lambda b, h, q, kv: (q - kv < 6) & (q > kv),           # x > 0, not x >= 0
+    lambda b, h, q, kv: (q - kv < 6) & (kv >= 0),          # another value's sign
+])
+def test_other_conjunctions_are_left_alone(mask_mod):
+    from cherenkov.attention.render import render_mask_mod
+    assert "uint" not in render_mask_mod(trace_mods(None, mask_mod), "cuda")
+
+
+@pytest.mark.parametrize("window", [1, 5, 64])
+def test_unsigned_window_masks_match_dense_masks(window):
+    """Through the interpreter's kernels, odd lengths, against the dense mask's attention."""
+    from cherenkov.attention import attention, attention_math
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 37, 16, requires_grad=True) for _ in range(3))
+    mm = mods.sliding_window(window)
+    out = attention(q, k, v, mask_mod=mm)
+    ref = attention_math(q.double(), k.double(), v.double(), mask_mod=mm)
+    torch.testing.assert_close(out.double(), ref, rtol=1e-4, atol=1e-4)
+    g = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v), g)
+    ref_grads = torch.autograd.grad(ref, (q, k, v), g.double())
+    for a, b in zip(grads, ref_grads):
+        torch.testing.assert_close(a.double(), b.double(), rtol=1e-3, atol=1e-3)
