@@ -22,7 +22,7 @@ import math
 
 from cherenkov.codegen.triton_helpers import FLOORDIV_F
 
-from .fold import LOG2E, SM_SCALE, finite_derivative, range_checks, scaled_mods
+from .fold import LOG2E, SM_SCALE, finite_derivative, scaled_mods
 from .trace import LEAVES, Node, TracedMods, const, depends_on, make, partials, topo_order
 
 _INFIX = {
@@ -156,8 +156,6 @@ def _expr(node: Node, a: list[str], target: str) -> str:
             # a positive base, or any base to a fractional power (NaN below 0, as in torch)
             return f"tl.exp2(tl.log2({a[0]}) * {a[1]})"
         raise NotImplementedError("pow of a traced base to a traced exponent")   # trace refuses
-    if op == "urange":      # 0 <= x < C as one unsigned comparison (fold.range_checks)
-        return f"(({a[0]}).to({node.value}) < {a[1]})"
     if op == "cast":
         return {"f": f"({a[0]}).to(tl.float32)", "i": f"({a[0]}).to(tl.int32)",
                 "b": f"({a[0]} != 0)"}[node.value]
@@ -404,7 +402,7 @@ def render_mask_mod(traced: TracedMods, target: str, wide: bool = False) -> str:
         keep = traced.mask is None or bool(traced.mask.value)
         out = "(q_idx >= 0) & (kv_idx >= 0)" if keep else "(q_idx < 0) & (kv_idx < 0)"
     else:
-        out = em.name(range_checks(traced.mask, wide))
+        out = em.name(traced.mask)
     return _function("_mask_mod", f"b, h, q_idx, kv_idx, {capture_params(traced)}", em, out)
 
 
