@@ -8,7 +8,6 @@ Mode "interpret" builds the kernels with Triton's interpreter (CPU tensors, nump
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import importlib.util
 import os
@@ -92,41 +91,6 @@ def interpreter_ready() -> bool:
     return isinstance(tl.zeros, InterpretedFunction)
 
 
-_LOOP_PROBE = '''
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def loop_probe(n_ptr, out_ptr):
-    n = tl.load(n_ptr)
-    acc = tl.zeros([1], tl.int32)
-    for i in range(0, n):
-        acc += 1
-    tl.store(out_ptr + tl.arange(0, 1), acc)
-'''
-
-
-@functools.cache
-def interpreter_fault() -> str | None:
-    """Why the interpreter cannot run the kernels (None: it can). The kernels loop over block
-    counts loaded from memory; Triton 3.6's interpreter turns such a bound into an int through
-    a one-element array, which numpy 2.4 refuses (TypeError): checked once on a tiny kernel."""
-    from cherenkov.runtime.loader import load_module
-    try:
-        probe = load_module(_LOOP_PROBE, interpret=True).loop_probe
-        out = torch.zeros(1, dtype=torch.int32)
-        probe[(1,)](torch.tensor([3], dtype=torch.int32), out)
-        if int(out[0]) == 3:
-            return None
-        return f"Triton's interpreter ran a 3-step loop {int(out[0])} times"
-    except Exception as e:  # noqa: BLE001 -- any failure means: do not interpret
-        import numpy
-        import triton
-        return (f"Triton {triton.__version__}'s interpreter cannot run the kernels' loops "
-                f"with numpy {numpy.__version__} ({type(e).__name__}: {str(e)[:120]})")
-
-
 def interpreter_dots_exact(dtype) -> bool:
     """Whether Triton's CPU interpreter multiplies tl.dot operands of `dtype` right: float32
     only (3.9 reads bf16 operands as raw bits; float64 goes through a float32 accumulator)."""
@@ -145,6 +109,7 @@ def kernel_mode(device) -> tuple[str | None, str]:
     except Exception:
         return None, "Triton is not available"
     if interpreter_ready():
+        from cherenkov.runtime.loader import interpreter_fault
         why = interpreter_fault()
         return ("interpret", "") if why is None else (None, why)
     if getattr(device, "type", str(device)) == "cuda":

@@ -6,6 +6,7 @@ directory, named by the hash of its text, and imported from there.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib.util
 import os
@@ -43,6 +44,44 @@ def interpreter_ready() -> bool:
     import triton.language as tl
     from triton.runtime.interpreter import InterpretedFunction
     return isinstance(tl.sum, InterpretedFunction)
+
+
+_LOOP_PROBE = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def loop_probe(n_ptr, out_ptr, m):
+    n = tl.load(n_ptr)
+    acc = tl.zeros([1], tl.int32)
+    for i in range(0, n):           # a bound loaded from memory
+        acc += 1
+    for i in range(0, m, 2):        # a runtime argument
+        acc += 1
+    tl.store(out_ptr + tl.arange(0, 1), acc)
+'''
+
+
+@functools.cache
+def interpreter_fault() -> str | None:
+    """Why Triton's interpreter cannot run our kernels (None: it can). Kernels loop over bounds
+    that are runtime values (a vocabulary size, block counts loaded from memory); Triton 3.6's
+    interpreter turns such a bound into an int through a one-element array, which numpy 2.4
+    refuses (TypeError). Checked once, on a tiny kernel; callers fall back to torch."""
+    import torch
+    try:
+        probe = load_module(_LOOP_PROBE, interpret=True).loop_probe
+        out = torch.zeros(1, dtype=torch.int32)
+        probe[(1,)](torch.tensor([3], dtype=torch.int32), out, 4)
+        if int(out[0]) == 5:
+            return None
+        return f"Triton's interpreter ran 3 + 2 loop steps {int(out[0])} times"
+    except Exception as e:  # noqa: BLE001 -- any failure means: do not interpret
+        import numpy
+        import triton
+        return (f"Triton {triton.__version__}'s interpreter cannot run the kernels' loops "
+                f"with numpy {numpy.__version__} ({type(e).__name__}: {str(e)[:120]})")
 
 
 def load_module(source: str, interpret: bool):

@@ -94,6 +94,11 @@ def cross_entropy_rows(logits: torch.Tensor, targets: torch.Tensor, loss: torch.
         "cross_entropy_rows needs unit stride along the vocabulary"
     assert grad.shape == logits.shape
     interpret = logits.device.type == "cpu"
+    if interpret:
+        from cherenkov.runtime.loader import interpreter_fault
+        if interpreter_fault() is not None:      # an interpreter that cannot loop: torch
+            _rows_in_torch(logits, targets, loss, ignore_index, write_grad, grad)
+            return
     # defaults measured on the H200 (bench/results/2026-11-30_ce_grad_variants_h200_948ef62):
     # and _243d1cf: 8192-wide slices, 8 warps, L2 hints; a persistent grid, pipelined loops
     # and the whole row in one block lost
@@ -104,6 +109,24 @@ def cross_entropy_rows(logits: torch.Tensor, targets: torch.Tensor, loss: torch.
     _kernel(interpret)[(rows,)](logits, logits.stride(0), grad, grad.stride(0), targets, loss,
                                 vocab, ignore_index, WRITE_GRAD=write_grad, BLOCK_V=block_v,
                                 num_warps=num_warps, enable_fp_fusion=True)
+
+
+def _rows_in_torch(logits, targets, loss, ignore_index: int, write_grad: bool, grad) -> None:
+    """What the kernel computes, in torch ops (fp32), for CPU tensors where Triton's
+    interpreter cannot run it (runtime/loader.interpreter_fault)."""
+    x = logits.float()
+    vocab = x.shape[1]
+    valid = targets != ignore_index
+    known = (targets >= 0) & (targets < vocab)
+    safe = torch.where(valid & known, targets, 0).long()
+    lse = torch.logsumexp(x, dim=1)
+    rows = torch.where(known, lse - x.gather(1, safe[:, None])[:, 0], float("nan"))
+    loss.copy_(torch.where(valid, rows, 0.0))
+    if write_grad:
+        keep = torch.where(valid, torch.where(known, 1.0, float("nan")), 0.0)
+        p = torch.exp(x - lse[:, None])
+        p.scatter_add_(1, safe[:, None], -torch.ones_like(lse)[:, None])
+        grad.copy_((p * keep[:, None]).to(grad.dtype))
 
 
 def reduction_scales(targets: torch.Tensor, ignore_index: int, reduction: str

@@ -262,7 +262,8 @@ def test_an_interpreter_that_cannot_run_the_kernels_falls_back_to_math(monkeypat
     """Triton 3.6's interpreter with numpy 2.4 cannot loop over a loaded bound: kernel_mode
     says so (probed once) and the API answers with the math implementation, logged."""
     from cherenkov.attention import codegen
-    monkeypatch.setattr(codegen, "interpreter_fault", lambda: "interpreter cannot loop here")
+    from cherenkov.runtime import loader
+    monkeypatch.setattr(loader, "interpreter_fault", lambda: "interpreter cannot loop here")
     assert codegen.kernel_mode(torch.device("cpu")) == (None, "interpreter cannot loop here")
     q, k, v = make_qkv(1, 2, 2, 24, 24, 16, grad=False)
     with caplog.at_level(logging.WARNING, logger="cherenkov.attention"):
@@ -274,5 +275,5 @@ def test_an_interpreter_that_cannot_run_the_kernels_falls_back_to_math(monkeypat
 @pytest.mark.skipif(tuple(int(x) for x in __import__("triton").__version__.split(".")[:2])
                     < (3, 9), reason="the probe fails on Triton 3.6 with numpy 2.4 (as it should)")
 def test_the_interpreter_probe_passes_on_the_ci_stack():
-    from cherenkov.attention.codegen import interpreter_fault
+    from cherenkov.runtime.loader import interpreter_fault
     assert interpreter_fault() is None

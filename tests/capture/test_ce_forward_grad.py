@@ -114,6 +114,28 @@ def test_the_rows_kernel_under_each_launch_choice(launch):
     torch.testing.assert_close(inplace, want, rtol=1e-5, atol=1e-6)
 
 
+def test_rows_in_torch_where_the_interpreter_cannot_loop(monkeypatch):
+    """Triton 3.6's interpreter with numpy 2.4 cannot run the kernel's loop
+    (runtime/loader.interpreter_fault): CPU tensors then take the same rows in torch ops --
+    the same losses and gradients as the kernel, NaN rows for out-of-range targets included."""
+    from cherenkov.runtime import loader
+    from cherenkov.templates.cross_entropy_kernel import cross_entropy_rows
+    torch.manual_seed(0)
+    x = (torch.randn(6, 37) * 3).to(torch.bfloat16)
+    t = torch.tensor([1, 36, -100, 200, 0, -5])
+    results = []
+    for fault in (None, "cannot loop"):
+        monkeypatch.setattr(loader, "interpreter_fault", lambda fault=fault: fault)
+        loss, grad, inplace = torch.empty(6), torch.empty_like(x), x.clone()
+        cross_entropy_rows(x, t, loss, -100, True, grad=grad)
+        cross_entropy_rows(inplace, t, torch.empty(6), -100, True)
+        results.append((loss, grad, inplace))
+    for kernel, torch_rows in zip(*results):
+        torch.testing.assert_close(torch_rows.float(), kernel.float(), rtol=1e-2, atol=1e-2,
+                                   equal_nan=True)
+    assert results[1][0][3].isnan() and results[1][0][2] == 0
+
+
 def test_strided_targets_and_slices_of_minus_infinity():
     torch.manual_seed(0)
     logits = torch.randn(6, 100, requires_grad=True)
