@@ -35,6 +35,10 @@ def supported(q_shape, k_shape, v_shape, dropout_p: float, attn_mask=None, dtype
         return f"{dtype} on the CPU interpreter"
     if dropout_p:
         return "dropout"
+    if device is not None:       # e.g. CPU without a working interpreter: PyTorch's op stays
+        mode, why = kernel_mode(device)
+        if mode is None:
+            return why
     if len(q_shape) != 4 or k_shape != v_shape or q_shape[-1] != k_shape[-1]:
         return "shapes"
     if attn_mask is not None:

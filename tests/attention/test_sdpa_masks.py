@@ -64,6 +64,24 @@ def test_a_mask_that_does_not_broadcast_is_refused():
                                 torch.zeros(Q, KV, dtype=torch.int32))
 
 
+def test_calls_stay_with_pytorch_where_the_kernels_cannot_run(monkeypatch):
+    """On CPU without a working interpreter (Triton 3.6 with numpy 2.4) SDPA calls are not
+    routed (they failed at run time before), and a compiled model still matches eager."""
+    from cherenkov.attention.sdpa_routing import supported
+    from cherenkov.runtime import loader
+    cpu = torch.device("cpu")
+    shapes = ((B, H, Q, D), (B, H, KV, D), (B, H, KV, D), 0.0)
+    assert supported(*shapes, dtype=torch.float32, device=cpu) is None
+    monkeypatch.setattr(loader, "interpreter_fault", lambda: "interpreter cannot loop here")
+    assert supported(*shapes, dtype=torch.float32, device=cpu) == "interpreter cannot loop here"
+
+    def fn(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True) * 2
+    q, k, v = (torch.randn(B, H, Q, D) for _ in range(3))
+    out = cherenkov.compile(fn, strict=True)(q, k, v)
+    torch.testing.assert_close(out, fn(q, k, v))
+
+
 def test_the_cuda_memory_efficient_ops_run_our_kernels():
     """aten._scaled_dot_product_efficient_attention (and its backward), traced with fake
     tensors as the GPU graph has them: lse padded to 32, the RNG placeholders, no dbias."""
