@@ -34,15 +34,15 @@ class _Folder:
     def __init__(self, score_leaf: Node):
         self.score_leaf = score_leaf
         self.memo: dict[int, Node] = {}
-        self.uniform: dict[int, bool] = {}
+        self.uniform: dict[int, tuple] = {}       # id -> (node, answer): the node kept alive
 
     def coefficient(self, n: Node) -> bool:
         """A float value that does not vary per score (constants, sm_scale, b, h, loads at
         such offsets): a factor of it folds into one multiply per tile."""
-        key = id(n)
-        if key not in self.uniform:
-            self.uniform[key] = n.dtype == "f" and not (depends_on(n) & _PER_SCORE)
-        return self.uniform[key]
+        hit = self.uniform.get(id(n))
+        if hit is None or hit[0] is not n:
+            hit = self.uniform[id(n)] = (n, n.dtype == "f" and not (depends_on(n) & _PER_SCORE))
+        return hit[1]
 
     def absorbs(self, n: Node) -> bool:
         """Multiplying n by a coefficient costs nothing extra: n is one, or has one to fold
