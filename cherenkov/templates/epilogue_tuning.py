@@ -68,8 +68,10 @@ def fused_call(ep: Epilogue, cfg: TileConfig, device: torch.device,
 def choose(ep: Epilogue, config, spec, device: torch.device) -> TileConfig | None:
     if config.matmul_templates == "off":
         return None
-    if device.type != "cuda":
-        return interpreter_config(ep.M, ep.N, ep.K) if config.matmul_templates == "on" else None
+    if device.type != "cuda":       # the interpreter, where it can run the template's K loop
+        from cherenkov.runtime.loader import interpreter_fault
+        return interpreter_config(ep.M, ep.N, ep.K) \
+            if config.matmul_templates == "on" and interpreter_fault() is None else None
     if config.matmul_templates == "on":
         first = candidates(spec, 1, ep.M, ep.N, ep.K, ep.dtype.itemsize, limit=1)
         return first[0] if first else None

@@ -241,3 +241,17 @@ def test_bf16_results_are_rounded_to_nearest_in_the_interpreter():
     exact = (x.float() @ w.float()).bfloat16()
     # another summation order may move a value that lies near a rounding boundary
     assert (y != exact).float().mean() < 0.02
+
+
+def test_no_template_on_cpu_where_the_interpreter_cannot_loop(monkeypatch):
+    """Triton 3.6 + numpy 2.4 (runtime/loader.interpreter_fault): 'on' leaves CPU matmuls to
+    the library call (the template's K loop would fail at run time)."""
+    from cherenkov.runtime import loader
+    monkeypatch.setattr(loader, "interpreter_fault", lambda: "interpreter cannot loop here")
+    x, w, r = torch.randn(40, 24), torch.randn(24, 48), torch.randn(40, 48)
+
+    def f(x, w, r):
+        return torch.relu(x @ w) * 2.0 + r
+    assert not _fused(fuse_matmul_epilogues(_lowered(f, x, w, r), CPU, ON, None))
+    got = cherenkov.compile(f, matmul_templates="on", strict=True)(x, w, r)
+    torch.testing.assert_close(got, f(x, w, r), rtol=1e-5, atol=1e-5)
