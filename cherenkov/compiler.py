@@ -112,7 +112,7 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
         if spec.kind == "gpu" and config.fusion:
             graph = split_reductions(graph, spec.sm_count, row_loops)
         fusion = fuse(graph, enable=config.fusion, device=spec, row_loops=row_loops)
-        if config.fusion and not cpp and (config.combine_casts or config.combine_updates):
+        if config.fusion and not cpp:
             fusion = _combined(graph, fusion, config)
         lap("passes")
         if cpp:

@@ -28,7 +28,7 @@ from .trace import LEAVES, Node, TracedMods, const, depends_on, make, topo_order
 
 SM_SCALE = Node("sm_scale")          # the kernel's softmax scale, a per-launch scalar
 LOG2E = 1.4426950408889634
-_PER_SCORE = {"score", "q_idx", "kv_idx"}
+PER_SCORE = {"score", "q_idx", "kv_idx"}
 
 
 class _Folder:
@@ -42,7 +42,7 @@ class _Folder:
         such offsets): a factor of it folds into one multiply per tile."""
         hit = self.uniform.get(id(n))
         if hit is None or hit[0] is not n:
-            hit = self.uniform[id(n)] = (n, n.dtype == "f" and not (depends_on(n) & _PER_SCORE))
+            hit = self.uniform[id(n)] = (n, n.dtype == "f" and not (depends_on(n) & PER_SCORE))
         return hit[1]
 
     def absorbs(self, n: Node) -> bool:
@@ -106,10 +106,10 @@ class _Folder:
                     new = self.mul(*args)
                 elif n.op == "neg" and args[0].dtype == "f":
                     new = self.neg(args[0])
-                elif n.op == "div" and _divisor_of(args[1]) is not None and \
+                elif n.op == "div" and constant_divisor(args[1]) is not None and \
                         args[0].dtype == "f" and "score" in depends_on(args[0]):
                     # the renderer's x * (1 / c) for a score-dependent dividend, as a product
-                    new = self.mul(args[0], const(1.0 / _divisor_of(args[1])))
+                    new = self.mul(args[0], const(1.0 / constant_divisor(args[1])))
                 elif n.op == "load":
                     new = Node("load", args, value=n.value, dtype=n.dtype)
                 elif n.op == "cast":
@@ -121,8 +121,9 @@ class _Folder:
         return self.memo[id(root)]
 
 
-def _divisor_of(c: Node) -> float | None:
-    """c when it is a nonzero finite float constant with a normal reciprocal."""
+def constant_divisor(c: Node) -> float | None:
+    """c's value when it is a nonzero finite constant with a normal reciprocal (a divisor
+    a product by 1 / c can stand in for)."""
     if c.op != "const" or isinstance(c.value, bool) or not c.value or \
             not math.isfinite(c.value) or not 2.0 ** -126 <= abs(1.0 / c.value) <= 2.0 ** 126:
         return None
@@ -130,19 +131,20 @@ def _divisor_of(c: Node) -> float | None:
 
 
 def _divisor(n: Node) -> float | None:
-    return _divisor_of(n.args[1]) if n.op == "div" and n.args[0].dtype == "f" else None
+    return constant_divisor(n.args[1]) if n.op == "div" and n.args[0].dtype == "f" else None
 
 
-def scaled_mods(traced: TracedMods) -> tuple[Node, Node | None]:
+def scaled_mods(traced: TracedMods) -> tuple[Node, Node]:
     """(mod(score * sm_scale) * log2(e), d mod / d score at score * sm_scale) over the leaves
-    score (the raw qk), sm_scale, b, h, q_idx, kv_idx; the derivative None where it is a
-    constant (returned by traced.score_derivative as such) or there is no score mod."""
-    assert traced.score is not None
+    score (the raw qk), sm_scale, b, h, q_idx, kv_idx. Without a score mod: score * sm_scale *
+    log2(e) and 1; a mod not reading the score has derivative 0."""
+    if traced.score is None:
+        return make("mul", Node("score"), make("mul", SM_SCALE, const(LOG2E))), const(1.0)
     leaf = next((n for n in topo_order([traced.score]) if n.op == "score"), Node("score"))
     folder = _Folder(leaf)
     value = folder.mul(folder.rebuild(traced.score), const(LOG2E))
     d = traced.score_derivative()
-    return value, (folder.rebuild(d) if d is not None and d.op != "const" else None)
+    return value, const(0.0) if d is None else d if d.op == "const" else folder.rebuild(d)
 
 
 # ops that keep finite arguments finite (at attention-score magnitudes): a derivative built of
@@ -153,11 +155,9 @@ _FINITE_OPS = frozenset(("const", "score", "b", "h", "q_idx", "kv_idx", "sm_scal
                          "xor", "not"))
 
 
-def finite_derivative(d: Node | None) -> bool:
+def finite_derivative(d: Node) -> bool:
     """Whether d mod / d score is finite wherever the score is: the backward's
     ds = p * (dp - delta) * d needs no `where(p == 0, 0, ...)` (which keeps a masked score's
     infinite derivative from making 0 * inf = NaN) -- softcap's 1 - t*t, a constant."""
-    if d is None:
-        return True
     return all(n.op in _FINITE_OPS and (n.op != "const" or math.isfinite(n.value))
                for n in topo_order([d]))

@@ -94,12 +94,12 @@ class Launcher:
         self.by_value: dict = {}        # exact non-tensor arguments (+ tensor kinds) -> kernel
 
     def slow(self, grid, args, constexprs, options):
-        return self.fn[grid](*args, **constexprs, **options)
+        # FMA contraction stated (every compile goes through here): Triton 3.9 warns that its
+        # default turns off in 3.10, and the kernels' softmax counts on a*b+c being one
+        # instruction
+        return self.fn[grid](*args, **constexprs, **options, enable_fp_fusion=True)
 
     def __call__(self, grid, args, constexprs: dict, outputs=(), **options):
-        # FMA contraction stated: Triton 3.9 warns that its default turns off in 3.10, and the
-        # kernels' softmax counts on a*b+c being one instruction
-        options["enable_fp_fusion"] = True
         if _state["direct"] is False or not _on_gpu(args[0]) or _hooked():
             return self.slow(grid, args, constexprs, options)
         # first by value (one pass, no call per argument: a repeated call's arguments are

@@ -22,8 +22,8 @@ import math
 
 from cherenkov.codegen.triton_helpers import FLOORDIV_F
 
-from .fold import LOG2E, SM_SCALE, finite_derivative, scaled_mods
-from .trace import LEAVES, Node, TracedMods, const, depends_on, make, partials, topo_order
+from .fold import PER_SCORE, SM_SCALE, constant_divisor, finite_derivative, scaled_mods
+from .trace import LEAVES, Node, TracedMods, depends_on, partials, topo_order
 
 _INFIX = {
     "add": "+", "sub": "-", "mul": "*", "div": "/",
@@ -88,15 +88,6 @@ def _int_power(x: str, e: int, one: str = "1.0") -> str:
     return f"({sq} * {x})" if e % 2 else sq
 
 
-def _constant_divisor(node: Node) -> float | None:
-    """c of `x / c` when it is a nonzero finite constant with a normal reciprocal."""
-    c = node.args[1]
-    if c.op != "const" or isinstance(c.value, bool) or not c.value or \
-            not math.isfinite(c.value) or not 2.0 ** -126 <= abs(1.0 / c.value) <= 2.0 ** 126:
-        return None
-    return float(c.value)
-
-
 def _expr(node: Node, a: list[str], target: str) -> str:
     op = node.op
     if op == "div":         # true division: a bool operand counts as 0 / 1 (int1 cannot divide)
@@ -109,7 +100,7 @@ def _expr(node: Node, a: list[str], target: str) -> str:
         # corrected once with an exact residual (fma), the quotient division gives
         # (test_div_const_matches_division_in_float32; the plain product gave 1.9999999 for
         # (kv + q) / 41 at 82 and flipped a floor of it); an integer x / 3 stays a division
-        c = _constant_divisor(node)
+        c = constant_divisor(node.args[1])
         if c is not None and (abs(math.frexp(c)[0]) == 0.5 or (
                 "score" in depends_on(node.args[0]) and target != "interpret")):
             return f"({a[0]} * {_literal(1.0 / c)})"
@@ -313,36 +304,31 @@ def _function(name: str, params: str, emitter: _Emitter, ret: str) -> str:
 def render_score_mod(traced: TracedMods, target: str, wide: bool = False,
                      float_index: bool = False) -> str:
     """`_score_mod(score, sm_scale, ...)`: mod(score * sm_scale) * log2(e) from the raw dot
-    product `score`, and `_score_mod_grad` (that value and d mod / d score), constants folded
-    (fold.py)."""
+    product `score`, `_score_mod_grad` (that value and d mod / d score) and `_scale_ds`,
+    constants folded (fold.py)."""
     caps = capture_params(traced)
     params = f"score, sm_scale, b, h, q_idx, kv_idx, {caps}"
-    value, d = scaled_mods(traced) if traced.score is not None else (_scaled_identity(), None)
+    value, d = scaled_mods(traced)
     em = _Emitter(target, wide=wide, float_index=float_index)
     fwd = _function("_score_mod", params, em, _as_tile(value, em))
 
     em = _Emitter(target, wide=wide, float_index=float_index)
     out = _as_tile(value, em)
     # A constant derivative is returned as a tile (older Triton cannot return constexprs).
-    if d is None:
-        c = traced.score_derivative()
-        level = 1.0 if traced.score is None else 0.0 if c is None else float(c.value)
-        d_score = f"tl.full(score.shape, {_literal(level)}, tl.float32)"
-    else:
-        d_score = em.name(d)
+    d_score = f"tl.full(score.shape, {_literal(float(d.value))}, tl.float32)" \
+        if d.op == "const" else em.name(d)
     grad = _function("_score_mod_grad", params, em, f"{out}, {d_score}")
-    return (fwd + "\n\n" + grad + "\n\n" + _render_scale_ds(traced, d) + "\n\n"
+    return (fwd + "\n\n" + grad + "\n\n" + _render_scale_ds(d) + "\n\n"
             + render_capture_grads(traced, target, wide))
 
 
-def _render_scale_ds(traced: TracedMods, d: Node | None) -> str:
+def _render_scale_ds(d: Node) -> str:
     """`_scale_ds(ds, p, dsdx)`: the score gradient through the mod. Where p is 0 (masked)
     ds is 0, and a derivative that may be infinite there would make it NaN: those are
     guarded; a finite one (softcap's, a constant) is one multiply (or none for 1)."""
-    c = traced.score_derivative() if d is None else None
-    if traced.score is None or (c is not None and c.op == "const" and c.value == 1.0):
+    if d.op == "const" and d.value == 1.0:
         body = "ds"
-    elif finite_derivative(d if d is not None else c):
+    elif finite_derivative(d):
         body = "ds * dsdx"
     else:
         body = "tl.where(p == 0.0, 0.0, ds * dsdx)"
@@ -352,14 +338,9 @@ def _render_scale_ds(traced: TracedMods, d: Node | None) -> str:
 def _as_tile(node: Node, em: "_Emitter") -> str:
     """The node's name, as a tile of the scores' shape even where it folded to a constant or a
     per-launch scalar."""
-    if not ({"score", "q_idx", "kv_idx"} & depends_on(node)):
+    if not (PER_SCORE & depends_on(node)):
         return f"(tl.zeros_like(score) + {em.name(node)})"
     return em.name(node)
-
-
-def _scaled_identity() -> Node:
-    """score * sm_scale * log2(e): the value without a score mod."""
-    return make("mul", Node("score"), make("mul", SM_SCALE, const(LOG2E)))
 
 
 def render_capture_grads(traced: TracedMods, target: str, wide: bool = False) -> str:

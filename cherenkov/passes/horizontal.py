@@ -141,12 +141,11 @@ def _combine(fusion: FusionResult, graph: Graph, schedule: Schedule, is_part,
     chunks = [r[i:i + max_parts] for r in runs for i in range(0, len(r), max_parts)]
     combo_of = {}
     named = len([g for g in fusion.groups if isinstance(g, ComboGroup)])
-    for chunk in (c for c in chunks if len(c) >= MIN_PARTS):
+    for i, chunk in enumerate(c for c in chunks if len(c) >= MIN_PARTS):
         combo = ComboGroup(members=[m for g in chunk for m in g.members],
                            X=sum(g.X for g in chunk), R=1,
                            reads={r for g in chunk for r in g.reads}, parts=chunk)
-        combo.kernel = ComboKernel(f"combo{named + len(set(combo_of.values()))}",
-                                   [g.kernel for g in chunk])
+        combo.kernel = ComboKernel(f"combo{named + i}", [g.kernel for g in chunk])
         combo_of.update((g, combo) for g in chunk)
     if not combo_of:
         return fusion

@@ -544,10 +544,9 @@ def _cpp_batch(members: list[Step], roots: dict[int, int]) -> Step:
 
 
 def _same_view(a, b: torch.Tensor) -> bool:
-    """Whether tensor a is b's very elements: same storage, offset, shape and strides."""
-    return (isinstance(a, torch.Tensor) and a.device == b.device and a.dtype == b.dtype
-            and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
-            and a.storage_offset() == b.storage_offset() and a.shape == b.shape
+    """Whether tensor a is b's very elements: same first element, shape, strides and dtype."""
+    return (isinstance(a, torch.Tensor) and a.data_ptr() == b.data_ptr()
+            and a.device == b.device and a.dtype == b.dtype and a.shape == b.shape
             and a.stride() == b.stride())
 
 

@@ -201,9 +201,10 @@ POOLS = PoolBudget()
 # step) ungraphed. Its gradients are new tensors every step, which a graph copies in (GPT-2:
 # 149 tensors, 650 MB a step), while its launches, issued as the GPU still runs the backward,
 # cost nothing: in GPT-2's training step graphed 30.2 ms vs 29.7 on the H200
-# (bench/results/2026-11-30_graphed_optimizer_h200_3e551d8.json; 51.6 before 3e551d8, when each
-# replay also cloned and copied the optimizer's state onto itself). A running statistic or
-# two stays graphed.
+# (bench/results/2026-11-30_graphed_optimizer_h200_3e551d8.json; 51.6 in the train run at
+# a6578e2, before 3e551d8 stopped each replay cloning and copying the optimizer's state onto
+# itself -- the likely cause, not measured side by side). A running statistic or two stays
+# graphed.
 MAX_AUTO_WRITTEN_INPUTS = 8
 
 

@@ -70,6 +70,8 @@ def interpreter_fault() -> str | None:
     interpreter turns such a bound into an int through a one-element array, which numpy 2.4
     refuses (TypeError). Checked once, on a tiny kernel; callers fall back to torch."""
     import torch
+    if not interpreter_ready():
+        return "Triton's interpreter needs TRITON_INTERPRET=1 before triton is first imported"
     try:
         probe = load_module(_LOOP_PROBE, interpret=True).loop_probe
         out = torch.zeros(1, dtype=torch.int32)
