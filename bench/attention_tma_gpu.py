@@ -160,7 +160,8 @@ def main(out_dir):
         q, k, v, is_causal=True))
     import cherenkov
     from cherenkov.attention.mods import causal
-    record("cherenkov", lambda: cherenkov.attention(q, k, v, mask_mod=causal))
+    mask = cherenkov.block_mask(causal, B, H, S, S, device="cuda")
+    record("cherenkov", lambda: cherenkov.attention(q, k, v, block_mask=mask))
     for kind, (bm, bn, warps), stages, ws in itertools.product(
             ("desc", "ptr"), ((128, 128, 8), (128, 64, 4), (128, 64, 8), (128, 128, 4)),
             (2, 3, 4), (False, True)):

@@ -10,6 +10,8 @@ kernels) -> codegen.py (assemble, cache, import) -> block_mask.py (tile sparsity
 tuning.py (tile sizes) -> launch.py (kernel launches) -> api.py (`attention`, autograd).
 reference.py holds the math definition used by tests and as the fallback.
 """
+import sys
+
 from .api import attention
 from .block_mask import BlockMask, block_mask
 from .mods import (alibi, alibi_slopes, and_masks, causal, document, document_ids_from_offsets,
@@ -20,3 +22,14 @@ from .tuning import choose_config
 __all__ = ["attention", "block_mask", "BlockMask", "attention_math", "choose_config",
            "causal", "sliding_window", "prefix_lm", "document", "document_ids_from_offsets",
            "alibi", "alibi_slopes", "tanh_softcap", "relative_bias", "and_masks", "or_masks"]
+
+
+class _CallablePackage(type(sys.modules[__name__])):
+    """`cherenkov.attention` is this package (importing it binds the name on `cherenkov`), and
+    calling it calls `attention`: `cherenkov.attention(q, k, v, mask_mod=causal)`."""
+
+    def __call__(self, *args, **kwargs):
+        return attention(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallablePackage

@@ -277,3 +277,17 @@ def test_an_interpreter_that_cannot_run_the_kernels_falls_back_to_math(monkeypat
 def test_the_interpreter_probe_passes_on_the_ci_stack():
     from cherenkov.runtime.loader import interpreter_fault
     assert interpreter_fault() is None
+
+
+def test_package_level_entry_points_match_the_issue_api():
+    """`cherenkov.attention(q, k, v, ...)` and `cherenkov.block_mask(...)`, as documented, call
+    the DSL's functions (the package `cherenkov.attention` is callable)."""
+    import cherenkov
+    from cherenkov.attention import attention_math, causal
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 37, 16, dtype=torch.float64) for _ in range(3))
+    mask = cherenkov.block_mask(causal, 1, 2, 37, 37, device="cpu")
+    assert isinstance(mask, cherenkov.attention.BlockMask)
+    out = cherenkov.attention(q, k, v, block_mask=mask)
+    ref = attention_math(q, k, v, mask_mod=causal)
+    torch.testing.assert_close(out, ref)
