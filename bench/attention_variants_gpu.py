@@ -14,8 +14,10 @@ rounds), in one process. Three experiment sets:
 * `bwd`: a score mod's derivative folded into P before the dV and dP matmuls (one live tile
   fewer), and 64-row dK/dV steps for mods whose derivative varies per score; timed
   forward+backward.
+* `tma`: the forward reading Q/K/V and writing O through TMA descriptors (launch.TMA: 2-D or
+  4-D) vs pointers, over the "fwd_tma" tiles, with 64 x 64 and 128 x 64 mask tiles.
 
-    CHERENKOV_COMMIT=<sha> python bench/attention_variants_gpu.py {ws,fwd,bwd} OUT_DIR
+    CHERENKOV_COMMIT=<sha> python bench/attention_variants_gpu.py {ws,fwd,bwd,tma} OUT_DIR
     python bench/attention_variants_gpu.py fwd OUT_DIR --smoke    # CPU interpreter, tiny
 
 B=4 H=16 S=4096 D=128 bf16 (smoke: B=1 H=2 S=128 D=32 fp32). Writes
@@ -232,10 +234,35 @@ def bwd_variants():
             Variant("base, dkdv 64 rows", context=_dkdv_64_rows)]
 
 
+# ---- tma: the forward through TMA descriptors (launch.TMA) ------------------------------------
+def _tma(mode):
+    @contextlib.contextmanager
+    def context():
+        import cherenkov.attention.launch as launch_mod
+        saved = launch_mod.TMA
+        launch_mod.TMA = mode
+        try:
+            yield
+        finally:
+            launch_mod.TMA = saved
+    return context
+
+
+def tma_variants():
+    return [Variant("pointers", context=_tma("off")),
+            Variant("pointers fwd 128x64 w4 s2", table={"fwd": K(128, 64, 4, 2)},
+                    context=_tma("off")),
+            Variant("tma 2d", context=_tma("2d")),
+            Variant("tma 2d s3", table={"fwd_tma": K(128, 64, 4, 3)}, context=_tma("2d")),
+            Variant("tma 2d s4", table={"fwd_tma": K(128, 64, 4, 4)}, context=_tma("2d")),
+            Variant("tma 2d w8 s3", table={"fwd_tma": K(128, 64, 8, 3)}, context=_tma("2d")),
+            Variant("tma 4d", context=_tma("4d"))]
+
+
 # ---- cases and timing ------------------------------------------------------------------------
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("set", choices=("ws", "fwd", "bwd"))
+    parser.add_argument("set", choices=("ws", "fwd", "bwd", "tma"))
     parser.add_argument("out_dir", nargs="?", default="bench/results")
     parser.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes")
     args = parser.parse_args()
@@ -252,10 +279,15 @@ def main() -> int:
             "prefix_lm1024": (None, ca.prefix_lm(1024 if not args.smoke else 40)),
             "softcap30": (ca.tanh_softcap(30.0), ca.causal)}
     names = {"ws": ("causal", "alibi"), "bwd": ("causal", "softcap30", "alibi"),
-             "fwd": tuple(mods)}[args.set]
+             "fwd": tuple(mods), "tma": tuple(mods)}[args.set]
     block = (32, 32) if args.smoke else (64, 64)
     cases = {n: (mods[n][0], ca.block_mask(mods[n][1], B, H, S, S, block=block, device=dev))
              for n in names}
+    if args.set == "tma":      # and with the 128 x 64 mask tiles the 128-row kernel tiles need
+        wide = (64, 32) if args.smoke else (128, 64)
+        cases.update({f"{n} mask{wide[0]}x{wide[1]}": (mods[n][0], ca.block_mask(
+            mods[n][1], B, H, S, S, block=wide, device=dev)) for n in ("causal", "alibi",
+                                                                      "softcap30")})
 
     def timed(fn):
         if args.smoke:
@@ -276,13 +308,15 @@ def main() -> int:
             fn = lambda: ca.attention(q, k, v, score_mod=score_mod, block_mask=bm)  # noqa: E731
             return timed(fn), (fn(),)
 
-    variants = {"ws": ws_variants, "fwd": fwd_variants, "bwd": bwd_variants}[args.set]()
+    variants = {"ws": ws_variants, "fwd": fwd_variants, "bwd": bwd_variants,
+                "tma": tma_variants}[args.set]()
     rows = run_variants(variants, cases, measure, D, rounds=1 if args.smoke else 2)
     what = "forward+backward" if grad else "forward"
     note = (f"B={B} H={H} S={S} D={D} {str(dt).split('.')[-1]} {what}, best of "
             f"{1 if args.smoke else 2} interleaved rounds; speedup = base ms / variant ms")
     title = {"ws": "Warp-specialized attention forward", "fwd": "Attention forward variants",
-             "bwd": "Attention backward variants"}[args.set]
+             "bwd": "Attention backward variants",
+             "tma": "Attention forward through TMA descriptors"}[args.set]
     print(write_report(args.out_dir, f"attention_{args.set}_variants", title, note, rows))
     return 0
 

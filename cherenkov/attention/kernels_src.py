@@ -12,19 +12,28 @@ parameters. Conventions shared by every kernel:
 * Block masks come as (count, index list) per (b, h, sparse row block) for partial tiles (the
   mask is applied) and for full tiles (it is not); a kernel tile (BLOCK_M, BLOCK_N) divides the
   sparse tile (SPARSE_M, SPARSE_N), so each listed sparse tile is R sub-tiles.
+* The forward may read Q, K, V and write O through TMA tensor descriptors (QD, KD, VD, OD;
+  Hopper's bulk copies): TMA == 2 over 2-D views (B*H*S, D) of contiguous tensors whose
+  lengths are multiples of the tiles, TMA == 4 over the (B, H, S, D) tensors as they are
+  (rows past a head's end read as zeros, stores past it dropped); 0 reads through pointers
+  (launch.tma_mode decides).
 '''
 
 KERNELS = r'''
 @triton.jit
-def _fwd_tile(acc, l_i, m_i, q, K_base, V_base, start_n, offs_m, offs_d, b, h, sm_scale, KV_LEN,
-              stride_kn, stride_vn, __CAPS__
+def _fwd_tile(acc, l_i, m_i, q, K_base, V_base, KD, VD, kv_row, hk, start_n, offs_m, offs_d, b, h,
+              sm_scale, KV_LEN, stride_kn, stride_vn, __CAPS__
               D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
               IS_PARTIAL: tl.constexpr, EVEN_N: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
-              DOT_PREC: tl.constexpr):
+              DOT_PREC: tl.constexpr, TMA: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
     kT_ptrs = K_base + offs_n[None, :] * stride_kn + offs_d[:, None]      # (D_PAD, BLOCK_N)
     v_ptrs = V_base + offs_n[:, None] * stride_vn + offs_d[None, :]       # (BLOCK_N, D_PAD)
-    if EVEN_N and D == D_PAD:
+    if TMA == 2:
+        kT = KD.load([kv_row + start_n, 0]).T
+    elif TMA == 4:
+        kT = KD.load([b, hk, start_n, 0]).reshape(BLOCK_N, D_PAD).T
+    elif EVEN_N and D == D_PAD:
         kT = tl.load(kT_ptrs)
     else:
         kT = tl.load(kT_ptrs, mask=(offs_n[None, :] < KV_LEN) & (offs_d[:, None] < D), other=0.0)
@@ -45,7 +54,11 @@ def _fwd_tile(acc, l_i, m_i, q, K_base, V_base, start_n, offs_m, offs_d, b, h, s
     alpha = tl.exp2(m_i - m_safe)
     l_i = l_i * alpha + tl.sum(p, 1)
     acc = acc * alpha[:, None]
-    if EVEN_N and D == D_PAD:
+    if TMA == 2:
+        v = VD.load([kv_row + start_n, 0])
+    elif TMA == 4:
+        v = VD.load([b, hk, start_n, 0]).reshape(BLOCK_N, D_PAD)
+    elif EVEN_N and D == D_PAD:
         v = tl.load(v_ptrs)
     else:
         v = tl.load(v_ptrs, mask=(offs_n[:, None] < KV_LEN) & (offs_d[None, :] < D), other=0.0)
@@ -55,14 +68,15 @@ def _fwd_tile(acc, l_i, m_i, q, K_base, V_base, start_n, offs_m, offs_d, b, h, s
 
 @triton.jit
 def _attn_fwd(Q, K, V, O, LSE, __CAPS__
-              KV_NUM, KV_IDX, FULL_NUM, FULL_IDX,
+              KV_NUM, KV_IDX, FULL_NUM, FULL_IDX, QD, KD, VD, OD,
               stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
               stride_vb, stride_vh, stride_vn, stride_ob, stride_oh, stride_om,
               snb, snh, snm, sib, sih, sim,
               sm_scale, Q_LEN, KV_LEN, H, GROUPS, NUM_M_BLOCKS,
               D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
               SPARSE_M: tl.constexpr, SPARSE_N: tl.constexpr, EVEN_M: tl.constexpr,
-              EVEN_N: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, DOT_PREC: tl.constexpr):
+              EVEN_N: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, DOT_PREC: tl.constexpr,
+              TMA: tl.constexpr):
     pid_m = NUM_M_BLOCKS - 1 - tl.program_id(0)        # longest (causal) rows first
     bh = tl.program_id(1)
     b = bh // H
@@ -72,7 +86,13 @@ def _attn_fwd(Q, K, V, O, LSE, __CAPS__
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, D_PAD)
     q_ptrs = Q + b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :]
-    if EVEN_M and D == D_PAD:
+    q_row = (b * H + h) * Q_LEN + start_m               # TMA == 2: rows of (B*H*Q_LEN, D)
+    kv_row = (b * (H // GROUPS) + hk) * KV_LEN
+    if TMA == 2:
+        q = QD.load([q_row, 0])
+    elif TMA == 4:
+        q = QD.load([b, h, start_m, 0]).reshape(BLOCK_M, D_PAD)
+    elif EVEN_M and D == D_PAD:
         q = tl.load(q_ptrs)
     else:
         q = tl.load(q_ptrs, mask=(offs_m[:, None] < Q_LEN) & (offs_d[None, :] < D), other=0.0)
@@ -87,19 +107,27 @@ def _attn_fwd(Q, K, V, O, LSE, __CAPS__
     n_partial = tl.load(KV_NUM + row)
     for it in range(0, n_partial * R):
         start_n = tl.load(KV_IDX + irow + it // R) * SPARSE_N + (it % R) * BLOCK_N
-        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, K_base, V_base, start_n, offs_m, offs_d, b, h,
-                                  sm_scale, KV_LEN, stride_kn, stride_vn, __CAPS__
-                                  D, D_PAD, BLOCK_N, True, EVEN_N, HAS_SCORE_MOD, DOT_PREC)
+        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, K_base, V_base, KD, VD, kv_row, hk, start_n,
+                                  offs_m, offs_d, b, h, sm_scale, KV_LEN, stride_kn, stride_vn,
+                                  __CAPS__ D, D_PAD, BLOCK_N, True, EVEN_N, HAS_SCORE_MOD,
+                                  DOT_PREC, TMA)
     n_full = tl.load(FULL_NUM + row)
     for it in range(0, n_full * R):
         start_n = tl.load(FULL_IDX + irow + it // R) * SPARSE_N + (it % R) * BLOCK_N
-        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, K_base, V_base, start_n, offs_m, offs_d, b, h,
-                                  sm_scale, KV_LEN, stride_kn, stride_vn, __CAPS__
-                                  D, D_PAD, BLOCK_N, False, EVEN_N, HAS_SCORE_MOD, DOT_PREC)
+        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, K_base, V_base, KD, VD, kv_row, hk, start_n,
+                                  offs_m, offs_d, b, h, sm_scale, KV_LEN, stride_kn, stride_vn,
+                                  __CAPS__ D, D_PAD, BLOCK_N, False, EVEN_N, HAS_SCORE_MOD,
+                                  DOT_PREC, TMA)
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
     o = acc / l_safe[:, None]
-    o_ptrs = O + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :]
-    tl.store(o_ptrs, o.to(O.dtype.element_ty), mask=(offs_m[:, None] < Q_LEN) & (offs_d[None, :] < D))
+    if TMA == 2:
+        OD.store([q_row, 0], o.to(q.dtype))
+    elif TMA == 4:
+        OD.store([b, h, start_m, 0], o.to(q.dtype).reshape(1, 1, BLOCK_M, D_PAD))
+    else:
+        o_ptrs = O + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :]
+        tl.store(o_ptrs, o.to(O.dtype.element_ty),
+                 mask=(offs_m[:, None] < Q_LEN) & (offs_d[None, :] < D))
     lse = tl.where(l_i == 0.0, float("inf"), m_i + tl.log2(l_safe))
     tl.store(LSE + bh * Q_LEN + offs_m, lse, mask=offs_m < Q_LEN)
 

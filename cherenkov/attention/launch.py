@@ -69,25 +69,83 @@ def check_mask(mask: BlockMask, B: int, H: int, Q_LEN: int, KV_LEN: int) -> None
                          f"(B={B}, H={H}, Q={Q_LEN}, KV={KV_LEN})")
 
 
+# How the forward reads Q, K, V and writes O: "auto" (TMA descriptors where `tma_mode` allows
+# them), "off" (pointers), "2d" / "4d" (that descriptor form where possible, else pointers);
+# for A/B runs in bench/.
+TMA = "auto"
+
+
+def _descriptor_class():
+    try:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+    except ImportError:          # a Triton without host-side descriptors
+        return None
+    return TensorDescriptor
+
+
+def tma_mode(q, k, v, o, block_m: int, block_n: int, interpret: bool, mode: str | None = None
+             ) -> int:
+    """0 (pointers), 2 (2-D descriptors over (B*H*S, D)) or 4 (4-D descriptors over
+    (B, H, S, D)) for the forward's loads and store. Descriptors need a Hopper-class GPU (or
+    the interpreter, asked for explicitly), an unpadded power-of-two head dim, unit stride
+    along D and 16-byte aligned strides and bases; the 2-D form also needs contiguous tensors
+    and lengths that are multiples of the tiles (a tile never reaches into the next head)."""
+    mode = TMA if mode is None else mode
+    if mode == "off" or (mode == "auto" and interpret):
+        return 0
+    if not interpret and (not q.is_cuda or torch.cuda.get_device_capability(q.device)[0] < 9):
+        return 0
+    D = q.shape[-1]
+    if D != max(16, next_power_of_2(D)) or _descriptor_class() is None:
+        return 0
+    size = q.element_size()
+    for t in (q, k, v, o):
+        if t.stride(-1) != 1 or t.data_ptr() % 16 or any(s * size % 16 for s in t.stride()[:-1]):
+            return 0
+    even = q.shape[2] % block_m == 0 and k.shape[2] % block_n == 0
+    if mode in ("auto", "2d") and even and all(t.is_contiguous() for t in (q, k, v, o)):
+        return 2
+    if mode == "4d":
+        return 4
+    return 0
+
+
+def _descriptors(mode: int, q, k, v, o, block_m: int, block_n: int) -> list:
+    if mode == 0:
+        return [None] * 4
+    TensorDescriptor = _descriptor_class()
+    D = q.shape[-1]
+    if mode == 2:
+        return [TensorDescriptor.from_tensor(t.view(-1, D), [rows, D])
+                for t, rows in ((q, block_m), (k, block_n), (v, block_n), (o, block_m))]
+    return [TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, rows, D])
+            for t, rows in ((q, block_m), (k, block_n), (v, block_n), (o, block_m))]
+
+
 def forward(plan: Plan, q, k, v, captured) -> tuple[torch.Tensor, torch.Tensor]:
     B, H, Q_LEN, D = q.shape
     HK, KV_LEN = k.shape[1], k.shape[2]
     m = plan.mask
-    cfg = choose_config("fwd", D, q.dtype, m.block, plan.interpret)
     o = torch.empty_like(q, memory_format=torch.contiguous_format)
+    cfg = choose_config("fwd", D, q.dtype, m.block, plan.interpret)
+    tma = tma_mode(q, k, v, o, cfg.block_m, cfg.block_n, plan.interpret)
+    if tma:
+        cfg = choose_config("fwd_tma", D, q.dtype, m.block, plan.interpret)
+        tma = tma_mode(q, k, v, o, cfg.block_m, cfg.block_n, plan.interpret)
     lse = torch.empty(B, H, Q_LEN, device=q.device, dtype=torch.float32)
     n_m = triton_cdiv(Q_LEN, cfg.block_m)
     launcher(plan.kernels._attn_fwd)(
         (n_m, B * H),
         (q, k, v, o, lse, *capture_args(captured, q.device),
          m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices,
+         *_descriptors(tma, q, k, v, o, cfg.block_m, cfg.block_n),
          *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3],
          *_mask_strides(m.kv_num_blocks, m.kv_indices),
          plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m),
         dict(D=D, D_PAD=max(16, next_power_of_2(D)), BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
              SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % cfg.block_m == 0,
              EVEN_N=KV_LEN % m.block[1] == 0, HAS_SCORE_MOD=plan.has_score_mod,
-             DOT_PREC=_dot_precision(q.dtype)),
+             DOT_PREC=_dot_precision(q.dtype), TMA=tma),
         (o, lse), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     return o, lse
 

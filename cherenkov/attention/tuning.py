@@ -43,6 +43,11 @@ class KernelConfig:
 _GPU_TABLE = {
     "fwd": {64: KernelConfig(64, 64, 4, 3), 128: KernelConfig(64, 64, 4, 3),
             256: KernelConfig(64, 32, 4, 2)},
+    # the forward reading through TMA descriptors (launch.tma_mode): 128 x 64 tiles of 4
+    # warps, 2 stages, 444 TFLOP/s causal at S=4096 D=128 in a standalone probe
+    # (bench/results/2026-12-01_attention_tma_h200_1e350dc.md; pointers 386-413)
+    "fwd_tma": {64: KernelConfig(128, 64, 4, 2), 128: KernelConfig(128, 64, 4, 2),
+                256: KernelConfig(64, 32, 4, 2)},
     "dq": {64: KernelConfig(128, 64, 8, 3), 128: KernelConfig(64, 64, 4, 2),
            256: KernelConfig(64, 32, 4, 1)},
     "dkdv": {64: KernelConfig(64, 128, 8, 3), 128: KernelConfig(64, 128, 8, 2),
@@ -84,7 +89,7 @@ def stages_that_fit(cfg: KernelConfig, d_pad: int, elem_bytes: int, sram_bytes: 
 
 def choose_config(kernel: str, head_dim: int, dtype: torch.dtype, sparse_block=(64, 64),
                   interpret: bool = False, device=None, score_grad: bool = False) -> KernelConfig:
-    """Tiles for `kernel` in {"fwd", "dq", "dkdv", "decode"} at this head dim and dtype;
+    """Tiles for `kernel` in {"fwd", "fwd_tma", "dq", "dkdv", "decode"} at this head dim and dtype;
     `device` is a `cherenkov.hw.DeviceSpec` (default: the live device); `score_grad`: the
     score mod's derivative varies per score (one more live tile in the backward)."""
     if interpret:

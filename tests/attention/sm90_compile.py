@@ -70,7 +70,15 @@ def main() -> int:
             captured_types[f"C{k}"] = "*fp32" if t.is_floating_point() else "*i64"
         base = dict(D=80, D_PAD=128, HAS_SCORE_MOD=score_mod is not None, DOT_PREC="tf32",
                     SPARSE_M=128, SPARSE_N=64, EVEN_M=False, EVEN_N=False)
-        compile_one(kernels._attn_fwd, dict(base, BLOCK_M=128, BLOCK_N=64), captured_types, 8, 3)
+        none = dict(QD=None, KD=None, VD=None, OD=None)
+        compile_one(kernels._attn_fwd, dict(base, **none, BLOCK_M=128, BLOCK_N=64, TMA=0),
+                    captured_types, 8, 3)
+        for tma, block in ((2, "[{rows},128]"), (4, "[1,1,{rows},128]")):   # descriptor forms
+            descs = {n: "tensordesc<bf16" + block.format(rows=r) + ">"
+                     for n, r in (("QD", 128), ("KD", 64), ("VD", 64), ("OD", 128))}
+            compile_one(kernels._attn_fwd, dict(base, D=128, EVEN_M=True, EVEN_N=True, TMA=tma,
+                                                BLOCK_M=128, BLOCK_N=64),
+                        dict(captured_types, **descs), 4, 2)
         compile_one(kernels._attn_bwd_delta, dict(D=80, D_PAD=128, BLOCK_M=64),
                     captured_types, 4, 1)
         compile_one(kernels._attn_bwd_dkdv, dict(base, BLOCK_M=64, BLOCK_N=64),
