@@ -190,7 +190,8 @@ def _attention(q, k, v, score_mod, mask_mod, block_mask, scale, enable_gqa, retu
         launch.check_mask(block_mask, B, H, Q_LEN, KV_LEN)
         if block_mask.device != q.device:
             raise ValueError(f"block mask on {block_mask.device}, q, k, v on {q.device}")
-    plan = launch.Plan(kernels, traced, block_mask, scale, mode == "interpret")
+    plan = launch.Plan(kernels, traced, block_mask, scale, mode == "interpret",
+                       coarsen=block_mask.mask_mod is mask_mod)
     if decode and KV_LEN >= 4 * block_mask.block[1]:
         out, lse = launch.decode(plan, q, k, v, captured)
     else:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -49,9 +49,15 @@ class BlockMask:
     block: tuple[int, int]           # (BLOCK_Q, BLOCK_KV)
     shape: tuple[int, int, int, int]  # (B, H, Q_LEN, KV_LEN)
     mask_mod: object = None
+    # the states are the mask_mod's own (built by `block_mask`): a full tile is one where the
+    # mask_mod holds everywhere, so coarser tiles (`coarsened`) evaluating it give the same
+    # answer (a FlexAttention mask may call tiles full that its mask_mod would not)
+    exact: bool = False
+    _coarse: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def from_state(cls, state: torch.Tensor, block, shape, mask_mod=None) -> "BlockMask":
+    def from_state(cls, state: torch.Tensor, block, shape, mask_mod=None, exact: bool = False
+                   ) -> "BlockMask":
         """Compact a tile-state tensor into index lists: per row, the tiles of a kind first
         (a stable partition; one generated kernel per direction on CUDA, `_compact` else)."""
         state = state.to(torch.int8)
@@ -66,7 +72,29 @@ class BlockMask:
             rows = _compact(state == PARTIAL) + _compact(state == FULL)
             cols = _compact(transposed == PARTIAL) + _compact(transposed == FULL)
         return cls(state, *rows, *cols, block=tuple(block), shape=tuple(shape),
-                   mask_mod=mask_mod)
+                   mask_mod=mask_mod, exact=exact)
+
+    def coarsened(self, rows: int) -> "BlockMask":
+        """This mask with tiles of `rows` times as many query rows (kept on the mask): a tile
+        is empty where all its parts are, full where all are, partial otherwise. Only for
+        `exact` masks (see above); on the device, without a sync."""
+        if rows == 1:
+            return self
+        if not self.exact:
+            raise ValueError("only masks built from their mask_mod by block_mask() coarsen")
+        got = self._coarse.get(rows)
+        if got is None:
+            state = self.state
+            pad = -state.shape[2] % rows                 # repeat the last row block
+            if pad:
+                state = torch.cat([state, state[:, :, -1:].expand(-1, -1, pad, -1)], dim=2)
+            parts = state.unflatten(2, (-1, rows))       # (Bm, Hm, nQ', rows, nKV)
+            full, empty = (parts == FULL).all(3), (parts == EMPTY).all(3)
+            coarse = torch.where(full, FULL, torch.where(empty, EMPTY, PARTIAL)).to(torch.int8)
+            got = self._coarse[rows] = BlockMask.from_state(
+                coarse, (self.block[0] * rows, self.block[1]), self.shape, self.mask_mod,
+                exact=True)
+        return got
 
     @property
     def device(self) -> torch.device:
@@ -224,7 +252,7 @@ def block_mask(mask_mod, B: int, H: int, Q_LEN: int, KV_LEN: int, block=DEFAULT_
     if mask_mod is None:
         nq, nk = math.ceil(Q_LEN / bq), math.ceil(KV_LEN / bk)
         state = torch.full((1, 1, nq, nk), FULL, dtype=torch.int8, device=device)
-        return BlockMask.from_state(state, block, (B, H, Q_LEN, KV_LEN), None)
+        return BlockMask.from_state(state, block, (B, H, Q_LEN, KV_LEN), None, exact=True)
     if use_kernel is None:
         from .codegen import kernel_mode
         use_kernel = device.type == "cuda" and kernel_mode(device)[0] == "jit"
@@ -237,4 +265,4 @@ def block_mask(mask_mod, B: int, H: int, Q_LEN: int, KV_LEN: int, block=DEFAULT_
             state = None
     if state is None:
         state = _state_torch(mask_mod, B, H, Q_LEN, KV_LEN, block, device)
-    return BlockMask.from_state(state, block, (B, H, Q_LEN, KV_LEN), mask_mod)
+    return BlockMask.from_state(state, block, (B, H, Q_LEN, KV_LEN), mask_mod, exact=True)

@@ -30,6 +30,9 @@ class Plan:
     mask: BlockMask
     scale: float
     interpret: bool
+    # the traced mask_mod is the one `mask` was built from (its tiles may then be coarsened
+    # for the forward: `_forward_mask`)
+    coarsen: bool = False
 
     @property
     def has_score_mod(self) -> bool:
@@ -122,6 +125,26 @@ def _descriptors(mode: int, q, k, v, o, block_m: int, block_n: int) -> list:
             for t, rows in ((q, block_m), (k, block_n), (v, block_n), (o, block_m))]
 
 
+def _forward_mask(plan: Plan, D: int, dtype) -> BlockMask:
+    """The block mask the descriptor forward runs on: the plan's, or -- where the forward's
+    tiles want more query rows than its tiles have (128 vs the default 64) -- the same mask
+    with taller tiles (BlockMask.coarsened, kept on the mask), when that adds little work: a
+    mask of index arithmetic only (causal, window, prefix: a few more partial tiles at the
+    edges), built from its mask_mod; a mask reading tensors (documents) keeps its finer
+    tiles, which skip more. Not built while a CUDA graph is captured."""
+    m = plan.mask
+    want = choose_config("fwd_tma", D, dtype, (1 << 20, m.block[1]), plan.interpret).block_m
+    if want <= m.block[0] or want % m.block[0] or not (m.exact and plan.coarsen):
+        return m
+    rows = want // m.block[0]
+    if rows in m._coarse:
+        return m._coarse[rows]
+    if plan.traced.mask_reads_tensors() \
+            or (m.device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
+        return m
+    return m.coarsened(rows)
+
+
 def forward(plan: Plan, q, k, v, captured) -> tuple[torch.Tensor, torch.Tensor]:
     B, H, Q_LEN, D = q.shape
     HK, KV_LEN = k.shape[1], k.shape[2]
@@ -130,6 +153,7 @@ def forward(plan: Plan, q, k, v, captured) -> tuple[torch.Tensor, torch.Tensor]:
     cfg = choose_config("fwd", D, q.dtype, m.block, plan.interpret)
     tma = tma_mode(q, k, v, o, cfg.block_m, cfg.block_n, plan.interpret)
     if tma:
+        m = _forward_mask(plan, D, q.dtype)
         cfg = choose_config("fwd_tma", D, q.dtype, m.block, plan.interpret)
         tma = tma_mode(q, k, v, o, cfg.block_m, cfg.block_n, plan.interpret)
     lse = torch.empty(B, H, Q_LEN, device=q.device, dtype=torch.float32)

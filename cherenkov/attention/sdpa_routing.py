@@ -69,7 +69,8 @@ def _plan(q, k, is_causal: bool, scale: float | None, device=None) -> launch.Pla
         mask_mod = causal if is_causal else None
         traced, kernels = compile_mods(None, mask_mod, interpret=mode == "interpret")
         mask = build_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, DEFAULT_BLOCK, device)
-        plan = _PLANS.put(key, launch.Plan(kernels, traced, mask, scale, mode == "interpret"))
+        plan = _PLANS.put(key, launch.Plan(kernels, traced, mask, scale, mode == "interpret",
+                                           coarsen=True))
     return plan
 
 

@@ -3,7 +3,8 @@ same outputs and LSE as pointer loads, and the choice of form (launch.tma_mode).
 import pytest
 import torch
 
-from cherenkov.attention import attention, block_mask, causal, tanh_softcap
+from cherenkov.attention import (attention, attention_math, block_mask, causal, document,
+                                 prefix_lm, sliding_window, tanh_softcap)
 from cherenkov.attention import launch
 from cherenkov.attention.tuning import _INTERPRETER
 
@@ -61,3 +62,48 @@ def test_descriptors_need_aligned_unpadded_layouts():
     narrow = torch.randn(1, 2, 32, 17, dtype=torch.float16)[..., :4]  # rows of 34 bytes
     assert _layout("4d", narrow, narrow, narrow) == 0
     assert launch.tma_mode(q, q, q, q, 32, 32, False, "auto") == 0   # CPU, not the interpreter
+
+
+@pytest.mark.parametrize("name, mask_mod, Q, KV", [
+    ("causal", causal, 100, 100),
+    ("window", sliding_window(20), 77, 77),
+    ("prefix", prefix_lm(30), 64, 96),
+])
+def test_coarsened_mask_is_the_mask_built_with_taller_tiles(name, mask_mod, Q, KV):
+    fine = block_mask(mask_mod, 2, 1, Q, KV, block=(16, 16))
+    tall = fine.coarsened(4)
+    direct = block_mask(mask_mod, 2, 1, Q, KV, block=(64, 16))
+    assert tall.block == (64, 16) and tall.exact and fine.coarsened(4) is tall
+    for field in ("state", "kv_num_blocks", "full_kv_num_blocks", "q_num_blocks",
+                  "full_q_num_blocks"):
+        assert torch.equal(getattr(tall, field), getattr(direct, field)), field
+    nonzero = tall.kv_num_blocks.max().item()
+    assert torch.equal(tall.kv_indices[..., :nonzero], direct.kv_indices[..., :nonzero])
+
+
+def test_flex_style_masks_are_not_coarsened():
+    m = block_mask(causal, 1, 1, 64, 64, block=(16, 16))
+    m.exact = False          # e.g. a FlexAttention BlockMask: full tiles need not be exact
+    with pytest.raises(ValueError):
+        m.coarsened(2)
+
+
+@pytest.mark.parametrize("name, mask_mod, coarse", [
+    ("causal", causal, True),
+    ("prefix", prefix_lm(20), True),
+    ("document", document(torch.tensor([0] * 30 + [1] * 34)), False),   # reads a tensor
+])
+def test_descriptor_forward_runs_index_masks_on_taller_tiles(name, mask_mod, coarse,
+                                                             monkeypatch):
+    """The interpreter's forward tile is 32 rows: a 16-row mask of index arithmetic is
+    coarsened for it (same answer), one reading document ids is not."""
+    q, k, v = (torch.randn(1, 2, 64, 16, dtype=torch.float16) for _ in range(3))
+    m = block_mask(mask_mod, 1, 2, 64, 64, block=(16, 16))
+    out, lse, made = _run("2d", q, k, v, monkeypatch, block_mask=m)
+    assert made == [2] and (2 in m._coarse) == coarse
+    ref = attention_math(q.double(), k.double(), v.double(), mask_mod=mask_mod)
+    torch.testing.assert_close(out.double(), ref, rtol=2e-3, atol=2e-3)
+    # a block mask given with another mask_mod than its own is never coarsened
+    other = block_mask(mask_mod, 1, 2, 64, 64, block=(16, 16))
+    _run("2d", q, k, v, monkeypatch, block_mask=other, mask_mod=lambda b, h, i, j: i >= j)
+    assert not other._coarse
