@@ -260,6 +260,8 @@ class _Dense:
     """The block mask of an unmasked decode call: the kernel walks every KV block (DENSE), so
     a KV cache growing by a token per call builds no block mask and no lists per length."""
     block = (128, 64)
+    mask_mod = None
+    exact = False
 
 
 DENSE = _Dense()
