@@ -16,8 +16,10 @@ rounds), in one process. Three experiment sets:
   forward+backward.
 * `tma`: the forward reading Q/K/V and writing O through TMA descriptors (launch.TMA: 2-D or
   4-D) vs pointers, over the "fwd_tma" tiles, with 64 x 64 and 128 x 64 mask tiles.
+* `tma_bwd`: the backward's K / V (dQ) and Q / dO (dK/dV) tiles through 2-D descriptors
+  (launch.TMA_BACKWARD) vs pointers, and their stages / warps; timed forward+backward.
 
-    CHERENKOV_COMMIT=<sha> python bench/attention_variants_gpu.py {ws,fwd,bwd,tma} OUT_DIR
+    CHERENKOV_COMMIT=<sha> python bench/attention_variants_gpu.py {ws,fwd,bwd,tma,tma_bwd} OUT_DIR
     python bench/attention_variants_gpu.py fwd OUT_DIR --smoke    # CPU interpreter, tiny
 
 B=4 H=16 S=4096 D=128 bf16 (smoke: B=1 H=2 S=128 D=32 fp32). Writes
@@ -259,17 +261,41 @@ def tma_variants():
             Variant("tma 4d", context=_tma("4d"))]
 
 
+def _tma_backward(mode):
+    @contextlib.contextmanager
+    def context():
+        import cherenkov.attention.launch as launch_mod
+        saved = launch_mod.TMA_BACKWARD
+        launch_mod.TMA_BACKWARD = mode
+        try:
+            yield
+        finally:
+            launch_mod.TMA_BACKWARD = saved
+    return context
+
+
+def tma_bwd_variants():
+    return [Variant("backward pointers", context=_tma_backward("off")),
+            Variant("backward tma", context=_tma_backward("auto")),
+            Variant("backward tma, dq s3", table={"dq": K(64, 64, 4, 3)},
+                    context=_tma_backward("auto")),
+            Variant("backward tma, dkdv s3", table={"dkdv": K(64, 128, 8, 3)},
+                    context=_tma_backward("auto")),
+            Variant("backward tma, dq w8", table={"dq": K(64, 64, 8, 2)},
+                    context=_tma_backward("auto"))]
+
+
 # ---- cases and timing ------------------------------------------------------------------------
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("set", choices=("ws", "fwd", "bwd", "tma"))
+    parser.add_argument("set", choices=("ws", "fwd", "bwd", "tma", "tma_bwd"))
     parser.add_argument("out_dir", nargs="?", default="bench/results")
     parser.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes")
     args = parser.parse_args()
     dev, dt = ("cpu", torch.float32) if args.smoke else ("cuda", torch.bfloat16)
     B, H, S, D = (1, 2, 128, 32) if args.smoke else (4, 16, 4096, 128)
     torch.manual_seed(0)
-    grad = args.set == "bwd"
+    grad = args.set in ("bwd", "tma_bwd")
     q, k, v = (torch.randn(B, H, S, D, device=dev, dtype=dt, requires_grad=grad)
                for _ in range(3))
     do = torch.randn(B, H, S, D, device=dev, dtype=dt)
@@ -279,7 +305,7 @@ def main() -> int:
             "prefix_lm1024": (None, ca.prefix_lm(1024 if not args.smoke else 40)),
             "softcap30": (ca.tanh_softcap(30.0), ca.causal)}
     names = {"ws": ("causal", "alibi"), "bwd": ("causal", "softcap30", "alibi"),
-             "fwd": tuple(mods), "tma": tuple(mods)}[args.set]
+             "fwd": tuple(mods), "tma": tuple(mods), "tma_bwd": tuple(mods)}[args.set]
     block = (32, 32) if args.smoke else (64, 64)
     cases = {n: (mods[n][0], ca.block_mask(mods[n][1], B, H, S, S, block=block, device=dev))
              for n in names}
@@ -309,14 +335,15 @@ def main() -> int:
             return timed(fn), (fn(),)
 
     variants = {"ws": ws_variants, "fwd": fwd_variants, "bwd": bwd_variants,
-                "tma": tma_variants}[args.set]()
+                "tma": tma_variants, "tma_bwd": tma_bwd_variants}[args.set]()
     rows = run_variants(variants, cases, measure, D, rounds=1 if args.smoke else 2)
     what = "forward+backward" if grad else "forward"
     note = (f"B={B} H={H} S={S} D={D} {str(dt).split('.')[-1]} {what}, best of "
             f"{1 if args.smoke else 2} interleaved rounds; speedup = base ms / variant ms")
     title = {"ws": "Warp-specialized attention forward", "fwd": "Attention forward variants",
              "bwd": "Attention backward variants",
-             "tma": "Attention forward through TMA descriptors"}[args.set]
+             "tma": "Attention forward through TMA descriptors",
+             "tma_bwd": "Attention backward through TMA descriptors"}[args.set]
     print(write_report(args.out_dir, f"attention_{args.set}_variants", title, note, rows))
     return 0
 

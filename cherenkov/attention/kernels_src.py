@@ -15,7 +15,8 @@ parameters. Conventions shared by every kernel:
 * The forward may read Q, K, V and write O through TMA tensor descriptors (QD, KD, VD, OD;
   Hopper's bulk copies): TMA == 2 over 2-D views (B*H*S, D) of contiguous tensors whose
   lengths are multiples of the tiles, TMA == 4 over the (B, H, S, D) tensors as they are
-  (rows past a head's end read as zeros, stores past it dropped); 0 reads through pointers
+  (rows past a head's end read as zeros, stores past it dropped); 0 reads through pointers.
+  The backward reads its K / V (dQ) and Q / dO (dK/dV) tiles the 2-D way where it can
   (launch.tma_mode decides).
 '''
 
@@ -150,15 +151,18 @@ def _attn_bwd_delta(O, DO, DELTA, stride_ob, stride_oh, stride_om, stride_dob, s
 
 
 @triton.jit
-def _dkdv_tile(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, start_m, offs_n, offs_d, b, h,
-               sm_scale, Q_LEN, stride_qm, stride_dom, __CAPS__
+def _dkdv_tile(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD, q_row, start_m,
+               offs_n, offs_d, b, h, sm_scale, Q_LEN, stride_qm, stride_dom, __CAPS__
                D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
                IS_PARTIAL: tl.constexpr, EVEN_M: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
-               DOT_PREC: tl.constexpr):
+               DOT_PREC: tl.constexpr, TMA: tl.constexpr):
     offs_m = start_m + tl.arange(0, BLOCK_M)
     qT_ptrs = Q_base + offs_m[None, :] * stride_qm + offs_d[:, None]      # (D_PAD, BLOCK_M)
     do_ptrs = DO_base + offs_m[:, None] * stride_dom + offs_d[None, :]    # (BLOCK_M, D_PAD)
-    if EVEN_M and D == D_PAD:
+    if TMA == 2:
+        qT = QD.load([q_row + start_m, 0]).T
+        do = DOD.load([q_row + start_m, 0])
+    elif EVEN_M and D == D_PAD:
         qT = tl.load(qT_ptrs)
         do = tl.load(do_ptrs)
     else:
@@ -187,7 +191,7 @@ def _dkdv_tile(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, start_m, off
 
 @triton.jit
 def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, DELTA, __CAPS__
-                   Q_NUM, Q_IDX, FULL_NUM, FULL_IDX,
+                   Q_NUM, Q_IDX, FULL_NUM, FULL_IDX, QD, DOD,
                    stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
                    stride_vb, stride_vh, stride_vn, stride_dob, stride_doh, stride_dom,
                    stride_dkb, stride_dkh, stride_dkn, stride_dvb, stride_dvh, stride_dvn,
@@ -196,7 +200,7 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, DELTA, __CAPS__
                    D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
                    BLOCK_N: tl.constexpr, SPARSE_M: tl.constexpr, SPARSE_N: tl.constexpr,
                    EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
-                   DOT_PREC: tl.constexpr):
+                   DOT_PREC: tl.constexpr, TMA: tl.constexpr):
     pid_n = tl.program_id(0)
     bhk = tl.program_id(1)
     b = bhk // HK
@@ -218,20 +222,23 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, DELTA, __CAPS__
         DO_base = DO + b * stride_dob + h * stride_doh
         LSE_base = LSE + (b * H + h) * Q_LEN
         DELTA_base = DELTA + (b * H + h) * Q_LEN
+        q_row = (b * H + h) * Q_LEN                      # TMA == 2: rows of (B*H*Q_LEN, D)
         row = b * snb + h * snh + (start_n // SPARSE_N) * snn
         irow = b * sib + h * sih + (start_n // SPARSE_N) * sin
         n_partial = tl.load(Q_NUM + row)
         for it in range(0, n_partial * R):
             start_m = tl.load(Q_IDX + irow + it // R) * SPARSE_M + (it % R) * BLOCK_M
-            dk, dv = _dkdv_tile(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, start_m,
-                                offs_n, offs_d, b, h, sm_scale, Q_LEN, stride_qm, stride_dom,
-                                __CAPS__ D, D_PAD, BLOCK_M, True, EVEN_M, HAS_SCORE_MOD, DOT_PREC)
+            dk, dv = _dkdv_tile(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD,
+                                q_row, start_m, offs_n, offs_d, b, h, sm_scale, Q_LEN, stride_qm,
+                                stride_dom, __CAPS__ D, D_PAD, BLOCK_M, True, EVEN_M,
+                                HAS_SCORE_MOD, DOT_PREC, TMA)
         n_full = tl.load(FULL_NUM + row)
         for it in range(0, n_full * R):
             start_m = tl.load(FULL_IDX + irow + it // R) * SPARSE_M + (it % R) * BLOCK_M
-            dk, dv = _dkdv_tile(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, start_m,
-                                offs_n, offs_d, b, h, sm_scale, Q_LEN, stride_qm, stride_dom,
-                                __CAPS__ D, D_PAD, BLOCK_M, False, EVEN_M, HAS_SCORE_MOD, DOT_PREC)
+            dk, dv = _dkdv_tile(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD,
+                                q_row, start_m, offs_n, offs_d, b, h, sm_scale, Q_LEN, stride_qm,
+                                stride_dom, __CAPS__ D, D_PAD, BLOCK_M, False, EVEN_M,
+                                HAS_SCORE_MOD, DOT_PREC, TMA)
     dk = dk * sm_scale
     tl.store(DK + b * stride_dkb + hk * stride_dkh + offs_n[:, None] * stride_dkn + offs_d[None, :],
              dk.to(DK.dtype.element_ty), mask=kv_mask)
@@ -240,15 +247,18 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, DELTA, __CAPS__
 
 
 @triton.jit
-def _dq_tile(dq, q, do, lse, delta, K_base, V_base, start_n, offs_m, offs_d, b, h, sm_scale,
-             KV_LEN, stride_kn, stride_vn, __CAPS__ __GRADS__
+def _dq_tile(dq, q, do, lse, delta, K_base, V_base, KD, VD, kv_row, start_n, offs_m, offs_d, b,
+             h, sm_scale, KV_LEN, stride_kn, stride_vn, __CAPS__ __GRADS__
              D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
              IS_PARTIAL: tl.constexpr, EVEN_N: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
-             HAS_CAPTURE_GRADS: tl.constexpr, DOT_PREC: tl.constexpr):
+             HAS_CAPTURE_GRADS: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
     kT_ptrs = K_base + offs_n[None, :] * stride_kn + offs_d[:, None]      # (D_PAD, BLOCK_N)
     vT_ptrs = V_base + offs_n[None, :] * stride_vn + offs_d[:, None]
-    if EVEN_N and D == D_PAD:
+    if TMA == 2:
+        kT = KD.load([kv_row + start_n, 0]).T
+        vT = VD.load([kv_row + start_n, 0]).T
+    elif EVEN_N and D == D_PAD:
         kT = tl.load(kT_ptrs)
         vT = tl.load(vT_ptrs)
     else:
@@ -279,7 +289,7 @@ def _dq_tile(dq, q, do, lse, delta, K_base, V_base, start_n, offs_m, offs_d, b, 
 
 @triton.jit
 def _attn_bwd_dq(Q, K, V, DO, DQ, LSE, DELTA, O, __CAPS__ __GRADS__
-                 KV_NUM, KV_IDX, FULL_NUM, FULL_IDX,
+                 KV_NUM, KV_IDX, FULL_NUM, FULL_IDX, KD, VD,
                  stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
                  stride_vb, stride_vh, stride_vn, stride_dob, stride_doh, stride_dom,
                  stride_dqb, stride_dqh, stride_dqm, stride_ob, stride_oh, stride_om,
@@ -289,7 +299,7 @@ def _attn_bwd_dq(Q, K, V, DO, DQ, LSE, DELTA, O, __CAPS__ __GRADS__
                  BLOCK_N: tl.constexpr, SPARSE_M: tl.constexpr, SPARSE_N: tl.constexpr,
                  EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
                  HAS_CAPTURE_GRADS: tl.constexpr, FUSED_DELTA: tl.constexpr,
-                 DOT_PREC: tl.constexpr):
+                 DOT_PREC: tl.constexpr, TMA: tl.constexpr):
     """dQ per query block. FUSED_DELTA: the rows' delta = rowsum(dO * O) is computed here
     (and stored for the dK/dV kernel, launched after this one) instead of by _attn_bwd_delta."""
     pid_m = NUM_M_BLOCKS - 1 - tl.program_id(0)
@@ -315,6 +325,7 @@ def _attn_bwd_dq(Q, K, V, DO, DQ, LSE, DELTA, O, __CAPS__ __GRADS__
         delta = tl.load(DELTA + bh * Q_LEN + offs_m, mask=offs_m < Q_LEN, other=0.0)
     K_base = K + b * stride_kb + hk * stride_kh
     V_base = V + b * stride_vb + hk * stride_vh
+    kv_row = (b * (H // GROUPS) + hk) * KV_LEN           # TMA == 2: rows of (B*HK*KV_LEN, D)
     dq = tl.zeros([BLOCK_M, D_PAD], tl.float32)
     R = SPARSE_N // BLOCK_N
     row = b * snb + h * snh + (start_m // SPARSE_M) * snm
@@ -322,15 +333,17 @@ def _attn_bwd_dq(Q, K, V, DO, DQ, LSE, DELTA, O, __CAPS__ __GRADS__
     n_partial = tl.load(KV_NUM + row)
     for it in range(0, n_partial * R):
         start_n = tl.load(KV_IDX + irow + it // R) * SPARSE_N + (it % R) * BLOCK_N
-        dq = _dq_tile(dq, q, do, lse, delta, K_base, V_base, start_n, offs_m, offs_d, b, h,
-                      sm_scale, KV_LEN, stride_kn, stride_vn, __CAPS__ __GRADS__
-                      D, D_PAD, BLOCK_N, True, EVEN_N, HAS_SCORE_MOD, HAS_CAPTURE_GRADS, DOT_PREC)
+        dq = _dq_tile(dq, q, do, lse, delta, K_base, V_base, KD, VD, kv_row, start_n, offs_m,
+                      offs_d, b, h, sm_scale, KV_LEN, stride_kn, stride_vn, __CAPS__ __GRADS__
+                      D, D_PAD, BLOCK_N, True, EVEN_N, HAS_SCORE_MOD, HAS_CAPTURE_GRADS,
+                      DOT_PREC, TMA)
     n_full = tl.load(FULL_NUM + row)
     for it in range(0, n_full * R):
         start_n = tl.load(FULL_IDX + irow + it // R) * SPARSE_N + (it % R) * BLOCK_N
-        dq = _dq_tile(dq, q, do, lse, delta, K_base, V_base, start_n, offs_m, offs_d, b, h,
-                      sm_scale, KV_LEN, stride_kn, stride_vn, __CAPS__ __GRADS__
-                      D, D_PAD, BLOCK_N, False, EVEN_N, HAS_SCORE_MOD, HAS_CAPTURE_GRADS, DOT_PREC)
+        dq = _dq_tile(dq, q, do, lse, delta, K_base, V_base, KD, VD, kv_row, start_n, offs_m,
+                      offs_d, b, h, sm_scale, KV_LEN, stride_kn, stride_vn, __CAPS__ __GRADS__
+                      D, D_PAD, BLOCK_N, False, EVEN_N, HAS_SCORE_MOD, HAS_CAPTURE_GRADS,
+                      DOT_PREC, TMA)
     dq = dq * sm_scale
     tl.store(DQ + b * stride_dqb + h * stride_dqh + offs_m[:, None] * stride_dqm + offs_d[None, :],
              dq.to(DQ.dtype.element_ty), mask=row_mask)

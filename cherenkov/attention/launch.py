@@ -78,6 +78,15 @@ def check_mask(mask: BlockMask, B: int, H: int, Q_LEN: int, KV_LEN: int) -> None
 TMA = "auto"
 
 
+# The backward's descriptor reads (2-D only): "auto" follows TMA, "off" keeps pointers (A/B).
+TMA_BACKWARD = "auto"
+
+
+def _backward_tma() -> str:
+    return "off" if "off" in (TMA, TMA_BACKWARD) or TMA == "4d" and TMA_BACKWARD == "auto" \
+        else "2d" if TMA_BACKWARD == "2d" or TMA == "2d" else "auto"
+
+
 def _descriptor_class():
     try:
         from triton.tools.tensor_descriptor import TensorDescriptor
@@ -204,17 +213,19 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad, dlse
     dq = torch.empty_like(q, memory_format=torch.contiguous_format)
     cfg = choose_config("dq", D, q.dtype, m.block, plan.interpret)
     n_m = triton_cdiv(Q_LEN, cfg.block_m)
+    tma = tma_mode(q, k, v, do, cfg.block_m, cfg.block_n, plan.interpret, _backward_tma())
+    kd, vd = _descriptors(tma, q, k, v, do, cfg.block_m, cfg.block_n)[1:3]
     launcher(plan.kernels._attn_bwd_dq)(
         (n_m, B * H),
         (q, k, v, do, dq, lse, delta, o, *caps, *(grad_bufs[k_] for k_ in grad_ks),
-         m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices,
+         m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices, kd, vd,
          *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], *dq.stride()[:3],
          *o.stride()[:3], *_mask_strides(m.kv_num_blocks, m.kv_indices),
          plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m),
         dict(D=D, D_PAD=D_PAD, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
              SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % cfg.block_m == 0,
              EVEN_N=KV_LEN % m.block[1] == 0, HAS_SCORE_MOD=plan.has_score_mod,
-             HAS_CAPTURE_GRADS=bool(grad_ks), FUSED_DELTA=fused, DOT_PREC=prec),
+             HAS_CAPTURE_GRADS=bool(grad_ks), FUSED_DELTA=fused, DOT_PREC=prec, TMA=tma),
         () if grad_ks else (dq, delta) if fused else (dq,),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
@@ -222,17 +233,20 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad, dlse
     dv = torch.empty_like(v, memory_format=torch.contiguous_format)
     cfg = choose_config("dkdv", D, q.dtype, m.block, plan.interpret,
                         score_grad=plan.traced.score_grad_varies)
+    tma = tma_mode(q, k, v, do, cfg.block_m, cfg.block_n, plan.interpret, _backward_tma())
+    qd, dod = _descriptors(tma, q, k, v, do, cfg.block_m, cfg.block_n)[::3]
     launcher(plan.kernels._attn_bwd_dkdv)(
         (triton_cdiv(KV_LEN, cfg.block_n), B * HK),
         (q, k, v, do, dk, dv, lse, delta, *caps,
-         m.q_num_blocks, m.q_indices, m.full_q_num_blocks, m.full_q_indices,
+         m.q_num_blocks, m.q_indices, m.full_q_num_blocks, m.full_q_indices, qd, dod,
          *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3],
          *dk.stride()[:3], *dv.stride()[:3],
          *_mask_strides(m.q_num_blocks, m.q_indices),
          plan.scale, Q_LEN, KV_LEN, H, HK, H // HK),
         dict(D=D, D_PAD=D_PAD, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
              SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % m.block[0] == 0,
-             EVEN_N=KV_LEN % cfg.block_n == 0, HAS_SCORE_MOD=plan.has_score_mod, DOT_PREC=prec),
+             EVEN_N=KV_LEN % cfg.block_n == 0, HAS_SCORE_MOD=plan.has_score_mod, DOT_PREC=prec,
+             TMA=tma),
         (dk, dv), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
     capture_grads = []

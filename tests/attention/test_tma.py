@@ -107,3 +107,25 @@ def test_descriptor_forward_runs_index_masks_on_taller_tiles(name, mask_mod, coa
     other = block_mask(mask_mod, 1, 2, 64, 64, block=(16, 16))
     _run("2d", q, k, v, monkeypatch, block_mask=other, mask_mod=lambda b, h, i, j: i >= j)
     assert not other._coarse
+
+
+@pytest.mark.parametrize("score_mod", [None, tanh_softcap(5.0)])
+def test_backward_descriptor_reads_match_pointer_loads(score_mod, monkeypatch):
+    """The dQ kernel's K / V tiles and the dK/dV kernel's Q / dO tiles through 2-D
+    descriptors: the gradients of pointer loads."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 64, 16, dtype=torch.float16, requires_grad=True)
+               for _ in range(3))
+    do = torch.randn(1, 2, 64, 16, dtype=torch.float16)
+    m = block_mask(causal, 1, 2, 64, 64, block=(32, 32))
+    grads = {}
+    for mode in ("2d", "off"):
+        out, _, made = _run(mode, q, k, v, monkeypatch, block_mask=m, score_mod=score_mod)
+        with monkeypatch.context() as mp:
+            mp.setattr(launch, "TMA", mode)
+            real = launch._descriptors
+            mp.setattr(launch, "_descriptors", lambda form, *a: made.append(form) or real(form, *a))
+            grads[mode] = torch.autograd.grad(out, (q, k, v), do)
+        assert made == ([2, 2, 2] if mode == "2d" else [0, 0, 0])
+    for ours, ref in zip(grads["2d"], grads["off"]):
+        torch.testing.assert_close(ours, ref, rtol=0, atol=0)
