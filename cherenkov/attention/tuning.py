@@ -45,7 +45,10 @@ _GPU_TABLE = {
             256: KernelConfig(64, 32, 4, 2)},
     # the forward reading through TMA descriptors (launch.tma_mode): 128 x 64 tiles of 4
     # warps, 2 stages, 444 TFLOP/s causal at S=4096 D=128 in a standalone probe
-    # (bench/results/2026-12-01_attention_tma_h200_1e350dc.md; pointers 386-413)
+    # (bench/results/2026-12-01_attention_tma_h200_1e350dc.md; pointers 386-413); in the
+    # kernel (2026-12-01_attention_tma_variants_h200_6694b0b.md, 128 x 64 mask tiles) causal
+    # 0.629 ms vs 0.691 with pointers, ALiBi 0.673 vs 0.760, softcap 0.690 vs 0.763; 3 or 4
+    # stages and 8 warps lost; on 64-row mask tiles (the tile clipped to 64 x 64) 2-7%
     "fwd_tma": {64: KernelConfig(128, 64, 4, 2), 128: KernelConfig(128, 64, 4, 2),
                 256: KernelConfig(64, 32, 4, 2)},
     "dq": {64: KernelConfig(128, 64, 8, 3), 128: KernelConfig(64, 64, 4, 2),
