@@ -78,6 +78,11 @@ def check_mask(mask: BlockMask, B: int, H: int, Q_LEN: int, KV_LEN: int) -> None
 TMA = "auto"
 
 
+# Descriptor arguments take Triton's own launch path (kernel_launch's direct one classifies
+# tensors and numbers only): tens of microseconds more host time a call, hidden behind the
+# kernels only when there is work enough -- "auto" leaves calls of fewer scores on pointers.
+TMA_MIN_SCORES = 1 << 26
+
 # The backward's descriptor reads (2-D only): "auto" follows TMA, "off" keeps pointers (A/B).
 # Forward+backward on the H200 at B=4 H=16 S=4096 D=128 (best of 2 rounds, 6e13631): causal
 # 2.413 vs 2.489 ms, prefix-LM 2.549 vs 2.646, softcap 2.864 vs 2.897, ALiBi 2.621 vs 2.626,
@@ -108,6 +113,9 @@ def tma_mode(q, k, v, o, block_m: int, block_n: int, interpret: bool, mode: str 
     and lengths that are multiples of the tiles (a tile never reaches into the next head)."""
     mode = TMA if mode is None else mode
     if mode == "off" or (mode == "auto" and interpret):
+        return 0
+    B, H, Q_LEN = q.shape[:3]
+    if mode == "auto" and B * H * Q_LEN * k.shape[2] < TMA_MIN_SCORES:
         return 0
     if not interpret and (not q.is_cuda or torch.cuda.get_device_capability(q.device)[0] < 9):
         return 0
