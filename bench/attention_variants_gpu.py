@@ -276,6 +276,7 @@ def _tma_backward(mode):
 
 def tma_bwd_variants():
     return [Variant("backward pointers", context=_tma_backward("off")),
+            Variant("all pointers", context=_tma("off")),
             Variant("backward tma", context=_tma_backward("auto")),
             Variant("backward tma, dq s3", table={"dq": K(64, 64, 4, 3)},
                     context=_tma_backward("auto")),
@@ -286,11 +287,20 @@ def tma_bwd_variants():
 
 
 # ---- cases and timing ------------------------------------------------------------------------
+def _doc_offsets(S, n, dev):
+    """The attention suite's 8 random-length documents (same seed)."""
+    g = torch.Generator().manual_seed(0)
+    cuts = torch.sort(torch.randperm(S - 1, generator=g)[: n - 1] + 1).values
+    return torch.cat([torch.tensor([0]), cuts, torch.tensor([S])]).to(dev)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("set", choices=("ws", "fwd", "bwd", "tma", "tma_bwd"))
     parser.add_argument("out_dir", nargs="?", default="bench/results")
     parser.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes")
+    parser.add_argument("--cases", nargs="*", help="only these cases")
+    parser.add_argument("--variants", nargs="*", help="only these variants (the first is base)")
     args = parser.parse_args()
     dev, dt = ("cpu", torch.float32) if args.smoke else ("cuda", torch.bfloat16)
     B, H, S, D = (1, 2, 128, 32) if args.smoke else (4, 16, 4096, 128)
@@ -303,13 +313,16 @@ def main() -> int:
     mods = {"causal": (None, ca.causal), "alibi": (ca.alibi(slopes), ca.causal),
             "sliding_window1024": (None, ca.sliding_window(1024 if not args.smoke else 40)),
             "prefix_lm1024": (None, ca.prefix_lm(1024 if not args.smoke else 40)),
-            "softcap30": (ca.tanh_softcap(30.0), ca.causal)}
-    names = {"ws": ("causal", "alibi"), "bwd": ("causal", "softcap30", "alibi"),
-             "fwd": tuple(mods), "tma": tuple(mods), "tma_bwd": tuple(mods)}[args.set]
+            "softcap30": (ca.tanh_softcap(30.0), ca.causal),
+            "document8": (None, ca.document(offsets=_doc_offsets(S, 8, dev), causal=True))}
+    names = {"ws": ("causal", "alibi"), "bwd": ("causal", "softcap30", "alibi", "document8"),
+             "fwd": tuple(mods)[:5], "tma": tuple(mods), "tma_bwd": tuple(mods)}[args.set]
+    if args.cases:
+        names = tuple(n for n in names if n in args.cases)
     block = (32, 32) if args.smoke else (64, 64)
     cases = {n: (mods[n][0], ca.block_mask(mods[n][1], B, H, S, S, block=block, device=dev))
              for n in names}
-    if args.set == "tma":      # and with the 128 x 64 mask tiles the 128-row kernel tiles need
+    if args.set == "tma" and not args.cases:      # and with the 128 x 64 mask tiles the 128-row kernel tiles need
         wide = (64, 32) if args.smoke else (128, 64)
         cases.update({f"{n} mask{wide[0]}x{wide[1]}": (mods[n][0], ca.block_mask(
             mods[n][1], B, H, S, S, block=wide, device=dev)) for n in ("causal", "alibi",
@@ -336,15 +349,18 @@ def main() -> int:
 
     variants = {"ws": ws_variants, "fwd": fwd_variants, "bwd": bwd_variants,
                 "tma": tma_variants, "tma_bwd": tma_bwd_variants}[args.set]()
+    if args.variants:
+        variants = [v for v in variants if v.name in args.variants]
     rows = run_variants(variants, cases, measure, D, rounds=1 if args.smoke else 2)
     what = "forward+backward" if grad else "forward"
     note = (f"B={B} H={H} S={S} D={D} {str(dt).split('.')[-1]} {what}, best of "
             f"{1 if args.smoke else 2} interleaved rounds; speedup = base ms / variant ms")
+    stem = f"attention_{args.set}_variants" + ("_" + "_".join(names) if args.cases else "")
     title = {"ws": "Warp-specialized attention forward", "fwd": "Attention forward variants",
              "bwd": "Attention backward variants",
              "tma": "Attention forward through TMA descriptors",
              "tma_bwd": "Attention backward through TMA descriptors"}[args.set]
-    print(write_report(args.out_dir, f"attention_{args.set}_variants", title, note, rows))
+    print(write_report(args.out_dir, stem, title, note, rows))
     return 0
 
 
