@@ -129,3 +129,16 @@ def test_backward_descriptor_reads_match_pointer_loads(score_mod, monkeypatch):
         assert made == ([2, 2, 2] if mode == "2d" else [0, 0, 0])
     for ours, ref in zip(grads["2d"], grads["off"]):
         torch.testing.assert_close(ours, ref, rtol=0, atol=0)
+
+
+def test_auto_leaves_masks_reading_tensors_on_pointers(monkeypatch):
+    from cherenkov.attention.codegen import compile_mods
+    doc = document(torch.tensor([0] * 30 + [1] * 34))
+    plans = {}
+    for name, mod in (("causal", causal), ("document", doc)):
+        traced, kernels = compile_mods(None, mod, interpret=True)
+        plans[name] = launch.Plan(kernels, traced, block_mask(mod, 1, 1, 64, 64), 1.0, True)
+    monkeypatch.setattr(launch, "TMA", "auto")
+    assert launch._mode_for(plans["causal"]) == "auto"
+    assert launch._mode_for(plans["document"]) == "off"
+    assert launch._mode_for(plans["document"], "2d") == "2d"     # asked for explicitly
