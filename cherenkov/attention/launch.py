@@ -82,6 +82,10 @@ TMA = "auto"
 # tensors and numbers only): tens of microseconds more host time a call, hidden behind the
 # kernels only when there is work enough -- "auto" leaves calls of fewer scores on pointers.
 TMA_MIN_SCORES = 1 << 26
+# head dims "auto" takes descriptors for: measured faster at D=128; at D=64 the causal forward
+# on 128-row tiles took 0.440 ms vs 0.379 with pointers (S=4096, 2026-12-01_attention_h200_1edee46.md
+# vs 2026-11-30_attention_h200_fee7e19.md)
+TMA_HEAD_DIMS = (128,)
 
 # The backward's descriptor reads (2-D only): "auto" follows TMA, "off" keeps pointers (A/B).
 # Forward+backward on the H200 at B=4 H=16 S=4096 D=128 (best of 2 rounds, 6e13631): causal
@@ -126,7 +130,8 @@ def tma_mode(q, k, v, o, block_m: int, block_n: int, interpret: bool, mode: str 
     if mode == "off" or (mode == "auto" and interpret):
         return 0
     B, H, Q_LEN = q.shape[:3]
-    if mode == "auto" and B * H * Q_LEN * k.shape[2] < TMA_MIN_SCORES:
+    if mode == "auto" and (B * H * Q_LEN * k.shape[2] < TMA_MIN_SCORES
+                           or q.shape[-1] not in TMA_HEAD_DIMS):
         return 0
     if not interpret and (not q.is_cuda or torch.cuda.get_device_capability(q.device)[0] < 9):
         return 0

@@ -18,6 +18,8 @@ def _qkv(B, H, S, D=128, grad=True):
 
 def test_auto_takes_descriptors_only_with_work_enough():
     small, big = _qkv(1, 2, 256, grad=False), _qkv(2, 8, 2048, grad=False)
+    d64 = _qkv(2, 8, 2048, D=64, grad=False)
+    assert launch.tma_mode(*d64, d64[0], 128, 64, False) == 0       # measured slower
     assert launch.tma_mode(*small, small[0], 128, 64, False) == 0
     assert launch.tma_mode(*big, big[0], 128, 64, False) == 2
     ragged = _qkv(2, 8, 2000, grad=False)                 # not a tile multiple: 4-D only
