@@ -237,17 +237,22 @@ def bwd_variants():
 
 
 # ---- tma: the forward through TMA descriptors (launch.TMA) ------------------------------------
-def _tma(mode):
+def _launch_setting(name: str, value: str):
+    """A context setting cherenkov.attention.launch.<name> (TMA, TMA_BACKWARD) to `value`."""
     @contextlib.contextmanager
     def context():
         import cherenkov.attention.launch as launch_mod
-        saved = launch_mod.TMA
-        launch_mod.TMA = mode
+        saved = getattr(launch_mod, name)
+        setattr(launch_mod, name, value)
         try:
             yield
         finally:
-            launch_mod.TMA = saved
+            setattr(launch_mod, name, saved)
     return context
+
+
+def _tma(mode):
+    return _launch_setting("TMA", mode)
 
 
 def tma_variants():
@@ -262,16 +267,7 @@ def tma_variants():
 
 
 def _tma_backward(mode):
-    @contextlib.contextmanager
-    def context():
-        import cherenkov.attention.launch as launch_mod
-        saved = launch_mod.TMA_BACKWARD
-        launch_mod.TMA_BACKWARD = mode
-        try:
-            yield
-        finally:
-            launch_mod.TMA_BACKWARD = saved
-    return context
+    return _launch_setting("TMA_BACKWARD", mode)
 
 
 def tma_bwd_variants():
