@@ -116,19 +116,11 @@ def launcher(kind, q, k, v, bm, bn, warps, stages, ws):
 
 
 def time_ms(fn, reps=30):
+    """Median of `reps` event-timed calls, each from an idle GPU, after 3 warm-up calls."""
+    from cherenkov.bench.timing import events_median_ms
     for _ in range(3):
         fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    times.sort()
-    return times[len(times) // 2]
+    return events_median_ms(lambda i: fn(), reps, before="sync")
 
 
 def main(out_dir):

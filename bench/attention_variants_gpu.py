@@ -46,6 +46,7 @@ import triton  # noqa: E402
 import cherenkov.attention as ca  # noqa: E402
 from cherenkov.attention import codegen, tuning  # noqa: E402
 from cherenkov.bench.report import commit  # noqa: E402
+from cherenkov.bench.suites.attention import _doc_offsets  # noqa: E402
 
 K = tuning.KernelConfig
 
@@ -283,13 +284,6 @@ def tma_bwd_variants():
 
 
 # ---- cases and timing ------------------------------------------------------------------------
-def _doc_offsets(S, n, dev):
-    """The attention suite's 8 random-length documents (same seed)."""
-    g = torch.Generator().manual_seed(0)
-    cuts = torch.sort(torch.randperm(S - 1, generator=g)[: n - 1] + 1).values
-    return torch.cat([torch.tensor([0]), cuts, torch.tensor([S])]).to(dev)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("set", choices=("ws", "fwd", "bwd", "tma", "tma_bwd"))

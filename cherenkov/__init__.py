@@ -30,14 +30,6 @@ def compile(model_or_fn, *, dynamic=None, fullgraph: bool = False, **options):
     return torch.compile(model_or_fn, backend=backend, dynamic=dynamic, fullgraph=fullgraph)
 
 
-def block_mask(mask_mod, B: int, H: int, Q_LEN: int, KV_LEN: int, **kwargs):
-    """Which (query block, key block) tiles of `mask_mod` are empty, full or partial (see
-    `cherenkov.attention.block_mask`); with `cherenkov.attention(q, k, v, ...)` the attention
-    DSL's entry points."""
-    from cherenkov.attention import block_mask as _block_mask
-    return _block_mask(mask_mod, B, H, Q_LEN, KV_LEN, **kwargs)
-
-
 def shard(tensor, placements):
     """Fix `tensor`'s placement over the tensor-parallel axis for the planner (see
     `cherenkov.parallel.annotate`); returns `tensor` unchanged."""
@@ -81,6 +73,8 @@ def _register() -> None:
 
 _register()
 
-# the attention DSL's entry point, `cherenkov.attention(q, k, v, score_mod=..., mask_mod=...)`:
-# the package is callable (cherenkov/attention/__init__.py); the backend imports it already
+# the attention DSL's entry points, `cherenkov.attention(q, k, v, score_mod=..., mask_mod=...)`
+# (the package is callable: cherenkov/attention/__init__.py) and `cherenkov.block_mask(...)`;
+# the backend imports the package already
 from cherenkov import attention  # noqa: E402
+from cherenkov.attention import block_mask  # noqa: E402

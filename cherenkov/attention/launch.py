@@ -7,6 +7,7 @@ backward is log2-domain with +inf on fully masked rows (see kernels_src.py).
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from types import ModuleType
@@ -96,8 +97,12 @@ TMA_BACKWARD = "auto"
 
 
 def _backward_tma() -> str:
-    return "off" if "off" in (TMA, TMA_BACKWARD) or TMA == "4d" and TMA_BACKWARD == "auto" \
-        else "2d" if TMA_BACKWARD == "2d" or TMA == "2d" else "auto"
+    """The backward's descriptor mode: TMA_BACKWARD where set, else TMA's ("4d" is a
+    forward-only form: pointers)."""
+    if "off" in (TMA, TMA_BACKWARD):
+        return "off"
+    mode = TMA if TMA_BACKWARD == "auto" else TMA_BACKWARD
+    return "off" if mode == "4d" else mode
 
 
 def _mode_for(plan: Plan, mode: str | None = None) -> str:
@@ -111,6 +116,7 @@ def _mode_for(plan: Plan, mode: str | None = None) -> str:
     return mode
 
 
+@functools.lru_cache(maxsize=None)
 def _descriptor_class():
     try:
         from triton.tools.tensor_descriptor import TensorDescriptor
@@ -119,30 +125,35 @@ def _descriptor_class():
     return TensorDescriptor
 
 
+@functools.lru_cache(maxsize=None)
+def _hopper_class(device: torch.device) -> bool:
+    return torch.cuda.get_device_capability(device)[0] >= 9
+
+
 def tma_mode(q, k, v, o, block_m: int, block_n: int, interpret: bool, mode: str | None = None
              ) -> int:
     """0 (pointers), 2 (2-D descriptors over (B*H*S, D)) or 4 (4-D descriptors over
-    (B, H, S, D)) for the forward's loads and store. Descriptors need a Hopper-class GPU (or
-    the interpreter, asked for explicitly), an unpadded power-of-two head dim, unit stride
-    along D and 16-byte aligned strides and bases; the 2-D form also needs contiguous tensors
-    and lengths that are multiples of the tiles (a tile never reaches into the next head)."""
+    (B, H, S, D)) for the loads and stores of q, k, v, o (o: the forward's output or the
+    backward's dO). Descriptors need a Hopper-class GPU (or the interpreter, asked for
+    explicitly), an unpadded power-of-two head dim, unit stride along D and 16-byte aligned
+    strides and bases; the 2-D form also needs contiguous tensors and lengths that are
+    multiples of the tiles (a tile never reaches into the next head)."""
     mode = TMA if mode is None else mode
     if mode == "off" or (mode == "auto" and interpret):
         return 0
-    B, H, Q_LEN = q.shape[:3]
+    B, H, Q_LEN, D = q.shape
     if mode == "auto" and (B * H * Q_LEN * k.shape[2] < TMA_MIN_SCORES
-                           or q.shape[-1] not in TMA_HEAD_DIMS):
+                           or D not in TMA_HEAD_DIMS):
         return 0
-    if not interpret and (not q.is_cuda or torch.cuda.get_device_capability(q.device)[0] < 9):
+    if not interpret and (not q.is_cuda or not _hopper_class(q.device)):
         return 0
-    D = q.shape[-1]
     if D != max(16, next_power_of_2(D)) or _descriptor_class() is None:
         return 0
     size = q.element_size()
     for t in (q, k, v, o):
         if t.stride(-1) != 1 or t.data_ptr() % 16 or any(s * size % 16 for s in t.stride()[:-1]):
             return 0
-    even = q.shape[2] % block_m == 0 and k.shape[2] % block_n == 0
+    even = Q_LEN % block_m == 0 and k.shape[2] % block_n == 0
     if mode in ("auto", "2d") and even and all(t.is_contiguous() for t in (q, k, v, o)):
         return 2
     if mode == "4d":
@@ -150,16 +161,16 @@ def tma_mode(q, k, v, o, block_m: int, block_n: int, interpret: bool, mode: str 
     return 0
 
 
-def _descriptors(mode: int, q, k, v, o, block_m: int, block_n: int) -> list:
+def _descriptors(mode: int, *tiles) -> list:
+    """One descriptor (None for pointers) per (tensor, tile rows) in `tiles`, in `mode`'s form."""
     if mode == 0:
-        return [None] * 4
+        return [None] * len(tiles)
     TensorDescriptor = _descriptor_class()
-    D = q.shape[-1]
     if mode == 2:
-        return [TensorDescriptor.from_tensor(t.view(-1, D), [rows, D])
-                for t, rows in ((q, block_m), (k, block_n), (v, block_n), (o, block_m))]
-    return [TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, rows, D])
-            for t, rows in ((q, block_m), (k, block_n), (v, block_n), (o, block_m))]
+        return [TensorDescriptor.from_tensor(t.view(-1, t.shape[-1]), [rows, t.shape[-1]])
+                for t, rows in tiles]
+    return [TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, rows, t.shape[-1]])
+            for t, rows in tiles]
 
 
 def _forward_mask(plan: Plan, D: int, dtype) -> BlockMask:
@@ -188,18 +199,20 @@ def forward(plan: Plan, q, k, v, captured) -> tuple[torch.Tensor, torch.Tensor]:
     m = plan.mask
     o = torch.empty_like(q, memory_format=torch.contiguous_format)
     cfg = choose_config("fwd", D, q.dtype, m.block, plan.interpret)
-    tma = tma_mode(q, k, v, o, cfg.block_m, cfg.block_n, plan.interpret, _mode_for(plan))
+    mode = _mode_for(plan)
+    tma = tma_mode(q, k, v, o, cfg.block_m, cfg.block_n, plan.interpret, mode)
     if tma:
         m = _forward_mask(plan, D, q.dtype)
         cfg = choose_config("fwd_tma", D, q.dtype, m.block, plan.interpret)
-        tma = tma_mode(q, k, v, o, cfg.block_m, cfg.block_n, plan.interpret, _mode_for(plan))
+        tma = tma_mode(q, k, v, o, cfg.block_m, cfg.block_n, plan.interpret, mode)
     lse = torch.empty(B, H, Q_LEN, device=q.device, dtype=torch.float32)
     n_m = triton_cdiv(Q_LEN, cfg.block_m)
     launcher(plan.kernels._attn_fwd)(
         (n_m, B * H),
         (q, k, v, o, lse, *capture_args(captured, q.device),
          m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices,
-         *_descriptors(tma, q, k, v, o, cfg.block_m, cfg.block_n),
+         *_descriptors(tma, (q, cfg.block_m), (k, cfg.block_n), (v, cfg.block_n),
+                       (o, cfg.block_m)),
          *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3],
          *_mask_strides(m.kv_num_blocks, m.kv_indices),
          plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m),
@@ -241,9 +254,9 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad, dlse
     dq = torch.empty_like(q, memory_format=torch.contiguous_format)
     cfg = choose_config("dq", D, q.dtype, m.block, plan.interpret)
     n_m = triton_cdiv(Q_LEN, cfg.block_m)
-    tma = tma_mode(q, k, v, do, cfg.block_m, cfg.block_n, plan.interpret,
-                   _mode_for(plan, _backward_tma()))
-    kd, vd = _descriptors(tma, q, k, v, do, cfg.block_m, cfg.block_n)[1:3]
+    backward_mode = _mode_for(plan, _backward_tma())
+    tma = tma_mode(q, k, v, do, cfg.block_m, cfg.block_n, plan.interpret, backward_mode)
+    kd, vd = _descriptors(tma, (k, cfg.block_n), (v, cfg.block_n))
     launcher(plan.kernels._attn_bwd_dq)(
         (n_m, B * H),
         (q, k, v, do, dq, lse, delta, o, *caps, *(grad_bufs[k_] for k_ in grad_ks),
@@ -262,9 +275,8 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad, dlse
     dv = torch.empty_like(v, memory_format=torch.contiguous_format)
     cfg = choose_config("dkdv", D, q.dtype, m.block, plan.interpret,
                         score_grad=plan.traced.score_grad_varies)
-    tma = tma_mode(q, k, v, do, cfg.block_m, cfg.block_n, plan.interpret,
-                   _mode_for(plan, _backward_tma()))
-    qd, dod = _descriptors(tma, q, k, v, do, cfg.block_m, cfg.block_n)[::3]
+    tma = tma_mode(q, k, v, do, cfg.block_m, cfg.block_n, plan.interpret, backward_mode)
+    qd, dod = _descriptors(tma, (q, cfg.block_m), (do, cfg.block_m))
     launcher(plan.kernels._attn_bwd_dkdv)(
         (triton_cdiv(KV_LEN, cfg.block_n), B * HK),
         (q, k, v, do, dk, dv, lse, delta, *caps,

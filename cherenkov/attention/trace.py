@@ -398,10 +398,15 @@ class TracedMods:
 
     # (flags, indices) of the last grad_indices answer: the backward asks every call
     _grad_memo: tuple | None = field(default=None, repr=False, compare=False)
+    _mask_loads: bool | None = field(default=None, repr=False, compare=False)
 
     def mask_reads_tensors(self) -> bool:
-        """Whether the mask_mod reads a captured tensor (document ids, say), not only indices."""
-        return self.mask is not None and any(n.op == "load" for n in topo_order([self.mask]))
+        """Whether the mask_mod reads a captured tensor (document ids, say), not only indices
+        (walked once: every launch asks)."""
+        if self._mask_loads is None:
+            self._mask_loads = self.mask is not None and any(
+                n.op == "load" for n in topo_order([self.mask]))
+        return self._mask_loads
 
     def grad_loads(self) -> list[Node]:
         """The loads in score_mod whose captured tensor requires grad (they get gradients)."""

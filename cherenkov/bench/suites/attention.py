@@ -252,10 +252,11 @@ def run_mask_build():
                         "error": f"{type(e).__name__}: {str(e)[:200]}"})
 
 
-def _doc_offsets(S, n):
+def _doc_offsets(S, n, device=None):
+    """Offsets of the suite's n random-length documents over S (seeded: every script the same)."""
     g = torch.Generator().manual_seed(0)
     cuts = torch.sort(torch.randperm(S - 1, generator=g)[: n - 1] + 1).values
-    return torch.cat([torch.tensor([0]), cuts, torch.tensor([S])]).to(DEV)
+    return torch.cat([torch.tensor([0]), cuts, torch.tensor([S])]).to(device or DEV)
 
 
 def targets() -> list[str]:
