@@ -45,7 +45,8 @@ VARIANTS = {                  # name -> (mask tile, tile-table overrides at D=12
     "m128x128 dq128w8 dkdv128w8": ((128, 128), {"dq": K(128, 64, 8, 2),
                                                 "dkdv": K(64, 128, 8, 2)}),
 }
-PART2 = ("causal", "alibi", "prefix_lm1024", "softcap30")
+PART2 = ("causal", "alibi", "prefix_lm1024", "softcap30") if os.environ.get("ATTN_PART2", "1") == "1" \
+    else ()
 
 
 def left() -> float:

@@ -88,8 +88,9 @@ def flex_op_us() -> tuple[float, float]:
     flex_op.load_kernels = lambda *a, **k: fake
     ids = torch.arange(256, dtype=torch.int32) // 100
     mask = lambda b, h, q, kv, ids: (ids[q] == ids[kv]) & (q >= kv)  # noqa: E731
-    key = flex_op.register(flex_op.FlexSpec(lambda s, b, h, q, kv: s, mask, (),
-                                            (((256,), torch.int32, False),), (64, 64)))
+    spec = flex_op.FlexSpec(lambda s, b, h, q, kv: s, mask, (),
+                            (((256,), torch.int32, False),), (64, 64))
+    key = flex_op.register(spec)          # held weakly: `spec` keeps it alive below
     bm = create_block_mask(lambda b, h, q, kv: mask(b, h, q, kv, ids), None, None, 256, 256,
                            device="cpu", BLOCK_SIZE=(64, 64))
     blocks = (bm.kv_num_blocks, bm.kv_indices, bm.full_kv_num_blocks, bm.full_kv_indices,
@@ -98,9 +99,11 @@ def flex_op_us() -> tuple[float, float]:
     fwd = torch.ops.cherenkov.flex_attention.default
     bwd = torch.ops.cherenkov.flex_attention_backward.default
     out, lse = fwd(q, k, v, *blocks, [], [ids], 0.125, key)
-    return (per_call_us(lambda: fwd(q, k, v, *blocks, [], [ids], 0.125, key)),
-            per_call_us(lambda: bwd(q, k, v, out, lse, out, None, *blocks, [], [ids], 0.125,
-                                    key)))
+    times = (per_call_us(lambda: fwd(q, k, v, *blocks, [], [ids], 0.125, key)),
+             per_call_us(lambda: bwd(q, k, v, out, lse, out, None, *blocks, [], [ids], 0.125,
+                                     key)))
+    del spec
+    return times
 
 
 if __name__ == "__main__":

@@ -13,16 +13,23 @@ positions keep their types in the attention kernels, so 1 and True never meet in
 Before trusting the direct path, the first direct launch in the process runs both paths on
 the same inputs and compares the outputs bit for bit (the compiler's launcher,
 `runtime/triton_launch.py`, does the same and its verdict counts here too); a mismatch or an
-error (a Triton whose launcher differs) keeps the regular path for good. Kernels on the CPU
-interpreter always take the regular path.
+error (a Triton whose launcher differs) keeps the regular path for good. Outputs too large to
+copy for that check (B=4 H=16 S=4096 D=128: 64 MB and up) ask for the process-wide probe
+instead (`triton_launch.verify_direct_launch`): without it, a process of only large calls
+took Triton's path for every launch, 1.2-1.5 ms of host time per forward+backward on the H200
+(bench/results/2026-12-01_attention_bwd_tiles_h200_a983a21.md). Host TensorDescriptor
+arguments (the TMA kernels) key on their element type, block shape and rank; the compiled
+kernel's launcher builds the TMA descriptor from them at each launch, on either path. Kernels
+on the CPU interpreter always take the regular path.
 """
 from __future__ import annotations
 
+import functools
 import logging
 
 import torch
 
-from cherenkov.runtime.triton_launch import TritonLaunch, same_bits
+from cherenkov.runtime.triton_launch import TritonLaunch, same_bits, verify_direct_launch
 
 log = logging.getLogger("cherenkov.attention")
 
@@ -31,10 +38,32 @@ _MAX_KEYS = 256                 # specializations remembered per kernel before s
 _state = {"direct": None}       # None: not yet checked, True: direct launches match, False: off
 
 
+@functools.lru_cache(maxsize=None)
+def descriptor_class():
+    """Triton's host TensorDescriptor class, or None (looked up on first use: importing it
+    imports triton.language, which must come after TRITON_INTERPRET is set)."""
+    try:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+    except ImportError:          # a Triton without host-side descriptors
+        return None
+    return TensorDescriptor
+
+
+
+def _descriptor_kind(d) -> tuple:
+    """What a host TensorDescriptor argument's compiled kernel depends on: its element type,
+    block shape and rank (the launcher builds the TMA descriptor from its base, shape and
+    strides at every launch), and, conservatively, its padding and rounding options."""
+    return ("desc", d.base.dtype, tuple(d.block_shape), len(d.shape), d.padding,
+            getattr(d, "round_f32_to_tf32", False))
+
+
 def _kind(a) -> object:
     """What Triton specializes a runtime argument on (conservatively)."""
     if isinstance(a, torch.Tensor):
         return a.dtype, a.data_ptr() % 16 == 0
+    if type(a) is descriptor_class():
+        return _descriptor_kind(a)
     if isinstance(a, bool):
         return bool
     if isinstance(a, int):
@@ -104,9 +133,10 @@ class Launcher:
             return self.slow(grid, args, constexprs, options)
         # first by value (one pass, no call per argument: a repeated call's arguments are
         # the same numbers), then by kind (a new sequence length of an already compiled kind)
-        Tensor = torch.Tensor
+        Tensor, Descriptor = torch.Tensor, descriptor_class()
         device = torch.cuda.current_device()
         vkey = (device, tuple([(a.dtype, a.data_ptr() % 16 == 0) if isinstance(a, Tensor)
+                               else _descriptor_kind(a) if type(a) is Descriptor
                                else a for a in args]),
                 tuple(constexprs.values()), tuple(options.items()))
         try:
@@ -130,11 +160,20 @@ class Launcher:
                 return None
             self.by_value[vkey] = kernel
         if direct_ok():
-            self._direct(kernel, grid, args, constexprs)
+            try:
+                self._direct(kernel, grid, args, constexprs)
+            except Exception as e:  # noqa: BLE001 -- an argument kind this Triton's launcher
+                # does not take (host descriptors); it raises before launching
+                log.info("cherenkov.attention: direct Triton launch failed (%s); using fn[grid]",
+                         e)
+                _state["direct"] = False
+                self.slow(grid, args, constexprs, options)
         elif torch.cuda.is_current_stream_capturing():   # the check syncs: not while capturing
             self.slow(grid, args, constexprs, options)
         elif outputs and sum(o.numel() * o.element_size() for o in outputs) <= CHECK_BYTES:
             self._check(kernel, grid, args, constexprs, options, outputs)
+        elif _state["direct"] is None and verify_direct_launch():
+            self._direct(kernel, grid, args, constexprs)     # outputs too large to copy
         else:
             self.slow(grid, args, constexprs, options)
         return None

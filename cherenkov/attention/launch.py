@@ -17,7 +17,7 @@ import torch
 from cherenkov import hw
 
 from .block_mask import EMPTY, FULL, BlockMask
-from .kernel_launch import launcher
+from .kernel_launch import descriptor_class, launcher
 from .trace import TracedMods
 from .tuning import choose_config, next_power_of_2
 
@@ -117,15 +117,6 @@ def _mode_for(plan: Plan, mode: str | None = None) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def _descriptor_class():
-    try:
-        from triton.tools.tensor_descriptor import TensorDescriptor
-    except ImportError:          # a Triton without host-side descriptors
-        return None
-    return TensorDescriptor
-
-
-@functools.lru_cache(maxsize=None)
 def _hopper_class(device: torch.device) -> bool:
     return torch.cuda.get_device_capability(device)[0] >= 9
 
@@ -147,7 +138,7 @@ def tma_mode(q, k, v, o, block_m: int, block_n: int, interpret: bool, mode: str 
         return 0
     if not interpret and (not q.is_cuda or not _hopper_class(q.device)):
         return 0
-    if D != max(16, next_power_of_2(D)) or _descriptor_class() is None:
+    if D != max(16, next_power_of_2(D)) or descriptor_class() is None:
         return 0
     size = q.element_size()
     for t in (q, k, v, o):
@@ -165,7 +156,7 @@ def _descriptors(mode: int, *tiles) -> list:
     """One descriptor (None for pointers) per (tensor, tile rows) in `tiles`, in `mode`'s form."""
     if mode == 0:
         return [None] * len(tiles)
-    TensorDescriptor = _descriptor_class()
+    TensorDescriptor = descriptor_class()
     if mode == 2:
         return [TensorDescriptor.from_tensor(t.view(-1, t.shape[-1]), [rows, t.shape[-1]])
                 for t, rows in tiles]

@@ -10,7 +10,11 @@ The check keeps a copy of the outputs, so it runs only on kernels with small out
 of a 1.6 GB logit gradient once raised a GPT-2 step's peak memory by 4 GB. A kernel with
 large outputs takes the direct path once some kernel's check has passed in this process (what
 the check guards against -- a launcher whose calling convention differs -- is the same for all
-kernels; every pointer is passed 16-byte aligned, so no kernel is specialized differently).
+kernels; every pointer is passed 16-byte aligned, so no kernel is specialized differently),
+or, where none has yet, once a tiny probe kernel launched both ways agreed
+(`verify_direct_launch`): a process whose every launch is large (attention at B=4 H=16
+S=4096) otherwise never left the regular path -- 1.2-1.5 ms of host time per attention
+forward+backward on the H200, more than the document mask's kernels take.
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ class TritonLaunch:
     CHECK_BYTES = 16 << 20            # outputs larger than this are not copied for the check
     verified = False                  # the direct path matched the regular one on some kernel
     first_launch_s = 0.0              # wall time of every kernel's first launch in this process
+    probed = False                    # verify_direct_launch's probe ran (verdict in `verified`)
                                       # (loading it, or compiling it when no worker did)
 
     def __init__(self, fn, grid: int, constexprs: tuple, options: dict, n_outputs: int,
@@ -68,7 +73,7 @@ class TritonLaunch:
             return
         outputs = args[len(args) - self.n_outputs:]
         if sum(o.numel() * o.element_size() for o in outputs) > TritonLaunch.CHECK_BYTES:
-            if TritonLaunch.verified:
+            if verify_direct_launch():
                 self.direct = True
                 self.fast(*args)
             else:
@@ -92,6 +97,27 @@ class TritonLaunch:
             self.slow(*args)
         self.direct = same
         TritonLaunch.verified = TritonLaunch.verified or same
+
+
+def verify_direct_launch() -> bool:
+    """Whether direct launches are trusted in this process: some kernel's own check passed, or
+    a probe kernel (runtime/launch_probe.py), launched both ways once per process, wrote the
+    same bits. False on a machine without CUDA and while a CUDA graph is captured (the probe
+    compares on the host), where it is asked again later."""
+    if TritonLaunch.verified:
+        return True
+    if TritonLaunch.probed or not torch.cuda.is_available() \
+            or torch.cuda.is_current_stream_capturing():
+        return False
+    TritonLaunch.probed = True
+    try:
+        from .launch_probe import direct_launch_matches
+        TritonLaunch.verified = direct_launch_matches(torch.cuda.current_device())
+    except Exception as e:  # noqa: BLE001 -- a Triton whose launcher differs: stay slow
+        log.info("cherenkov: direct Triton launch unavailable (%s)", e)
+    if not TritonLaunch.verified:
+        log.info("cherenkov: direct Triton launches off (the probe disagreed or failed)")
+    return TritonLaunch.verified
 
 
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:

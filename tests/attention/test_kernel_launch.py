@@ -190,3 +190,83 @@ def test_launch_hooks_take_the_regular_path(fake_gpu, monkeypatch):
 
 def test_hook_detection_reads_tritons_knobs():
     assert kl._hooked() is False                  # no hook set in this process
+
+
+def test_large_outputs_go_direct_once_the_process_probe_agrees(fake_gpu, monkeypatch):
+    """Outputs too large to copy for the check (the suite's B=4 H=16 S=4096 calls) ask the
+    process-wide probe (triton_launch.verify_direct_launch) instead of staying on fn[grid]."""
+    fn, x, out = FakeFn(), torch.arange(8.0), torch.empty(8)
+    la = kl.Launcher(fn)
+    monkeypatch.setattr(kl, "CHECK_BYTES", 4)
+    verdicts = []
+    monkeypatch.setattr(kl, "verify_direct_launch", lambda: verdicts.append(False) or False)
+    for _ in range(3):
+        _launch(la, x, out)
+    assert len(fn.slow_calls) == 3 and not fn.direct_calls and len(verdicts) == 2
+    monkeypatch.setattr(kl, "verify_direct_launch", lambda: True)
+    _launch(la, x + 1, out, scale=3.0)
+    assert len(fn.slow_calls) == 3 and len(fn.direct_calls) == 1
+    assert torch.equal(out, (x + 1) * 3.0)
+
+
+def test_a_direct_launch_that_raises_falls_back_for_good(fake_gpu):
+    class Refusing(FakeCompiled):
+        def run(self, *args):
+            raise TypeError("unsupported argument")
+
+    class RefusingFn(FakeFn):
+        def __getitem__(self, grid):
+            def call(x, out, scale, n, BLOCK, num_warps, enable_fp_fusion=True):
+                self.slow_calls.append(grid)
+                out.copy_(x * scale)
+                return Refusing(self)
+            return call
+    fn, x, out = RefusingFn(), torch.arange(8.0), torch.empty(8)
+    la = kl.Launcher(fn)
+    kl._state["direct"] = True
+    _launch(la, x, out)
+    _launch(la, x + 1, out)                  # direct raises: the regular launch runs instead
+    assert kl._state["direct"] is False and len(fn.slow_calls) == 2
+    assert torch.equal(out, (x + 1) * 2.0)
+
+
+class DescFn(FakeFn):
+    """A kernel taking a host TensorDescriptor first: out = desc.base * scale."""
+
+    def __getitem__(self, grid):
+        owner = self
+
+        class Compiled(FakeCompiled):
+            def run(self, g0, g1, g2, stream, function, meta, launch_meta, enter, exit_, *args):
+                owner.direct_calls.append(((g0, g1, g2), args))
+                desc, out, scale, n, block = args
+                out.copy_(desc.base.reshape(-1) * scale)
+
+        def call(desc, out, scale, n, BLOCK, num_warps, enable_fp_fusion=True):
+            self.slow_calls.append(grid)
+            out.copy_(desc.base.reshape(-1) * scale)
+            return Compiled(self)
+        return call
+
+
+def test_descriptor_arguments_key_on_dtype_block_and_rank(fake_gpu):
+    Desc = kl.descriptor_class()
+    if Desc is None:
+        pytest.skip("this Triton has no host TensorDescriptor")
+    fn, out = DescFn(), torch.empty(64)
+    la = kl.Launcher(fn)
+    kl._state["direct"] = True
+
+    def launch(base, block):
+        la((1,), (Desc.from_tensor(base, block), out, 2.0, 24), {"BLOCK": 16}, (out,),
+           num_warps=4)
+    a, b = torch.randn(8, 8), torch.randn(8, 8)
+    launch(a, [4, 8])                         # compiles
+    launch(b, [4, 8])                         # another base, same kind: the direct path
+    assert (len(fn.slow_calls), len(fn.direct_calls)) == (1, 1)
+    assert torch.equal(out, b.reshape(-1) * 2.0)
+    assert kl._kind(Desc.from_tensor(a, [4, 8])) == kl._kind(Desc.from_tensor(b, [4, 8]))
+    launch(b, [8, 8])                         # another block shape: compiled again
+    launch(b.double(), [4, 8])                # another element type: compiled again
+    launch(b.reshape(64), [16])               # another rank: compiled again
+    assert (len(fn.slow_calls), len(fn.direct_calls)) == (4, 1)

@@ -111,3 +111,56 @@ def test_same_bits_is_an_exact_comparison():
     assert same_bits(torch.tensor(2.5), torch.tensor(2.5))
     assert same_bits(torch.tensor([True, False]), torch.tensor([True, False]))
     assert not same_bits(torch.zeros(2, 3), torch.zeros(3, 2))
+
+
+def test_direct_launch_probe_runs_once_and_not_while_capturing(monkeypatch):
+    """verify_direct_launch: a kernel's own passed check is enough; else the probe kernel runs
+    once per process (not during a CUDA-graph capture, and not without CUDA)."""
+    import sys
+    import types
+    from cherenkov.runtime import triton_launch as tlm
+    monkeypatch.setattr(TritonLaunch, "verified", False)
+    monkeypatch.setattr(TritonLaunch, "probed", False)
+    probes = []
+    fake = types.ModuleType("cherenkov.runtime.launch_probe")
+    fake.direct_launch_matches = lambda device: probes.append(device) or True
+    monkeypatch.setitem(sys.modules, "cherenkov.runtime.launch_probe", fake)
+    monkeypatch.setattr(tlm.torch.cuda, "is_available", lambda: False)
+    assert tlm.verify_direct_launch() is False and not probes
+    monkeypatch.setattr(tlm.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(tlm.torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(tlm.torch.cuda, "is_current_stream_capturing", lambda: True)
+    assert tlm.verify_direct_launch() is False and not probes
+    monkeypatch.setattr(tlm.torch.cuda, "is_current_stream_capturing", lambda: False)
+    assert tlm.verify_direct_launch() is True and probes == [0]
+    assert tlm.verify_direct_launch() is True and probes == [0]
+
+
+def test_a_failing_probe_keeps_the_regular_path(monkeypatch):
+    import sys
+    import types
+    from cherenkov.runtime import triton_launch as tlm
+    monkeypatch.setattr(TritonLaunch, "verified", False)
+    monkeypatch.setattr(TritonLaunch, "probed", False)
+    fake = types.ModuleType("cherenkov.runtime.launch_probe")
+
+    def broken(device):
+        raise TypeError("launcher takes other arguments")
+    fake.direct_launch_matches = broken
+    monkeypatch.setitem(sys.modules, "cherenkov.runtime.launch_probe", fake)
+    monkeypatch.setattr(tlm.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(tlm.torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(tlm.torch.cuda, "is_current_stream_capturing", lambda: False)
+    assert tlm.verify_direct_launch() is False
+    assert tlm.verify_direct_launch() is False and TritonLaunch.probed
+
+
+def test_probe_kernel_source_launches_in_the_interpreter():
+    """The probe kernel itself is valid Triton (run here through the interpreter's regular
+    path; the direct call needs a GPU)."""
+    from cherenkov.runtime import launch_probe
+    x = torch.arange(64, dtype=torch.float32) * 0.37
+    y = torch.zeros_like(x)
+    launch_probe._probe[(1,)](x, y, 37, 0.5, BLOCK=64)
+    expected = torch.where(torch.arange(64) < 37, x * 0.5 + 37, torch.zeros(()))
+    assert torch.equal(y, expected)
