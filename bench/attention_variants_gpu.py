@@ -181,10 +181,10 @@ DKDV_OLD = '''    dv = tl.dot(pT.to(do.dtype), do, dv, input_precision=DOT_PREC)
     dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PREC)              # (BLOCK_N, BLOCK_M)
     dsT = pT * (dpT - delta[None, :])
     if HAS_SCORE_MOD:
-        dsT = tl.where(pT == 0.0, 0.0, dsT * dsdx)
+        dsT = _scale_ds(dsT, pT, dsdx)
 '''
 DKDV_NEW = '''    if HAS_SCORE_MOD:
-        pdT = tl.where(pT == 0.0, 0.0, pT * dsdx)
+        pdT = _scale_ds(pT, pT, dsdx)
     dv = tl.dot(pT.to(do.dtype), do, dv, input_precision=DOT_PREC)
     dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PREC)              # (BLOCK_N, BLOCK_M)
     if HAS_SCORE_MOD:
@@ -192,23 +192,30 @@ DKDV_NEW = '''    if HAS_SCORE_MOD:
     else:
         dsT = pT * (dpT - delta[None, :])
 '''
+DKDV_F16 = ('''        sT, dsdx = _score_mod_grad(qkT, sm_scale, b, h, q_idx, kv_idx, __CAPS__)
+''', '''        sT, dsdx = _score_mod_grad(qkT, sm_scale, b, h, q_idx, kv_idx, __CAPS__)
+        dsdx = dsdx.to(tl.float16)
+''')
+DKDV_F16_USE = ('''        dsT = _scale_ds(dsT, pT, dsdx)
+''', '''        dsT = _scale_ds(dsT, pT, dsdx.to(tl.float32))
+''')
 DQ_OLD = '''    dp = tl.dot(do, vT, input_precision=DOT_PREC)
     ds = p * (dp - delta[:, None])
     if HAS_SCORE_MOD:
         if HAS_CAPTURE_GRADS:
-            _capture_grads(score, ds, p != 0.0, b, h, q_idx, kv_idx, __CAPS__ __GRADS__)
-        ds = tl.where(p == 0.0, 0.0, ds * dsdx)
+            _capture_grads(qk * sm_scale, ds, p != 0.0, b, h, q_idx, kv_idx, __CAPS__ __GRADS__)
+        ds = _scale_ds(ds, p, dsdx)
 '''
 DQ_NEW = '''    if HAS_SCORE_MOD and not HAS_CAPTURE_GRADS:
-        pd = tl.where(p == 0.0, 0.0, p * dsdx)
+        pd = _scale_ds(p, p, dsdx)
     dp = tl.dot(do, vT, input_precision=DOT_PREC)
     if HAS_SCORE_MOD and not HAS_CAPTURE_GRADS:
         ds = pd * (dp - delta[:, None])
     else:
         ds = p * (dp - delta[:, None])
     if HAS_SCORE_MOD and HAS_CAPTURE_GRADS:
-        _capture_grads(score, ds, p != 0.0, b, h, q_idx, kv_idx, __CAPS__ __GRADS__)
-        ds = tl.where(p == 0.0, 0.0, ds * dsdx)
+        _capture_grads(qk * sm_scale, ds, p != 0.0, b, h, q_idx, kv_idx, __CAPS__ __GRADS__)
+        ds = _scale_ds(ds, p, dsdx)
 '''
 
 
@@ -231,10 +238,15 @@ def _dkdv_64_rows():
 def bwd_variants():
     fold_dkdv = _replacing((DKDV_OLD, DKDV_NEW))
     fold_both = _replacing((DKDV_OLD, DKDV_NEW), (DQ_OLD, DQ_NEW))
+    # the dK/dV kernel comes first in the source: its _score_mod_grad / _scale_ds lines are
+    # the first matches
+    f16 = _replacing(DKDV_F16, DKDV_F16_USE)
     return [Variant("base"), Variant("fold dkdv", fold_dkdv),
             Variant("fold dkdv+dq", fold_both),
             Variant("fold dkdv+dq, dkdv 64 rows", fold_both, context=_dkdv_64_rows),
-            Variant("base, dkdv 64 rows", context=_dkdv_64_rows)]
+            Variant("base, dkdv 64 rows", context=_dkdv_64_rows),
+            Variant("f16 dsdx in dkdv", f16),
+            Variant("f16 dsdx in dkdv, 64 rows", f16, context=_dkdv_64_rows)]
 
 
 # ---- tma: the forward through TMA descriptors (launch.TMA) ------------------------------------
