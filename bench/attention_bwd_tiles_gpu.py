@@ -81,6 +81,46 @@ def host_ms(fn, calls: int = 20) -> float:
     return (t1 - t0) / calls * 1e3
 
 
+def program_order(mods, q, k, v, do) -> list[dict]:
+    """Forward and forward+backward per case under each launch.HEAD_GROUP, best of 2
+    interleaved rounds."""
+    from cherenkov.attention import launch
+    groups = (1, None, 4, 8, 32)
+    cases = ("causal", "softcap30", "alibi", "prefix_lm1024", "sliding_window1024", "document8")
+    masks = {n: ca.block_mask(mods[n][1], B, H, S, S, device="cuda") for n in cases}
+    best: dict = {}
+    for _ in range(2):
+        for name in cases:
+            sm = mods[name][0]
+            for group in groups:
+                if left() < 15:
+                    break
+                launch.HEAD_GROUP = group
+
+                def fwd(sm=sm, bm=masks[name]):
+                    with torch.no_grad():
+                        ca.attention(q, k, v, score_mod=sm, block_mask=bm)
+
+                def fwd_bwd(sm=sm, bm=masks[name]):
+                    torch.autograd.grad(ca.attention(q, k, v, score_mod=sm, block_mask=bm),
+                                        (q, k, v), do)
+                f = do_bench(fwd, warmup=10, rep=40, return_mode="median")
+                fb = do_bench(fwd_bwd, warmup=10, rep=40, return_mode="median")
+                old = best.get((name, group), (float("inf"), float("inf")))
+                best[(name, group)] = (min(old[0], f), min(old[1], fb))
+    launch.HEAD_GROUP = None
+    rows = []
+    for (name, group), (f, fb) in best.items():
+        row = {"case": name, "group": "auto" if group is None else group, "fwd_ms": f,
+               "fwd_bwd_ms": fb}
+        if (name, 1) in best:
+            row["fwd_speedup"] = best[(name, 1)][0] / f
+            row["fwd_bwd_speedup"] = best[(name, 1)][1] / fb
+        rows.append(row)
+        print(row, flush=True)
+    return rows
+
+
 def main() -> int:
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
     out_dir = sys.argv[1] if len(sys.argv) > 1 else "bench/results"
@@ -104,7 +144,7 @@ def main() -> int:
         return run
 
     # ---- part 1: where the time goes ----------------------------------------------------------
-    for name, (sm, mm) in mods.items():
+    for name, (sm, mm) in (mods.items() if os.environ.get("ATTN_PART1", "1") == "1" else ()):
         if left() < 60:
             break
         try:
@@ -171,6 +211,9 @@ def main() -> int:
         if "fwd_bwd_ms" in r and r["case"] in base:
             r["speedup_vs_base"] = base[r["case"]] / r["fwd_bwd_ms"]
 
+    # ---- part 3: the kernels' program order (launch.HEAD_GROUP) ------------------------------
+    order_rows = program_order(mods, q, k, v, do) if os.environ.get("ATTN_ORDER") == "1" else []
+
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
             "triton": triton.__version__, "commit": commit()}
@@ -195,11 +238,21 @@ def main() -> int:
         lines.append(f"| {r['case']} | {r['variant']} | {r.get('fwd_bwd_ms', float('nan')):.4f} | "
                      f"{r.get('speedup_vs_base', float('nan')):.3f} | {r.get('max_rel_err', '')} | "
                      f"{r.get('error', '')} |")
+    if order_rows:
+        lines += ["", "## Program order: heads interleaved in groups (launch.HEAD_GROUP; "
+                  "1 = one head after another; auto = half the L2), best of 2", "",
+                  "| case | head group | fwd ms | fwd+bwd ms | fwd speedup vs 1 | fwd+bwd speedup vs 1 |",
+                  "|---|---|---|---|---|---|"]
+        for r in order_rows:
+            lines.append(f"| {r['case']} | {r['group']} | {r['fwd_ms']:.4f} | {r['fwd_bwd_ms']:.4f} | "
+                         f"{r.get('fwd_speedup', float('nan')):.3f} | "
+                         f"{r.get('fwd_bwd_speedup', float('nan')):.3f} |")
     text = "\n".join(lines) + "\n"
     with open(os.path.join(out_dir, "attention_bwd_tiles.md"), "w") as f:
         f.write(text)
     with open(os.path.join(out_dir, "attention_bwd_tiles.json"), "w") as f:
-        json.dump({"meta": meta, "profiles": profiles, "rows": rows}, f, indent=1)
+        json.dump({"meta": meta, "profiles": profiles, "rows": rows, "order": order_rows}, f,
+                  indent=1)
     print(text)
     return 0
 

@@ -152,6 +152,29 @@ def tma_mode(q, k, v, o, block_m: int, block_n: int, interpret: bool, mode: str 
     return 0
 
 
+# Heads whose programs run side by side (kernels_src._program_block): None sizes the group
+# by the L2 cache -- half of it holds the group's K and V (the backward's dK/dV: Q and dO);
+# a number fixes it (tests, A/B runs).
+HEAD_GROUP: int | None = None
+
+
+@functools.lru_cache(maxsize=None)
+def _l2_bytes(device_index: int) -> float:
+    return hw.current_device(torch.device("cuda", device_index)).l2_bytes
+
+
+def head_group(n_heads: int, per_head_bytes: int, device: torch.device, interpret: bool) -> int:
+    """How many heads' programs run interleaved: as many as keep their K/V tiles (half the
+    L2) resident, so the longest blocks of all of them start first (one head after another
+    left a tail of the last heads' longest blocks, ~7% of a causal kernel at two programs per
+    SM) without reading K and V from memory once per head."""
+    if HEAD_GROUP is not None:
+        return max(1, min(HEAD_GROUP, n_heads))
+    l2 = 4 << 20 if interpret or device.type != "cuda" else _l2_bytes(
+        device.index if device.index is not None else torch.cuda.current_device())
+    return max(1, min(n_heads, int(l2 // 2 // max(per_head_bytes, 1))))
+
+
 def _descriptors(mode: int, *tiles) -> list:
     """One descriptor (None for pointers) per (tensor, tile rows) in `tiles`, in `mode`'s form."""
     if mode == 0:
@@ -198,15 +221,17 @@ def forward(plan: Plan, q, k, v, captured) -> tuple[torch.Tensor, torch.Tensor]:
         tma = tma_mode(q, k, v, o, cfg.block_m, cfg.block_n, plan.interpret, mode)
     lse = torch.empty(B, H, Q_LEN, device=q.device, dtype=torch.float32)
     n_m = triton_cdiv(Q_LEN, cfg.block_m)
+    group = head_group(B * H, 2 * KV_LEN * D * k.element_size(), plan.mask.device,
+                       plan.interpret)
     launcher(plan.kernels._attn_fwd)(
-        (n_m, B * H),
+        (n_m * B * H,),
         (q, k, v, o, lse, *capture_args(captured, q.device),
          m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices,
          *_descriptors(tma, (q, cfg.block_m), (k, cfg.block_n), (v, cfg.block_n),
                        (o, cfg.block_m)),
          *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3],
          *_mask_strides(m.kv_num_blocks, m.kv_indices),
-         plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m),
+         plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m, group),
         dict(D=D, D_PAD=max(16, next_power_of_2(D)), BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
              SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % cfg.block_m == 0,
              EVEN_N=KV_LEN % m.block[1] == 0, HAS_SCORE_MOD=plan.has_score_mod,
@@ -248,13 +273,15 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad, dlse
     backward_mode = _mode_for(plan, _backward_tma())
     tma = tma_mode(q, k, v, do, cfg.block_m, cfg.block_n, plan.interpret, backward_mode)
     kd, vd = _descriptors(tma, (k, cfg.block_n), (v, cfg.block_n))
+    group = head_group(B * H, 2 * KV_LEN * D * k.element_size(), plan.mask.device,
+                       plan.interpret)
     launcher(plan.kernels._attn_bwd_dq)(
-        (n_m, B * H),
+        (n_m * B * H,),
         (q, k, v, do, dq, lse, delta, o, *caps, *(grad_bufs[k_] for k_ in grad_ks),
          m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices, kd, vd,
          *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], *dq.stride()[:3],
          *o.stride()[:3], *_mask_strides(m.kv_num_blocks, m.kv_indices),
-         plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m),
+         plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m, group),
         dict(D=D, D_PAD=D_PAD, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
              SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % cfg.block_m == 0,
              EVEN_N=KV_LEN % m.block[1] == 0, HAS_SCORE_MOD=plan.has_score_mod,
@@ -268,14 +295,17 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad, dlse
                         score_grad=plan.traced.score_grad_varies)
     tma = tma_mode(q, k, v, do, cfg.block_m, cfg.block_n, plan.interpret, backward_mode)
     qd, dod = _descriptors(tma, (q, cfg.block_m), (do, cfg.block_m))
+    n_n = triton_cdiv(KV_LEN, cfg.block_n)
+    group = head_group(B * HK, 2 * (H // HK) * Q_LEN * D * q.element_size(), plan.mask.device,
+                       plan.interpret)
     launcher(plan.kernels._attn_bwd_dkdv)(
-        (triton_cdiv(KV_LEN, cfg.block_n), B * HK),
+        (n_n * B * HK,),
         (q, k, v, do, dk, dv, lse, delta, *caps,
          m.q_num_blocks, m.q_indices, m.full_q_num_blocks, m.full_q_indices, qd, dod,
          *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3],
          *dk.stride()[:3], *dv.stride()[:3],
          *_mask_strides(m.q_num_blocks, m.q_indices),
-         plan.scale, Q_LEN, KV_LEN, H, HK, H // HK),
+         plan.scale, Q_LEN, KV_LEN, H, HK, H // HK, n_n, group),
         dict(D=D, D_PAD=D_PAD, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
              SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % m.block[0] == 0,
              EVEN_N=KV_LEN % cfg.block_n == 0, HAS_SCORE_MOD=plan.has_score_mod, DOT_PREC=prec,
