@@ -85,7 +85,7 @@ def program_order(mods, q, k, v, do) -> list[dict]:
     """Forward and forward+backward per case under each launch.HEAD_GROUP, best of 2
     interleaved rounds."""
     from cherenkov.attention import launch
-    groups = (1, None, 4, 8, 32)
+    groups = (1, None, 8, 16, 32, 64)
     cases = ("causal", "softcap30", "alibi", "prefix_lm1024", "sliding_window1024", "document8")
     masks = {n: ca.block_mask(mods[n][1], B, H, S, S, device="cuda") for n in cases}
     best: dict = {}

@@ -152,9 +152,8 @@ def tma_mode(q, k, v, o, block_m: int, block_n: int, interpret: bool, mode: str 
     return 0
 
 
-# Heads whose programs run side by side (kernels_src._program_block): None sizes the group
-# by the L2 cache -- half of it holds the group's K and V (the backward's dK/dV: Q and dO);
-# a number fixes it (tests, A/B runs).
+# Heads whose programs run side by side (kernels_src._program_block): None sizes the groups
+# by the L2 cache; a number fixes them (tests, A/B runs).
 HEAD_GROUP: int | None = None
 
 
@@ -164,15 +163,19 @@ def _l2_bytes(device_index: int) -> float:
 
 
 def head_group(n_heads: int, per_head_bytes: int, device: torch.device, interpret: bool) -> int:
-    """How many heads' programs run interleaved: as many as keep their K/V tiles (half the
-    L2) resident, so the longest blocks of all of them start first (one head after another
-    left a tail of the last heads' longest blocks, ~7% of a causal kernel at two programs per
-    SM) without reading K and V from memory once per head."""
+    """How many heads' programs run interleaved: as many as the L2 holds the K and V (dK/dV:
+    Q and dO) of, so the longest blocks of all of them start first (one head after another
+    left the last heads' longest blocks to start near the end), in groups of equal size (a
+    small last group is a tail of its own: at B=4 H=16 S=4096, groups of 15, 15, 15, 15 and 4
+    lost 4-5% to one head after another, two of 32 won 7% in the forward,
+    bench/results/2026-12-01_attention_program_order_h200_688701d.md)."""
     if HEAD_GROUP is not None:
         return max(1, min(HEAD_GROUP, n_heads))
     l2 = 4 << 20 if interpret or device.type != "cuda" else _l2_bytes(
         device.index if device.index is not None else torch.cuda.current_device())
-    return max(1, min(n_heads, int(l2 // 2 // max(per_head_bytes, 1))))
+    most = max(1, min(n_heads, int(l2 // max(per_head_bytes, 1))))
+    groups = -(-n_heads // most)
+    return -(-n_heads // groups)
 
 
 def _descriptors(mode: int, *tiles) -> list:
