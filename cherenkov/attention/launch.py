@@ -153,7 +153,7 @@ def tma_mode(q, k, v, o, block_m: int, block_n: int, interpret: bool, mode: str 
 
 
 # Heads whose programs run side by side (kernels_src._program_block): None sizes the groups
-# by the L2 cache; a number fixes them (tests, A/B runs).
+# by the L2 cache (head_group); a number fixes them (tests, A/B runs).
 HEAD_GROUP: int | None = None
 
 
@@ -163,19 +163,20 @@ def _l2_bytes(device_index: int) -> float:
 
 
 def head_group(n_heads: int, per_head_bytes: int, device: torch.device, interpret: bool) -> int:
-    """How many heads' programs run interleaved: as many as the L2 holds the K and V (dK/dV:
-    Q and dO) of, so the longest blocks of all of them start first (one head after another
-    left the last heads' longest blocks to start near the end), in groups of equal size (a
-    small last group is a tail of its own: at B=4 H=16 S=4096, groups of 15, 15, 15, 15 and 4
-    lost 4-5% to one head after another, two of 32 won 7% in the forward,
-    bench/results/2026-12-01_attention_program_order_h200_688701d.md)."""
+    """How many heads' programs run interleaved: the largest divisor of the heads whose K and
+    V (dK/dV: Q and dO) the L2 holds, so the longest blocks of all of them start first (one
+    head after another left the last heads' longest blocks to start near the end) in groups
+    of one size (a small last group is a tail of its own). At B=4 H=16 S=4096 D=128 on the
+    H200 (60 MB L2: 16 heads of 64): forward 5.7-8% faster than one head after another,
+    forward+backward 3-5% (causal, ALiBi, prefix-LM, documents), softcap and sliding window
+    within 1%; groups of 15,15,15,15,4 lost 4-5%, one group of all 64 lost 2-10%
+    (bench/results/2026-12-01_attention_program_order_h200_{688701d,a6e8203}.md)."""
     if HEAD_GROUP is not None:
         return max(1, min(HEAD_GROUP, n_heads))
     l2 = 4 << 20 if interpret or device.type != "cuda" else _l2_bytes(
         device.index if device.index is not None else torch.cuda.current_device())
     most = max(1, min(n_heads, int(l2 // max(per_head_bytes, 1))))
-    groups = -(-n_heads // most)
-    return -(-n_heads // groups)
+    return next(g for g in range(most, 0, -1) if n_heads % g == 0)
 
 
 def _descriptors(mode: int, *tiles) -> list:

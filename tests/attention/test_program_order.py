@@ -13,10 +13,11 @@ def test_head_group_holds_half_the_l2_and_stays_in_range(monkeypatch):
     assert launch.head_group(64, 1 * mib, cpu, True) == 4          # 4 MiB stand-in L2
     assert launch.head_group(64, 64 * mib, cpu, True) == 1         # never below one head
     assert launch.head_group(3, 1024, cpu, True) == 3              # never above the heads
-    assert launch.head_group(5, 1 * mib, cpu, True) == 3           # 3 + 2, not 4 + 1
+    assert launch.head_group(6, 1 * mib, cpu, True) == 3           # 3 + 3, not 4 + 2
+    assert launch.head_group(5, 1 * mib, cpu, True) == 1           # no group of one size
     monkeypatch.setattr(launch, "_l2_bytes", lambda index: 60 * mib)
     monkeypatch.setattr(launch.torch.cuda, "current_device", lambda: 0)
-    assert launch.head_group(64, 2 * mib, torch.device("cuda"), False) == 22   # 22, 22, 20
+    assert launch.head_group(64, 2 * mib, torch.device("cuda"), False) == 16   # of 30 at most
     monkeypatch.setattr(launch, "HEAD_GROUP", 4)
     assert launch.head_group(64, 2 * mib, torch.device("cuda"), False) == 4
     assert launch.head_group(3, 2 * mib, cpu, True) == 3
