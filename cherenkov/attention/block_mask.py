@@ -98,7 +98,8 @@ class BlockMask:
 
     @property
     def device(self) -> torch.device:
-        return self.state.device
+        # a recording stand-in (attention/flex_op.py) has lists but no state
+        return (self.state if self.state is not None else self.kv_num_blocks).device
 
     def to_dense(self) -> torch.Tensor:
         """The tile states as a (B, H, nQ, nKV) tensor (broadcast dimensions expanded)."""

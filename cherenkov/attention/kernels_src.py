@@ -83,7 +83,7 @@ def _program_block(NUM_BLOCKS, HEAD_GROUP):
     return rest // size, first + rest % size
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["HEAD_GROUP"])   # its value never changes the code
 def _attn_fwd(Q, K, V, O, LSE, __CAPS__
               KV_NUM, KV_IDX, FULL_NUM, FULL_IDX, QD, KD, VD, OD,
               stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
@@ -205,7 +205,7 @@ def _dkdv_tile(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD, q_r
     return dk, dv
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["HEAD_GROUP"])   # its value never changes the code
 def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, DELTA, __CAPS__
                    Q_NUM, Q_IDX, FULL_NUM, FULL_IDX, QD, DOD,
                    stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
@@ -303,7 +303,7 @@ def _dq_tile(dq, q, do, lse, delta, K_base, V_base, KD, VD, kv_row, start_n, off
     return dq
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["HEAD_GROUP"])   # its value never changes the code
 def _attn_bwd_dq(Q, K, V, DO, DQ, LSE, DELTA, O, __CAPS__ __GRADS__
                  KV_NUM, KV_IDX, FULL_NUM, FULL_IDX, KD, VD,
                  stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
