@@ -15,8 +15,6 @@ Writes OUT_DIR/attention_bwd_tiles.md and .json.
 from __future__ import annotations
 
 import collections
-import datetime
-import json
 import os
 import sys
 import time
@@ -25,12 +23,11 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
-import triton  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
 
 import cherenkov.attention as ca  # noqa: E402
 from cherenkov.attention import tuning  # noqa: E402
-from cherenkov.bench.report import commit  # noqa: E402
+from cherenkov.bench.report import save_pair, script_meta  # noqa: E402
 from cherenkov.bench.suites.attention import _doc_offsets  # noqa: E402
 
 K = tuning.KernelConfig
@@ -214,9 +211,7 @@ def main() -> int:
     # ---- part 3: the kernels' program order (launch.HEAD_GROUP) ------------------------------
     order_rows = program_order(mods, q, k, v, do) if os.environ.get("ATTN_ORDER") == "1" else []
 
-    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-            "triton": triton.__version__, "commit": commit()}
+    meta = script_meta()
     lines = [f"# Attention forward+backward: kernels and backward tiles on {meta['gpu']}", "",
              f"{meta['date']}, torch {meta['torch']}, triton {meta['triton']}, commit "
              f"{meta['commit']}. B={B} H={H} S={S} D={D} bf16.", "",
@@ -248,12 +243,8 @@ def main() -> int:
                          f"{r.get('fwd_speedup', float('nan')):.3f} | "
                          f"{r.get('fwd_bwd_speedup', float('nan')):.3f} |")
     text = "\n".join(lines) + "\n"
-    with open(os.path.join(out_dir, "attention_bwd_tiles.md"), "w") as f:
-        f.write(text)
-    with open(os.path.join(out_dir, "attention_bwd_tiles.json"), "w") as f:
-        json.dump({"meta": meta, "profiles": profiles, "rows": rows, "order": order_rows}, f,
-                  indent=1)
-    print(text)
+    save_pair(out_dir, "attention_bwd_tiles", text,
+              {"meta": meta, "profiles": profiles, "rows": rows, "order": order_rows})
     return 0
 
 

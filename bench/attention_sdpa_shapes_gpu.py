@@ -10,8 +10,6 @@ Writes OUT_DIR/attention_sdpa_shapes.md and .json (do_bench medians, best of 2 r
 """
 from __future__ import annotations
 
-import datetime
-import json
 import os
 import sys
 import traceback
@@ -20,12 +18,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-import triton  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
 
 import cherenkov.attention as ca  # noqa: E402
-from cherenkov.bench.report import commit  # noqa: E402
+from cherenkov.bench.report import save_pair, script_meta  # noqa: E402
 
 SHAPES = {"gpt2 B16 H12 T1024 D64": (16, 12, 1024, 64),
           "llama B4 H16 T2048 D128": (4, 16, 2048, 128)}
@@ -107,9 +104,7 @@ def main() -> int:
                      "fwd_tflops": flops / f * 1e-9, "fwd_bwd_tflops": 3.5 * flops / fb * 1e-9,
                      "max_err_vs_first": err})
         print(rows[-1], flush=True)
-    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-            "triton": triton.__version__, "commit": commit()}
+    meta = script_meta()
     lines = [f"# Attention at the training suite's shapes, and two ALiBi forms, on {meta['gpu']}",
              "", f"{meta['date']}, torch {meta['torch']}, triton {meta['triton']}, commit "
              f"{meta['commit']}. bf16, causal; do_bench median, best of 2 rounds; TFLOP/s of "
@@ -123,11 +118,7 @@ def main() -> int:
                      f"{r.get('fwd_bwd_tflops', 0):.0f} | {r.get('max_err_vs_first', '')} | "
                      f"{r.get('error', '')} |")
     text = "\n".join(lines) + "\n"
-    with open(os.path.join(out_dir, "attention_sdpa_shapes.md"), "w") as f:
-        f.write(text)
-    with open(os.path.join(out_dir, "attention_sdpa_shapes.json"), "w") as f:
-        json.dump({"meta": meta, "rows": rows}, f, indent=1)
-    print(text)
+    save_pair(out_dir, "attention_sdpa_shapes", text, {"meta": meta, "rows": rows})
     return 0
 
 

@@ -42,6 +42,25 @@ def commit() -> str:
     return "unknown"
 
 
+def script_meta() -> dict:
+    """Date, GPU, torch and triton versions and commit: the header of a bench/ script's
+    results (the suites write `metadata`)."""
+    import triton
+    return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU",
+            "torch": torch.__version__, "triton": triton.__version__, "commit": commit()}
+
+
+def save_pair(out_dir: str, stem: str, text: str, data: dict) -> None:
+    """OUT_DIR/<stem>.md (`text`, also printed) and OUT_DIR/<stem>.json (`data`)."""
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, f"{stem}.md"), "w") as f:
+        f.write(text)
+    with open(os.path.join(out_dir, f"{stem}.json"), "w") as f:
+        json.dump(data, f, indent=1)
+    print(text)
+
+
 def metadata(device: torch.device, spec, suite: str, copy_bw: float, scale: str) -> dict:
     try:
         import triton
