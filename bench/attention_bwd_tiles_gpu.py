@@ -235,7 +235,7 @@ def main() -> int:
                      f"{r.get('error', '')} |")
     if order_rows:
         lines += ["", "## Program order: heads interleaved in groups (launch.HEAD_GROUP; "
-                  "1 = one head after another; auto = half the L2), best of 2", "",
+                  "1 = one head after another; auto = launch.head_group), best of 2", "",
                   "| case | head group | fwd ms | fwd+bwd ms | fwd speedup vs 1 | fwd+bwd speedup vs 1 |",
                   "|---|---|---|---|---|---|"]
         for r in order_rows:

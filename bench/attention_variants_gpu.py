@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
-import json
 import os
 import sys
 import time
@@ -41,11 +39,10 @@ if "--smoke" in sys.argv:
     os.environ["TRITON_INTERPRET"] = "1"        # before triton.language is imported
 
 import torch  # noqa: E402
-import triton  # noqa: E402
 
 import cherenkov.attention as ca  # noqa: E402
 from cherenkov.attention import codegen, tuning  # noqa: E402
-from cherenkov.bench.report import commit  # noqa: E402
+from cherenkov.bench.report import save_pair, script_meta  # noqa: E402
 from cherenkov.bench.suites.attention import _doc_offsets  # noqa: E402
 
 K = tuning.KernelConfig
@@ -108,10 +105,7 @@ def run_variants(variants: list[Variant], cases: dict, measure, head_dim: int,
 
 
 def write_report(out_dir: str, stem: str, title: str, note: str, rows: list[dict]) -> str:
-    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU",
-            "torch": torch.__version__, "triton": triton.__version__, "commit": commit(),
-            "note": note}
+    meta = {**script_meta(), "note": note}
     lines = [f"# {title} on {meta['gpu']}", "",
              f"{meta['date']}, torch {meta['torch']}, triton {meta['triton']}, commit "
              f"{meta['commit']}. {note}", "",
@@ -122,11 +116,7 @@ def write_report(out_dir: str, stem: str, title: str, note: str, rows: list[dict
                      f"{r.get('speedup_vs_base', float('nan')):.3f} | "
                      f"{r.get('max_rel_err', '')} | {r.get('error', '')} |")
     text = "\n".join(lines) + "\n"
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, f"{stem}.md"), "w") as f:
-        f.write(text)
-    with open(os.path.join(out_dir, f"{stem}.json"), "w") as f:
-        json.dump({"meta": meta, "rows": rows}, f, indent=1)
+    save_pair(out_dir, stem, text, {"meta": meta, "rows": rows})
     return text
 
 
@@ -362,7 +352,7 @@ def main() -> int:
              "bwd": "Attention backward variants",
              "tma": "Attention forward through TMA descriptors",
              "tma_bwd": "Attention backward through TMA descriptors"}[args.set]
-    print(write_report(args.out_dir, stem, title, note, rows))
+    write_report(args.out_dir, stem, title, note, rows)
     return 0
 
 
