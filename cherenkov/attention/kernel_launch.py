@@ -49,7 +49,6 @@ def descriptor_class():
     return TensorDescriptor
 
 
-
 def _descriptor_kind(d) -> tuple:
     """What a host TensorDescriptor argument's compiled kernel depends on: its element type,
     block shape and rank (the launcher builds the TMA descriptor from its base, shape and

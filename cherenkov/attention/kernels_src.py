@@ -73,8 +73,8 @@ def _program_block(NUM_BLOCKS, HEAD_GROUP):
     HEAD_GROUP heads at a time and, within a group, block by block with the heads fastest:
     block 0 of every head in the group first (the kernels number blocks longest-first for
     causal masks), while the group's K and V (Q and dO) stay in L2. Heads one after another
-    left the longest blocks of the last heads to start near the end: a tail of ~7% at two
-    programs per SM (launch.head_group)."""
+    left the longest blocks of the last heads to start near the end (a tail of ~7% at two
+    programs per SM in a list-scheduling model; launch.head_group has the measurements)."""
     pid = tl.program_id(0)
     n_heads = tl.num_programs(0) // NUM_BLOCKS
     first = (pid // (HEAD_GROUP * NUM_BLOCKS)) * HEAD_GROUP
