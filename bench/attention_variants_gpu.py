@@ -12,8 +12,9 @@ rounds), in one process. Three experiment sets:
   next full tile's q.k MMA is issued before this tile's softmax, FlashAttention-3's
   intra-warpgroup overlap as a software-pipelined loop); and tile shapes.
 * `bwd`: a score mod's derivative folded into P before the dV and dP matmuls (one live tile
-  fewer), and 64-row dK/dV steps for mods whose derivative varies per score; timed
-  forward+backward.
+  fewer), and 64-row dK/dV steps for mods whose derivative varies per score; with
+  ATTN_BWD_SET=order instead the q.k and dO.v matmuls of a tile issued back to back
+  (FlashAttention's order) in the dK/dV and dQ kernels; timed forward+backward.
 * `tma`: the forward reading Q/K/V and writing O through TMA descriptors (launch.TMA: 2-D or
   4-D) vs pointers, over the "fwd_tma" tiles, with 64 x 64 and 128 x 64 mask tiles.
 * `tma_bwd`: the backward's K / V (dQ) and Q / dO (dK/dV) tiles through 2-D descriptors
@@ -209,6 +210,29 @@ DQ_NEW = '''    if HAS_SCORE_MOD and not HAS_CAPTURE_GRADS:
 '''
 
 
+# S and dP first (FlashAttention's order): both of a tile's q.k and dO.v matmuls issued back to
+# back, then the elementwise work, then the dV and dK (dQ) matmuls -- no tile is kept across
+# the dP matmul
+DKDV_DV_DP = '''    dv = tl.dot(pT.to(do.dtype), do, dv, input_precision=DOT_PREC)
+    dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PREC)              # (BLOCK_N, BLOCK_M)
+    dsT = pT * (dpT - delta[None, :])
+    if HAS_SCORE_MOD:
+        dsT = _scale_ds(dsT, pT, dsdx)
+'''
+DKDV_DS_DV = '''    dsT = pT * (dpT - delta[None, :])
+    if HAS_SCORE_MOD:
+        dsT = _scale_ds(dsT, pT, dsdx)
+    dv = tl.dot(pT.to(do.dtype), do, dv, input_precision=DOT_PREC)
+'''
+DKDV_QK = "    qkT = tl.dot(k, qT, input_precision=DOT_PREC)                         # (BLOCK_N, BLOCK_M)\n"
+DKDV_QK_DP = DKDV_QK + "    dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PREC)\n"
+DQ_DP = "    dp = tl.dot(do, vT, input_precision=DOT_PREC)\n"
+DQ_QK = "    qk = tl.dot(q, kT, input_precision=DOT_PREC)\n"
+DQ_QK_DP = DQ_QK + "    dp = tl.dot(do, vT, input_precision=DOT_PREC)  # issued with qk\n"
+SDP_DKDV = ((DKDV_DV_DP, DKDV_DS_DV), (DKDV_QK, DKDV_QK_DP))
+SDP_DQ = ((DQ_DP, ""), (DQ_QK, DQ_QK_DP))
+
+
 @contextlib.contextmanager
 def _dkdv_64_rows():
     """choose_config without the 32-row dK/dV clip for mods whose derivative varies."""
@@ -231,6 +255,13 @@ def bwd_variants():
     # the dK/dV kernel comes first in the source: its _score_mod_grad / _scale_ds lines are
     # the first matches
     f16 = _replacing(DKDV_F16, DKDV_F16_USE)
+    if os.environ.get("ATTN_BWD_SET") == "order":
+        return [Variant("base"), Variant("dkdv S,dP first", _replacing(*SDP_DKDV)),
+                Variant("dkdv S,dP first, 64 rows", _replacing(*SDP_DKDV), context=_dkdv_64_rows),
+                Variant("dq S,dP first", _replacing(*SDP_DQ)),
+                Variant("both S,dP first", _replacing(*SDP_DKDV, *SDP_DQ)),
+                Variant("both S,dP first, dkdv 64 rows", _replacing(*SDP_DKDV, *SDP_DQ),
+                        context=_dkdv_64_rows)]
     return [Variant("base"), Variant("fold dkdv", fold_dkdv),
             Variant("fold dkdv+dq", fold_both),
             Variant("fold dkdv+dq, dkdv 64 rows", fold_both, context=_dkdv_64_rows),
