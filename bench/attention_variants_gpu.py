@@ -11,10 +11,8 @@ rounds), in one process. Three experiment sets:
   row's max grew by more than 8 in the log2 domain, as in FlashAttention-4), prefetch (the
   next full tile's q.k MMA is issued before this tile's softmax, FlashAttention-3's
   intra-warpgroup overlap as a software-pipelined loop); and tile shapes.
-* `bwd`: a score mod's derivative folded into P before the dV and dP matmuls (one live tile
-  fewer), and 64-row dK/dV steps for mods whose derivative varies per score; with
-  ATTN_BWD_SET=order instead the q.k and dO.v matmuls of a tile issued back to back
-  (FlashAttention's order) in the dK/dV and dQ kernels; timed forward+backward.
+* `bwd`: the dQ kernel with a score mod's derivative folded into P before the dP matmul, and
+  with its q.k and dO.v matmuls issued back to back; timed forward+backward.
 * `tma`: the forward reading Q/K/V and writing O through TMA descriptors (launch.TMA: 2-D or
   4-D) vs pointers, over the "fwd_tma" tiles, with 64 x 64 and 128 x 64 mask tiles.
 * `tma_bwd`: the backward's K / V (dQ) and Q / dO (dK/dV) tiles through 2-D descriptors
@@ -168,28 +166,9 @@ def fwd_variants():
 
 
 # ---- bwd: the score mod's derivative folded into P -------------------------------------------
-DKDV_OLD = '''    dv = tl.dot(pT.to(do.dtype), do, dv, input_precision=DOT_PREC)
-    dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PREC)              # (BLOCK_N, BLOCK_M)
-    dsT = pT * (dpT - delta[None, :])
-    if HAS_SCORE_MOD:
-        dsT = _scale_ds(dsT, pT, dsdx)
-'''
-DKDV_NEW = '''    if HAS_SCORE_MOD:
-        pdT = _scale_ds(pT, pT, dsdx)
-    dv = tl.dot(pT.to(do.dtype), do, dv, input_precision=DOT_PREC)
-    dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PREC)              # (BLOCK_N, BLOCK_M)
-    if HAS_SCORE_MOD:
-        dsT = pdT * (dpT - delta[None, :])
-    else:
-        dsT = pT * (dpT - delta[None, :])
-'''
-DKDV_F16 = ('''        sT, dsdx = _score_mod_grad(qkT, sm_scale, b, h, q_idx, kv_idx, __CAPS__)
-''', '''        sT, dsdx = _score_mod_grad(qkT, sm_scale, b, h, q_idx, kv_idx, __CAPS__)
-        dsdx = dsdx.to(tl.float16)
-''')
-DKDV_F16_USE = ('''        dsT = _scale_ds(dsT, pT, dsdx)
-''', '''        dsT = _scale_ds(dsT, pT, dsdx.to(tl.float32))
-''')
+# (The dK/dV kernel's variants -- the derivative folded into P, kept in fp16, 64-row steps, dP's
+# matmul issued with S's -- were measured at 3571943, 863201e and d9ee083; the last is the
+# kernel's DP_FIRST now. bench/results/2026-12-01_attention_bwd_*variants*.md.)
 DQ_OLD = '''    dp = tl.dot(do, vT, input_precision=DOT_PREC)
     ds = p * (dp - delta[:, None])
     if HAS_SCORE_MOD:
@@ -208,66 +187,15 @@ DQ_NEW = '''    if HAS_SCORE_MOD and not HAS_CAPTURE_GRADS:
         _capture_grads(qk * sm_scale, ds, p != 0.0, b, h, q_idx, kv_idx, __CAPS__ __GRADS__)
         ds = _scale_ds(ds, p, dsdx)
 '''
-
-
-# S and dP first (FlashAttention's order): both of a tile's q.k and dO.v matmuls issued back to
-# back, then the elementwise work, then the dV and dK (dQ) matmuls -- no tile is kept across
-# the dP matmul
-DKDV_DV_DP = '''    dv = tl.dot(pT.to(do.dtype), do, dv, input_precision=DOT_PREC)
-    dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PREC)              # (BLOCK_N, BLOCK_M)
-    dsT = pT * (dpT - delta[None, :])
-    if HAS_SCORE_MOD:
-        dsT = _scale_ds(dsT, pT, dsdx)
-'''
-DKDV_DS_DV = '''    dsT = pT * (dpT - delta[None, :])
-    if HAS_SCORE_MOD:
-        dsT = _scale_ds(dsT, pT, dsdx)
-    dv = tl.dot(pT.to(do.dtype), do, dv, input_precision=DOT_PREC)
-'''
-DKDV_QK = "    qkT = tl.dot(k, qT, input_precision=DOT_PREC)                         # (BLOCK_N, BLOCK_M)\n"
-DKDV_QK_DP = DKDV_QK + "    dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PREC)\n"
+# dQ's q.k and dO.v matmuls issued back to back (FlashAttention's order)
 DQ_DP = "    dp = tl.dot(do, vT, input_precision=DOT_PREC)\n"
 DQ_QK = "    qk = tl.dot(q, kT, input_precision=DOT_PREC)\n"
 DQ_QK_DP = DQ_QK + "    dp = tl.dot(do, vT, input_precision=DOT_PREC)  # issued with qk\n"
-SDP_DKDV = ((DKDV_DV_DP, DKDV_DS_DV), (DKDV_QK, DKDV_QK_DP))
-SDP_DQ = ((DQ_DP, ""), (DQ_QK, DQ_QK_DP))
-
-
-@contextlib.contextmanager
-def _dkdv_64_rows():
-    """choose_config without the 32-row dK/dV clip for mods whose derivative varies."""
-    import cherenkov.attention.launch as launch_mod
-    choose = tuning.choose_config
-
-    def no_clip(kernel, head_dim, dtype, sparse_block=(64, 64), interpret=False, device=None,
-                score_grad=False):
-        return choose(kernel, head_dim, dtype, sparse_block, interpret, device, False)
-    tuning.choose_config = launch_mod.choose_config = no_clip
-    try:
-        yield
-    finally:
-        tuning.choose_config = launch_mod.choose_config = choose
 
 
 def bwd_variants():
-    fold_dkdv = _replacing((DKDV_OLD, DKDV_NEW))
-    fold_both = _replacing((DKDV_OLD, DKDV_NEW), (DQ_OLD, DQ_NEW))
-    # the dK/dV kernel comes first in the source: its _score_mod_grad / _scale_ds lines are
-    # the first matches
-    f16 = _replacing(DKDV_F16, DKDV_F16_USE)
-    if os.environ.get("ATTN_BWD_SET") == "order":
-        return [Variant("base"), Variant("dkdv S,dP first", _replacing(*SDP_DKDV)),
-                Variant("dkdv S,dP first, 64 rows", _replacing(*SDP_DKDV), context=_dkdv_64_rows),
-                Variant("dq S,dP first", _replacing(*SDP_DQ)),
-                Variant("both S,dP first", _replacing(*SDP_DKDV, *SDP_DQ)),
-                Variant("both S,dP first, dkdv 64 rows", _replacing(*SDP_DKDV, *SDP_DQ),
-                        context=_dkdv_64_rows)]
-    return [Variant("base"), Variant("fold dkdv", fold_dkdv),
-            Variant("fold dkdv+dq", fold_both),
-            Variant("fold dkdv+dq, dkdv 64 rows", fold_both, context=_dkdv_64_rows),
-            Variant("base, dkdv 64 rows", context=_dkdv_64_rows),
-            Variant("f16 dsdx in dkdv", f16),
-            Variant("f16 dsdx in dkdv, 64 rows", f16, context=_dkdv_64_rows)]
+    return [Variant("base"), Variant("fold dq", _replacing((DQ_OLD, DQ_NEW))),
+            Variant("dq S,dP first", _replacing((DQ_DP, ""), (DQ_QK, DQ_QK_DP)))]
 
 
 # ---- tma: the forward through TMA descriptors (launch.TMA) ------------------------------------

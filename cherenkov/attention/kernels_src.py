@@ -171,7 +171,12 @@ def _dkdv_tile(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD, q_r
                offs_n, offs_d, b, h, sm_scale, Q_LEN, stride_qm, stride_dom, __CAPS__
                D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
                IS_PARTIAL: tl.constexpr, EVEN_M: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
-               DOT_PREC: tl.constexpr, TMA: tl.constexpr):
+               DOT_PREC: tl.constexpr, TMA: tl.constexpr, DP_FIRST: tl.constexpr):
+    """DP_FIRST (score mods whose derivative varies per score): dP's matmul issued with S's and
+    dS formed before the dV matmul -- no tile held across the dP matmul, so the derivative's
+    tile fits beside 64-row steps (softcap forward+backward 2.64 vs 2.82 ms with 32-row steps,
+    bench/results/2026-12-01_attention_bwd_order_variants_h200_d9ee083.md); without a score
+    mod's derivative tile that order is 14-20% slower (causal, ALiBi)."""
     offs_m = start_m + tl.arange(0, BLOCK_M)
     qT_ptrs = Q_base + offs_m[None, :] * stride_qm + offs_d[:, None]      # (D_PAD, BLOCK_M)
     do_ptrs = DO_base + offs_m[:, None] * stride_dom + offs_d[None, :]    # (BLOCK_M, D_PAD)
@@ -187,6 +192,8 @@ def _dkdv_tile(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD, q_r
     lse = tl.load(LSE_base + offs_m, mask=offs_m < Q_LEN, other=float("inf"))
     delta = tl.load(DELTA_base + offs_m, mask=offs_m < Q_LEN, other=0.0)
     qkT = tl.dot(k, qT, input_precision=DOT_PREC)                         # (BLOCK_N, BLOCK_M)
+    if DP_FIRST:
+        dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PREC)          # (BLOCK_N, BLOCK_M)
     q_idx = offs_m[None, :]
     kv_idx = offs_n[:, None]
     if HAS_SCORE_MOD:
@@ -196,11 +203,17 @@ def _dkdv_tile(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD, q_r
         pT = tl.exp2(qkT * (sm_scale * 1.4426950408889634) - lse[None, :])
     if IS_PARTIAL:
         pT = tl.where(_mask_mod(b, h, q_idx, kv_idx, __CAPS__), pT, 0.0)
-    dv = tl.dot(pT.to(do.dtype), do, dv, input_precision=DOT_PREC)
-    dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PREC)              # (BLOCK_N, BLOCK_M)
-    dsT = pT * (dpT - delta[None, :])
-    if HAS_SCORE_MOD:
-        dsT = _scale_ds(dsT, pT, dsdx)
+    if DP_FIRST:
+        dsT = pT * (dpT - delta[None, :])
+        if HAS_SCORE_MOD:
+            dsT = _scale_ds(dsT, pT, dsdx)
+        dv = tl.dot(pT.to(do.dtype), do, dv, input_precision=DOT_PREC)
+    else:
+        dv = tl.dot(pT.to(do.dtype), do, dv, input_precision=DOT_PREC)
+        dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PREC)          # (BLOCK_N, BLOCK_M)
+        dsT = pT * (dpT - delta[None, :])
+        if HAS_SCORE_MOD:
+            dsT = _scale_ds(dsT, pT, dsdx)
     dk = tl.dot(dsT.to(qT.dtype), tl.trans(qT), dk, input_precision=DOT_PREC)
     return dk, dv
 
@@ -216,7 +229,7 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, DELTA, __CAPS__
                    D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
                    BLOCK_N: tl.constexpr, SPARSE_M: tl.constexpr, SPARSE_N: tl.constexpr,
                    EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
-                   DOT_PREC: tl.constexpr, TMA: tl.constexpr):
+                   DOT_PREC: tl.constexpr, TMA: tl.constexpr, DP_FIRST: tl.constexpr):
     pid_n, bhk = _program_block(NUM_N_BLOCKS, HEAD_GROUP)   # first key blocks (causal: the
     # longest column) first
     b = bhk // HK
@@ -247,14 +260,14 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, DELTA, __CAPS__
             dk, dv = _dkdv_tile(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD,
                                 q_row, start_m, offs_n, offs_d, b, h, sm_scale, Q_LEN, stride_qm,
                                 stride_dom, __CAPS__ D, D_PAD, BLOCK_M, True, EVEN_M,
-                                HAS_SCORE_MOD, DOT_PREC, TMA)
+                                HAS_SCORE_MOD, DOT_PREC, TMA, DP_FIRST)
         n_full = tl.load(FULL_NUM + row)
         for it in range(0, n_full * R):
             start_m = tl.load(FULL_IDX + irow + it // R) * SPARSE_M + (it % R) * BLOCK_M
             dk, dv = _dkdv_tile(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD,
                                 q_row, start_m, offs_n, offs_d, b, h, sm_scale, Q_LEN, stride_qm,
                                 stride_dom, __CAPS__ D, D_PAD, BLOCK_M, False, EVEN_M,
-                                HAS_SCORE_MOD, DOT_PREC, TMA)
+                                HAS_SCORE_MOD, DOT_PREC, TMA, DP_FIRST)
     dk = dk * sm_scale
     tl.store(DK + b * stride_dkb + hk * stride_dkh + offs_n[:, None] * stride_dkn + offs_d[None, :],
              dk.to(DK.dtype.element_ty), mask=kv_mask)

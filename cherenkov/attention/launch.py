@@ -295,8 +295,7 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad, dlse
 
     dk = torch.empty_like(k, memory_format=torch.contiguous_format)
     dv = torch.empty_like(v, memory_format=torch.contiguous_format)
-    cfg = choose_config("dkdv", D, q.dtype, m.block, plan.interpret,
-                        score_grad=plan.traced.score_grad_varies)
+    cfg = choose_config("dkdv", D, q.dtype, m.block, plan.interpret)
     tma = tma_mode(q, k, v, do, cfg.block_m, cfg.block_n, plan.interpret, backward_mode)
     qd, dod = _descriptors(tma, (q, cfg.block_m), (do, cfg.block_m))
     n_n = triton_cdiv(KV_LEN, cfg.block_n)
@@ -313,7 +312,7 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad, dlse
         dict(D=D, D_PAD=D_PAD, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
              SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % m.block[0] == 0,
              EVEN_N=KV_LEN % cfg.block_n == 0, HAS_SCORE_MOD=plan.has_score_mod, DOT_PREC=prec,
-             TMA=tma),
+             TMA=tma, DP_FIRST=plan.traced.score_grad_varies),
         (dk, dv), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
     capture_grads = []

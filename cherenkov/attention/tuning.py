@@ -35,10 +35,12 @@ class KernelConfig:
 # S=2048 D=128 0.212 vs 0.236; forward+backward the same or up to 2% faster. In the backward, 32-row
 # dK/dV steps helped at D=64 and hurt at D=128, and 128 x 128 mask tiles helped only D=128's
 # forward: neither is taken. D=128's dQ in 64 x 64 tiles of 4 warps (was 128 x 64 of 8): backward
-# 1.933 vs 1.970 ms causal, 2.536 vs 2.652 softcap, 2.107 vs 2.131 ALiBi; and a score mod whose
-# derivative varies per score (softcap) holds one more tile through the dK/dV step, where the
-# 64-row step (255 registers) spills: 32 rows, 2.413 vs 2.536 ms with softcap
-# (bench/results/2026-11-30_attention_mods_h200_454117d.md). The dK/dV kernel's block_n is
+# 1.933 vs 1.970 ms causal, 2.536 vs 2.652 softcap, 2.107 vs 2.131 ALiBi. A score mod whose
+# derivative varies per score (softcap) held one more tile through the dK/dV step, where the
+# 64-row step spilled (32 rows were taken: 2.413 vs 2.536 ms,
+# bench/results/2026-11-30_attention_mods_h200_454117d.md); its dK/dV step now issues dP's
+# matmul with S's (kernels_src DP_FIRST) and keeps 64 rows: 2.64 vs 2.82 ms forward+backward
+# (2026-12-01_attention_bwd_order_variants_h200_d9ee083.md). The dK/dV kernel's block_n is
 # clipped to the mask's 64-column tile (then one warpgroup), so its 128 here rarely applies.
 _GPU_TABLE = {
     "fwd": {64: KernelConfig(64, 64, 4, 3), 128: KernelConfig(64, 64, 4, 3),
@@ -91,26 +93,23 @@ def stages_that_fit(cfg: KernelConfig, d_pad: int, elem_bytes: int, sram_bytes: 
 
 
 def choose_config(kernel: str, head_dim: int, dtype: torch.dtype, sparse_block=(64, 64),
-                  interpret: bool = False, device=None, score_grad: bool = False) -> KernelConfig:
+                  interpret: bool = False, device=None) -> KernelConfig:
     """Tiles for `kernel` in {"fwd", "fwd_tma", "dq", "dkdv", "decode"} at this head dim and dtype;
-    `device` is a `cherenkov.hw.DeviceSpec` (default: the live device); `score_grad`: the
-    score mod's derivative varies per score (one more live tile in the backward)."""
+    `device` is a `cherenkov.hw.DeviceSpec` (default: the live device)."""
     if interpret:
         return _INTERPRETER.clip(sparse_block)
     if device is None:
         # the live device's answers are remembered per current CUDA device (a decode call's
         # host time is short next to its kernels only without a device lookup per launch)
-        key = (kernel, head_dim, dtype, tuple(sparse_block), score_grad,
+        key = (kernel, head_dim, dtype, tuple(sparse_block),
                torch.cuda.current_device() if torch.cuda.is_available() else -1)
         cfg = _LIVE.get(key)
         if cfg is None:
             from cherenkov import hw
             cfg = _LIVE[key] = choose_config(kernel, head_dim, dtype, sparse_block, False,
-                                             hw.current_device(), score_grad)
+                                             hw.current_device())
         return cfg
     cfg = _table_config(kernel, head_dim, dtype, sparse_block)
-    if kernel == "dkdv" and score_grad and head_dim > 64:
-        cfg = KernelConfig(min(cfg.block_m, 32), cfg.block_n, cfg.num_warps, cfg.num_stages)
     d_pad = max(16, next_power_of_2(head_dim))
     stages = stages_that_fit(cfg, d_pad, torch.empty((), dtype=dtype).element_size(),
                              device.sram_per_sm_bytes)

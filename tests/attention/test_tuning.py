@@ -24,18 +24,37 @@ def test_interpreter_tiles_are_small():
     assert cfg.block_m <= 32 and cfg.block_n <= 32
 
 
-def test_score_mods_with_a_varying_derivative_take_shorter_dkdv_steps():
-    from cherenkov.attention import alibi, alibi_slopes, tanh_softcap
+def test_score_mods_with_a_varying_derivative_issue_dp_first(monkeypatch):
+    """softcap's derivative varies per score: its dK/dV kernel is launched with DP_FIRST (dP's
+    matmul beside S's, 64-row steps); ALiBi's and no mod's are not."""
+    from cherenkov.attention import (alibi, alibi_slopes, attention, attention_math, causal,
+                                     launch, tanh_softcap)
     from cherenkov.attention.trace import trace_mods
-    h200 = hw.device("h200")
     assert trace_mods(tanh_softcap(30.0), None).score_grad_varies
     assert not trace_mods(alibi(alibi_slopes(4)), None).score_grad_varies
     assert not trace_mods(None, None).score_grad_varies
-    plain = choose_config("dkdv", 128, torch.bfloat16, device=h200)
-    capped = choose_config("dkdv", 128, torch.bfloat16, device=h200, score_grad=True)
-    assert capped.block_m == 32 < plain.block_m and capped.block_n == plain.block_n
-    assert choose_config("dkdv", 64, torch.bfloat16, device=h200, score_grad=True) == \
-        choose_config("dkdv", 64, torch.bfloat16, device=h200)
+    seen = []
+    real = launch.launcher
+
+    def spy(fn):
+        la = real(fn)
+        if getattr(fn, "__name__", "") == "_attn_bwd_dkdv":
+            def call(grid, args, constexprs, *rest, **kw):
+                seen.append(constexprs["DP_FIRST"])
+                return la(grid, args, constexprs, *rest, **kw)
+            return call
+        return la
+    monkeypatch.setattr(launch, "launcher", spy)
+    torch.manual_seed(0)
+    for mod in (tanh_softcap(2.0), alibi(alibi_slopes(2))):
+        q, k, v = (torch.randn(1, 2, 40, 16, requires_grad=True) for _ in range(3))
+        out = attention(q, k, v, score_mod=mod, mask_mod=causal)
+        grads = torch.autograd.grad(out, (q, k, v), torch.ones_like(out))
+        ref = attention_math(q.double(), k.double(), v.double(), mod, causal)
+        ref_grads = torch.autograd.grad(ref, (q, k, v), torch.ones_like(ref))
+        for g, r in zip(grads, ref_grads):
+            torch.testing.assert_close(g, r, atol=1e-3, rtol=1e-3)
+    assert seen == [True, False]
 
 
 def test_decode_splits_fill_one_wave():
