@@ -81,8 +81,10 @@ def main() -> int:
                         dict(captured_types, **descs), 4, 2)
         compile_one(kernels._attn_bwd_delta, dict(D=80, D_PAD=128, BLOCK_M=64),
                     captured_types, 4, 1)
+        dp_first = traced.score_grad_varies           # as launch.backward sets it
         compile_one(kernels._attn_bwd_dkdv, dict(base, BLOCK_M=64, BLOCK_N=64, TMA=0, QD=None,
-                                                 DOD=None), captured_types, 4, 2)
+                                                 DOD=None, DP_FIRST=dp_first), captured_types,
+                    4, 2)
         for fused in (True, False):
             compile_one(kernels._attn_bwd_dq, dict(base, BLOCK_M=128, BLOCK_N=64,
                                                    HAS_CAPTURE_GRADS=bool(traced.grad_loads()),
@@ -90,7 +92,8 @@ def main() -> int:
                         captured_types, 8, 2)
         even = dict(base, D=128, EVEN_M=True, EVEN_N=True, TMA=2, BLOCK_M=64, BLOCK_N=64)
         tile = "tensordesc<bf16[64,128]>"           # the backward's 2-D descriptor reads
-        compile_one(kernels._attn_bwd_dkdv, even, dict(captured_types, QD=tile, DOD=tile), 4, 2)
+        compile_one(kernels._attn_bwd_dkdv, dict(even, DP_FIRST=dp_first),
+                    dict(captured_types, QD=tile, DOD=tile), 4, 2)
         compile_one(kernels._attn_bwd_dq, dict(even, HAS_CAPTURE_GRADS=bool(traced.grad_loads()),
                                                FUSED_DELTA=True),
                     dict(captured_types, KD=tile, VD=tile), 4, 2)
