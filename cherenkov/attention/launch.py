@@ -173,9 +173,15 @@ def head_group(n_heads: int, per_head_bytes: int, device: torch.device, interpre
     (bench/results/2026-12-01_attention_program_order_h200_{688701d,a6e8203}.md)."""
     if HEAD_GROUP is not None:
         return max(1, min(HEAD_GROUP, n_heads))
-    l2 = 4 << 20 if interpret or device.type != "cuda" else _l2_bytes(
-        device.index if device.index is not None else torch.cuda.current_device())
-    most = max(1, min(n_heads, int(l2 // max(per_head_bytes, 1))))
+    if interpret or device.type != "cuda":
+        return _largest_group(n_heads, per_head_bytes, 4 << 20)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return _largest_group(n_heads, per_head_bytes, _l2_bytes(index))
+
+
+@functools.lru_cache(maxsize=256)
+def _largest_group(n_heads: int, per_head_bytes: int, l2_bytes: float) -> int:
+    most = max(1, min(n_heads, int(l2_bytes // max(per_head_bytes, 1))))
     return next(g for g in range(most, 0, -1) if n_heads % g == 0)
 
 
