@@ -17,8 +17,10 @@ rounds), in one process. Three experiment sets:
   4-D) vs pointers, over the "fwd_tma" tiles, with 64 x 64 and 128 x 64 mask tiles.
 * `tma_bwd`: the backward's K / V (dQ) and Q / dO (dK/dV) tiles through 2-D descriptors
   (launch.TMA_BACKWARD) vs pointers, and their stages / warps; timed forward+backward.
+* `dq_acc`: dQ by its own kernel vs added up by the dK/dV kernel (launch.DQ_ACCUMULATE:
+  pointer atomics, TMA reduce-adds); timed forward+backward.
 
-    CHERENKOV_COMMIT=<sha> python bench/attention_variants_gpu.py {ws,fwd,bwd,tma,tma_bwd} OUT_DIR
+    CHERENKOV_COMMIT=<sha> python bench/attention_variants_gpu.py {ws,fwd,bwd,tma,tma_bwd,dq_acc} OUT_DIR
     python bench/attention_variants_gpu.py fwd OUT_DIR --smoke    # CPU interpreter, tiny
 
 B=4 H=16 S=4096 D=128 bf16 (smoke: B=1 H=2 S=128 D=32 fp32). Writes
@@ -244,10 +246,17 @@ def tma_bwd_variants():
                     context=_tma_backward("auto"))]
 
 
+def dq_acc_variants():
+    return [Variant("dQ kernel", context=_launch_setting("DQ_ACCUMULATE", "off")),
+            Variant("dQ by atomics in dK/dV", context=_launch_setting("DQ_ACCUMULATE", "atomic")),
+            Variant("dQ by TMA reduce-adds in dK/dV",
+                    context=_launch_setting("DQ_ACCUMULATE", "tma"))]
+
+
 # ---- cases and timing ------------------------------------------------------------------------
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("set", choices=("ws", "fwd", "bwd", "tma", "tma_bwd"))
+    parser.add_argument("set", choices=("ws", "fwd", "bwd", "tma", "tma_bwd", "dq_acc"))
     parser.add_argument("out_dir", nargs="?", default="bench/results")
     parser.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes")
     parser.add_argument("--cases", nargs="*", help="only these cases")
@@ -256,7 +265,7 @@ def main() -> int:
     dev, dt = ("cpu", torch.float32) if args.smoke else ("cuda", torch.bfloat16)
     B, H, S, D = (1, 2, 128, 32) if args.smoke else (4, 16, 4096, 128)
     torch.manual_seed(0)
-    grad = args.set in ("bwd", "tma_bwd")
+    grad = args.set in ("bwd", "tma_bwd", "dq_acc")
     q, k, v = (torch.randn(B, H, S, D, device=dev, dtype=dt, requires_grad=grad)
                for _ in range(3))
     do = torch.randn(B, H, S, D, device=dev, dtype=dt)
@@ -267,7 +276,8 @@ def main() -> int:
             "softcap30": (ca.tanh_softcap(30.0), ca.causal),
             "document8": (None, ca.document(offsets=_doc_offsets(S, 8, dev), causal=True))}
     names = {"ws": ("causal", "alibi"), "bwd": ("causal", "softcap30", "alibi", "document8"),
-             "fwd": tuple(mods)[:5], "tma": tuple(mods), "tma_bwd": tuple(mods)}[args.set]
+             "fwd": tuple(mods)[:5], "tma": tuple(mods), "tma_bwd": tuple(mods),
+             "dq_acc": tuple(mods)}[args.set]
     if args.cases:
         names = tuple(n for n in names if n in args.cases)
     block = (32, 32) if args.smoke else (64, 64)
@@ -299,7 +309,8 @@ def main() -> int:
             return timed(fn), (fn(),)
 
     variants = {"ws": ws_variants, "fwd": fwd_variants, "bwd": bwd_variants,
-                "tma": tma_variants, "tma_bwd": tma_bwd_variants}[args.set]()
+                "tma": tma_variants, "tma_bwd": tma_bwd_variants,
+                "dq_acc": dq_acc_variants}[args.set]()
     if args.variants:
         variants = [v for v in variants if v.name in args.variants]
     rows = run_variants(variants, cases, measure, D, rounds=1 if args.smoke else 2)
@@ -310,7 +321,8 @@ def main() -> int:
     title = {"ws": "Warp-specialized attention forward", "fwd": "Attention forward variants",
              "bwd": "Attention backward variants",
              "tma": "Attention forward through TMA descriptors",
-             "tma_bwd": "Attention backward through TMA descriptors"}[args.set]
+             "tma_bwd": "Attention backward through TMA descriptors",
+             "dq_acc": "Attention backward: dQ added up by the dK/dV kernel"}[args.set]
     write_report(args.out_dir, stem, title, note, rows)
     return 0
 

@@ -167,16 +167,21 @@ def _attn_bwd_delta(O, DO, DELTA, stride_ob, stride_oh, stride_om, stride_dob, s
 
 
 @triton.jit
-def _dkdv_tile(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD, q_row, start_m,
-               offs_n, offs_d, b, h, sm_scale, Q_LEN, stride_qm, stride_dom, __CAPS__
+def _dkdv_tile(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD, DQ_ACC, DQAD,
+               q_row, start_m, offs_n, offs_d, b, h, sm_scale, Q_LEN, stride_qm, stride_dom,
+               __CAPS__
                D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
                IS_PARTIAL: tl.constexpr, EVEN_M: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
-               DOT_PREC: tl.constexpr, TMA: tl.constexpr, DP_FIRST: tl.constexpr):
+               DOT_PREC: tl.constexpr, TMA: tl.constexpr, DP_FIRST: tl.constexpr,
+               ACC_DQ: tl.constexpr):
     """DP_FIRST (score mods whose derivative varies per score): dP's matmul issued with S's and
     dS formed before the dV matmul -- no tile held across the dP matmul, so the derivative's
     tile fits beside 64-row steps (softcap forward+backward 2.64 vs 2.82 ms with 32-row steps,
     bench/results/2026-12-01_attention_bwd_order_variants_h200_d9ee083.md); without a score
-    mod's derivative tile that order is 14-20% slower (causal, ALiBi)."""
+    mod's derivative tile that order is 14-20% slower (causal, ALiBi).
+    ACC_DQ (launch.DQ_ACCUMULATE): this tile's dS K is added into DQ_ACC, fp32 rows of
+    (B*H*Q_LEN, D) -- 1: pointer atomics, 2: TMA reduce-adds through DQAD -- so no dQ kernel
+    recomputes S and dP."""
     offs_m = start_m + tl.arange(0, BLOCK_M)
     qT_ptrs = Q_base + offs_m[None, :] * stride_qm + offs_d[:, None]      # (D_PAD, BLOCK_M)
     do_ptrs = DO_base + offs_m[:, None] * stride_dom + offs_d[None, :]    # (BLOCK_M, D_PAD)
@@ -214,13 +219,21 @@ def _dkdv_tile(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD, q_r
         dsT = pT * (dpT - delta[None, :])
         if HAS_SCORE_MOD:
             dsT = _scale_ds(dsT, pT, dsdx)
-    dk = tl.dot(dsT.to(qT.dtype), tl.trans(qT), dk, input_precision=DOT_PREC)
+    ds16 = dsT.to(qT.dtype)
+    dk = tl.dot(ds16, tl.trans(qT), dk, input_precision=DOT_PREC)
+    if ACC_DQ != 0:
+        dq = tl.dot(tl.trans(ds16), k.to(qT.dtype), input_precision=DOT_PREC) * sm_scale
+        if ACC_DQ == 2:
+            DQAD.atomic_add([q_row + start_m, 0], dq)
+        else:
+            tl.atomic_add(DQ_ACC + (q_row + offs_m)[:, None] * D + offs_d[None, :], dq,
+                          mask=(offs_m[:, None] < Q_LEN) & (offs_d[None, :] < D), sem="relaxed")
     return dk, dv
 
 
 @triton.jit(do_not_specialize=["HEAD_GROUP"])   # its value never changes the code
 def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, DELTA, __CAPS__
-                   Q_NUM, Q_IDX, FULL_NUM, FULL_IDX, QD, DOD,
+                   Q_NUM, Q_IDX, FULL_NUM, FULL_IDX, QD, DOD, DQ_ACC, DQAD,
                    stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
                    stride_vb, stride_vh, stride_vn, stride_dob, stride_doh, stride_dom,
                    stride_dkb, stride_dkh, stride_dkn, stride_dvb, stride_dvh, stride_dvn,
@@ -229,7 +242,8 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, DELTA, __CAPS__
                    D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
                    BLOCK_N: tl.constexpr, SPARSE_M: tl.constexpr, SPARSE_N: tl.constexpr,
                    EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
-                   DOT_PREC: tl.constexpr, TMA: tl.constexpr, DP_FIRST: tl.constexpr):
+                   DOT_PREC: tl.constexpr, TMA: tl.constexpr, DP_FIRST: tl.constexpr,
+                   ACC_DQ: tl.constexpr):
     pid_n, bhk = _program_block(NUM_N_BLOCKS, HEAD_GROUP)   # first key blocks (causal: the
     # longest column) first
     b = bhk // HK
@@ -258,16 +272,16 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, DELTA, __CAPS__
         for it in range(0, n_partial * R):
             start_m = tl.load(Q_IDX + irow + it // R) * SPARSE_M + (it % R) * BLOCK_M
             dk, dv = _dkdv_tile(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD,
-                                q_row, start_m, offs_n, offs_d, b, h, sm_scale, Q_LEN, stride_qm,
-                                stride_dom, __CAPS__ D, D_PAD, BLOCK_M, True, EVEN_M,
-                                HAS_SCORE_MOD, DOT_PREC, TMA, DP_FIRST)
+                                DQ_ACC, DQAD, q_row, start_m, offs_n, offs_d, b, h, sm_scale,
+                                Q_LEN, stride_qm, stride_dom, __CAPS__ D, D_PAD, BLOCK_M, True,
+                                EVEN_M, HAS_SCORE_MOD, DOT_PREC, TMA, DP_FIRST, ACC_DQ)
         n_full = tl.load(FULL_NUM + row)
         for it in range(0, n_full * R):
             start_m = tl.load(FULL_IDX + irow + it // R) * SPARSE_M + (it % R) * BLOCK_M
             dk, dv = _dkdv_tile(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD,
-                                q_row, start_m, offs_n, offs_d, b, h, sm_scale, Q_LEN, stride_qm,
-                                stride_dom, __CAPS__ D, D_PAD, BLOCK_M, False, EVEN_M,
-                                HAS_SCORE_MOD, DOT_PREC, TMA, DP_FIRST)
+                                DQ_ACC, DQAD, q_row, start_m, offs_n, offs_d, b, h, sm_scale,
+                                Q_LEN, stride_qm, stride_dom, __CAPS__ D, D_PAD, BLOCK_M, False,
+                                EVEN_M, HAS_SCORE_MOD, DOT_PREC, TMA, DP_FIRST, ACC_DQ)
     dk = dk * sm_scale
     tl.store(DK + b * stride_dkb + hk * stride_dkh + offs_n[:, None] * stride_dkn + offs_d[None, :],
              dk.to(DK.dtype.element_ty), mask=kv_mask)

@@ -255,32 +255,77 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad, dlse
     gradient reaching the natural-log lse, (B, H, Q); d lse / d score = p, so it joins the
     row term: dS = p * (dP - (delta - dlse))."""
     B, H, Q_LEN, D = q.shape
-    HK, KV_LEN = k.shape[1], k.shape[2]
-    m = plan.mask
     D_PAD = max(16, next_power_of_2(D))
     do = do if do.stride(-1) == 1 else do.contiguous()
     caps = capture_args(captured, q.device)
-    prec = _dot_precision(q.dtype)
 
+    grad_ks = plan.traced.grad_indices()
+    accumulate = _dq_accumulate(plan, grad_ks)
     # delta = rowsum(dO * O): computed by the dQ kernel, which runs first (one launch and a
-    # pass over dO fewer), unless an lse gradient joins it (its own kernel, then a subtraction)
+    # pass over dO fewer), unless an lse gradient joins it or no dQ kernel runs (its own
+    # kernel, then a subtraction)
     delta = torch.empty(B, H, Q_LEN, device=q.device, dtype=torch.float32)
-    fused = dlse is None
+    fused = dlse is None and not accumulate
     if not fused:
         bm = 32 if plan.interpret else 64
         launcher(plan.kernels._attn_bwd_delta)(
             (triton_cdiv(Q_LEN, bm), B * H),
             (o, do, delta, *o.stride()[:3], *do.stride()[:3], Q_LEN, H),
             dict(D=D, D_PAD=D_PAD, BLOCK_M=bm), (delta,))
-        delta = delta - dlse.to(delta.dtype)
+        if dlse is not None:
+            delta = delta - dlse.to(delta.dtype)
 
-    grad_ks = plan.traced.grad_indices()
     grad_bufs = {k_: torch.zeros(captured[k_].numel(), device=q.device, dtype=torch.float32)
                  for k_ in grad_ks}
+    backward_mode = _mode_for(plan, _backward_tma())
+    if accumulate:
+        dq_acc = torch.zeros(B * H * Q_LEN, D, device=q.device, dtype=torch.float32)
+        dk, dv = _dkdv_kernel(plan, q, k, v, do, lse, delta, caps, backward_mode, dq_acc,
+                              accumulate)
+        dq = dq_acc.view(B, H, Q_LEN, D).to(q.dtype)
+    else:
+        dq = _dq_kernel(plan, q, k, v, do, o, lse, delta, caps, grad_ks, grad_bufs, fused,
+                        backward_mode)
+        dk, dv = _dkdv_kernel(plan, q, k, v, do, lse, delta, caps, backward_mode, None, None)
+
+    capture_grads = []
+    for k_, t in enumerate(captured):
+        if k_ in grad_bufs and needs_capture_grad[k_]:
+            capture_grads.append(grad_bufs[k_].view(t.shape).to(t.dtype))
+        else:
+            capture_grads.append(None)
+    return dq, dk, dv, capture_grads
+
+
+# dQ without its own kernel (kernels_src ACC_DQ): "off" (the dQ kernel recomputes S and dP),
+# "atomic" (the dK/dV kernel adds each tile's dS K into an fp32 dQ with pointer atomics) or
+# "tma" (with TMA reduce-adds where the backward reads through descriptors, else atomics).
+# Not for score mods with captured-tensor gradients (the dQ kernel computes those). dQ then
+# depends on the order of the adds (not bit-reproducible). Off until measured on the GPU
+# (bench/attention_dq_atomic_gpu.py is the standalone probe).
+DQ_ACCUMULATE = "off"
+
+
+def _dq_accumulate(plan: Plan, grad_ks) -> str | None:
+    """The DQ_ACCUMULATE mode this call's backward takes, None for the dQ kernel."""
+    if DQ_ACCUMULATE == "off" or grad_ks:
+        return None
+    if DQ_ACCUMULATE not in ("atomic", "tma"):
+        raise ValueError(f"DQ_ACCUMULATE={DQ_ACCUMULATE!r}: expected 'off', 'atomic' or 'tma'")
+    return "atomic" if plan.interpret else DQ_ACCUMULATE
+
+
+def _dq_kernel(plan, q, k, v, do, o, lse, delta, caps, grad_ks, grad_bufs, fused,
+               backward_mode) -> torch.Tensor:
+    """dQ by its own kernel (and delta, when `fused`)."""
+    B, H, Q_LEN, D = q.shape
+    HK, KV_LEN = k.shape[1], k.shape[2]
+    m = plan.mask
+    D_PAD = max(16, next_power_of_2(D))
+    prec = _dot_precision(q.dtype)
     dq = torch.empty_like(q, memory_format=torch.contiguous_format)
     cfg = choose_config("dq", D, q.dtype, m.block, plan.interpret)
     n_m = triton_cdiv(Q_LEN, cfg.block_m)
-    backward_mode = _mode_for(plan, _backward_tma())
     tma = tma_mode(q, k, v, do, cfg.block_m, cfg.block_n, plan.interpret, backward_mode)
     kd, vd = _descriptors(tma, (k, cfg.block_n), (v, cfg.block_n))
     group = head_group(B * H, 2 * KV_LEN * D * k.element_size(), plan.mask.device,
@@ -298,19 +343,33 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad, dlse
              HAS_CAPTURE_GRADS=bool(grad_ks), FUSED_DELTA=fused, DOT_PREC=prec, TMA=tma),
         () if grad_ks else (dq, delta) if fused else (dq,),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    return dq
 
+
+def _dkdv_kernel(plan, q, k, v, do, lse, delta, caps, backward_mode, dq_acc, accumulate
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """dK and dV (and, with `accumulate`, dQ added into the fp32 `dq_acc`)."""
+    B, H, Q_LEN, D = q.shape
+    HK, KV_LEN = k.shape[1], k.shape[2]
+    m = plan.mask
+    D_PAD = max(16, next_power_of_2(D))
+    prec = _dot_precision(q.dtype)
     dk = torch.empty_like(k, memory_format=torch.contiguous_format)
     dv = torch.empty_like(v, memory_format=torch.contiguous_format)
     cfg = choose_config("dkdv", D, q.dtype, m.block, plan.interpret)
     tma = tma_mode(q, k, v, do, cfg.block_m, cfg.block_n, plan.interpret, backward_mode)
     qd, dod = _descriptors(tma, (q, cfg.block_m), (do, cfg.block_m))
+    acc_mode = 0 if not accumulate else 2 if accumulate == "tma" and tma == 2 else 1
+    dqad = (descriptor_class().from_tensor(dq_acc, [cfg.block_m, D]) if acc_mode == 2
+            else None)
     n_n = triton_cdiv(KV_LEN, cfg.block_n)
     group = head_group(B * HK, 2 * (H // HK) * Q_LEN * D * q.element_size(), plan.mask.device,
                        plan.interpret)
     launcher(plan.kernels._attn_bwd_dkdv)(
         (n_n * B * HK,),
         (q, k, v, do, dk, dv, lse, delta, *caps,
-         m.q_num_blocks, m.q_indices, m.full_q_num_blocks, m.full_q_indices, qd, dod,
+         m.q_num_blocks, m.q_indices, m.full_q_num_blocks, m.full_q_indices, qd, dod, dq_acc,
+         dqad,
          *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3],
          *dk.stride()[:3], *dv.stride()[:3],
          *_mask_strides(m.q_num_blocks, m.q_indices),
@@ -318,16 +377,9 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad, dlse
         dict(D=D, D_PAD=D_PAD, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
              SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % m.block[0] == 0,
              EVEN_N=KV_LEN % cfg.block_n == 0, HAS_SCORE_MOD=plan.has_score_mod, DOT_PREC=prec,
-             TMA=tma, DP_FIRST=plan.traced.score_grad_varies),
-        (dk, dv), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
-
-    capture_grads = []
-    for k_, t in enumerate(captured):
-        if k_ in grad_bufs and needs_capture_grad[k_]:
-            capture_grads.append(grad_bufs[k_].view(t.shape).to(t.dtype))
-        else:
-            capture_grads.append(None)
-    return dq, dk, dv, capture_grads
+             TMA=tma, DP_FIRST=plan.traced.score_grad_varies, ACC_DQ=acc_mode),
+        () if accumulate else (dk, dv), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    return dk, dv
 
 
 def _decode_blocks(mask: BlockMask, B: int, H: int, HK: int):

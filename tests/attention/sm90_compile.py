@@ -16,7 +16,7 @@ from cherenkov.attention.codegen import load_kernels
 from cherenkov.attention.trace import trace_mods
 
 POINTERS = {"Q", "K", "V", "O", "DO", "DK", "DV", "DQ"}
-FLOAT_POINTERS = {"LSE", "DELTA", "O_PART", "LSE_PART"}
+FLOAT_POINTERS = {"LSE", "DELTA", "O_PART", "LSE_PART", "DQ_ACC"}
 INT8_POINTERS = {"BLK_FULL", "STATE"}
 INT_POINTERS = {"KV_NUM", "KV_IDX", "FULL_NUM", "FULL_IDX", "Q_NUM", "Q_IDX", "BLK_NUM", "BLK_IDX",
                 "NUM_P", "IDX_P", "NUM_F", "IDX_F"}
@@ -82,9 +82,11 @@ def main() -> int:
         compile_one(kernels._attn_bwd_delta, dict(D=80, D_PAD=128, BLOCK_M=64),
                     captured_types, 4, 1)
         dp_first = traced.score_grad_varies           # as launch.backward sets it
-        compile_one(kernels._attn_bwd_dkdv, dict(base, BLOCK_M=64, BLOCK_N=64, TMA=0, QD=None,
-                                                 DOD=None, DP_FIRST=dp_first), captured_types,
-                    4, 2)
+        for acc in (0, 1):           # dQ by its own kernel, or added up here by atomics
+            compile_one(kernels._attn_bwd_dkdv, dict(base, BLOCK_M=64, BLOCK_N=64, TMA=0,
+                                                     QD=None, DOD=None, DQAD=None,
+                                                     DP_FIRST=dp_first, ACC_DQ=acc),
+                        captured_types, 4, 2)
         for fused in (True, False):
             compile_one(kernels._attn_bwd_dq, dict(base, BLOCK_M=128, BLOCK_N=64,
                                                    HAS_CAPTURE_GRADS=bool(traced.grad_loads()),
@@ -92,8 +94,11 @@ def main() -> int:
                         captured_types, 8, 2)
         even = dict(base, D=128, EVEN_M=True, EVEN_N=True, TMA=2, BLOCK_M=64, BLOCK_N=64)
         tile = "tensordesc<bf16[64,128]>"           # the backward's 2-D descriptor reads
-        compile_one(kernels._attn_bwd_dkdv, dict(even, DP_FIRST=dp_first),
+        compile_one(kernels._attn_bwd_dkdv, dict(even, DP_FIRST=dp_first, DQAD=None, ACC_DQ=0),
                     dict(captured_types, QD=tile, DOD=tile), 4, 2)
+        compile_one(kernels._attn_bwd_dkdv, dict(even, DP_FIRST=dp_first, ACC_DQ=2),
+                    dict(captured_types, QD=tile, DOD=tile,      # dQ by TMA reduce-adds
+                         DQAD="tensordesc<fp32[64,128]>"), 4, 2)
         compile_one(kernels._attn_bwd_dq, dict(even, HAS_CAPTURE_GRADS=bool(traced.grad_loads()),
                                                FUSED_DELTA=True),
                     dict(captured_types, KD=tile, VD=tile), 4, 2)
