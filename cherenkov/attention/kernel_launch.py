@@ -16,7 +16,7 @@ the same inputs and compares the outputs bit for bit (the compiler's launcher,
 error (a Triton whose launcher differs) keeps the regular path for good. Outputs too large to
 copy for that check (B=4 H=16 S=4096 D=128: 64 MB and up) ask for the process-wide probe
 instead (`triton_launch.verify_direct_launch`): without it, a process of only large calls
-took Triton's path for every launch, 1.2-1.5 ms of host time per forward+backward on the H200
+took Triton's path for every launch, 1.15-1.56 ms of host time per forward+backward on the H200
 (bench/results/2026-12-01_attention_bwd_tiles_h200_a983a21.md). Host TensorDescriptor
 arguments (the TMA kernels) key on their element type, block shape and rank; the compiled
 kernel's launcher builds the TMA descriptor from them at each launch, on either path. Kernels

@@ -73,8 +73,8 @@ def _program_block(NUM_BLOCKS, HEAD_GROUP):
     HEAD_GROUP heads at a time and, within a group, block by block with the heads fastest:
     block 0 of every head in the group first (the kernels number blocks longest-first for
     causal masks), while the group's K and V (Q and dO) stay in L2. Heads one after another
-    left the longest blocks of the last heads to start near the end (a tail of ~7% at two
-    programs per SM in a list-scheduling model; launch.head_group has the measurements)."""
+    left the longest blocks of the last heads to start near the end (launch.head_group has
+    the measurements)."""
     pid = tl.program_id(0)
     n_heads = tl.num_programs(0) // NUM_BLOCKS
     first = (pid // (HEAD_GROUP * NUM_BLOCKS)) * HEAD_GROUP
@@ -178,7 +178,7 @@ def _dkdv_tile(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD, DQ_
     dS formed before the dV matmul -- no tile held across the dP matmul, so the derivative's
     tile fits beside 64-row steps (softcap forward+backward 2.64 vs 2.82 ms with 32-row steps,
     bench/results/2026-12-01_attention_bwd_order_variants_h200_d9ee083.md); without a score
-    mod's derivative tile that order is 14-20% slower (causal, ALiBi).
+    mod's derivative tile that order takes 17-26% longer (causal, ALiBi).
     ACC_DQ (launch.DQ_ACCUMULATE): this tile's dS K is added into DQ_ACC, fp32 rows of
     (B*H*Q_LEN, D) -- 1: pointer atomics, 2: TMA reduce-adds through DQAD -- so no dQ kernel
     recomputes S and dP."""
@@ -222,7 +222,7 @@ def _dkdv_tile(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD, DQ_
     ds16 = dsT.to(qT.dtype)
     dk = tl.dot(ds16, tl.trans(qT), dk, input_precision=DOT_PREC)
     if ACC_DQ != 0:
-        dq = tl.dot(tl.trans(ds16), k.to(qT.dtype), input_precision=DOT_PREC) * sm_scale
+        dq = tl.dot(tl.trans(ds16), k, input_precision=DOT_PREC) * sm_scale
         if ACC_DQ == 2:
             DQAD.atomic_add([q_row + start_m, 0], dq)
         else:

@@ -79,9 +79,11 @@ def check_mask(mask: BlockMask, B: int, H: int, Q_LEN: int, KV_LEN: int) -> None
 TMA = "auto"
 
 
-# Descriptor arguments take Triton's own launch path (kernel_launch's direct one classifies
-# tensors and numbers only): tens of microseconds more host time a call, hidden behind the
-# kernels only when there is work enough -- "auto" leaves calls of fewer scores on pointers.
+# Descriptors cost host time every call (a TensorDescriptor per tile operand, turned into a
+# TMA descriptor by the launcher), hidden behind the kernels only when there is work enough --
+# "auto" leaves calls of fewer scores on pointers (set when descriptor arguments still took
+# Triton's own launch path, tens of microseconds more; not re-measured since they launch
+# directly).
 TMA_MIN_SCORES = 1 << 26
 # head dims "auto" takes descriptors for: measured faster at D=128; at D=64 the causal forward
 # on 128-row tiles took 0.440 ms vs 0.379 with pointers (S=4096, 2026-12-01_attention_h200_1edee46.md
@@ -167,9 +169,10 @@ def head_group(n_heads: int, per_head_bytes: int, device: torch.device, interpre
     V (dK/dV: Q and dO) the L2 holds, so the longest blocks of all of them start first (one
     head after another left the last heads' longest blocks to start near the end) in groups
     of one size (a small last group is a tail of its own). At B=4 H=16 S=4096 D=128 on the
-    H200 (60 MB L2: 16 heads of 64): forward 5.7-8% faster than one head after another,
-    forward+backward 3-5% (causal, ALiBi, prefix-LM, documents), softcap and sliding window
-    within 1%; groups of 15,15,15,15,4 lost 4-5%, one group of all 64 lost 2-10%
+    H200 (60 MB L2: 16 heads of 64), against one head after another: forward 5.7-8% faster
+    (causal, softcap, ALiBi, prefix-LM; documents 3.7%), forward+backward 3-5% (causal, ALiBi,
+    prefix-LM, documents), softcap and sliding window within 1%; groups of 15,15,15,15,4 lost
+    up to 5%, one group of all 64 lost 1-12%
     (bench/results/2026-12-01_attention_program_order_h200_{688701d,a6e8203}.md)."""
     if HEAD_GROUP is not None:
         return max(1, min(HEAD_GROUP, n_heads))
@@ -260,7 +263,7 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad, dlse
     caps = capture_args(captured, q.device)
 
     grad_ks = plan.traced.grad_indices()
-    accumulate = _dq_accumulate(plan, grad_ks)
+    accumulate = _dq_accumulate(grad_ks)
     # delta = rowsum(dO * O): computed by the dQ kernel, which runs first (one launch and a
     # pass over dO fewer), unless an lse gradient joins it or no dQ kernel runs (its own
     # kernel, then a subtraction)
@@ -279,14 +282,12 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad, dlse
                  for k_ in grad_ks}
     backward_mode = _mode_for(plan, _backward_tma())
     if accumulate:
-        dq_acc = torch.zeros(B * H * Q_LEN, D, device=q.device, dtype=torch.float32)
-        dk, dv = _dkdv_kernel(plan, q, k, v, do, lse, delta, caps, backward_mode, dq_acc,
-                              accumulate)
-        dq = dq_acc.view(B, H, Q_LEN, D).to(q.dtype)
+        dq, dk, dv = _dkdv_kernel(plan, q, k, v, do, lse, delta, caps, backward_mode,
+                                  accumulate)
     else:
         dq = _dq_kernel(plan, q, k, v, do, o, lse, delta, caps, grad_ks, grad_bufs, fused,
                         backward_mode)
-        dk, dv = _dkdv_kernel(plan, q, k, v, do, lse, delta, caps, backward_mode, None, None)
+        _, dk, dv = _dkdv_kernel(plan, q, k, v, do, lse, delta, caps, backward_mode, None)
 
     capture_grads = []
     for k_, t in enumerate(captured):
@@ -306,13 +307,13 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad, dlse
 DQ_ACCUMULATE = "off"
 
 
-def _dq_accumulate(plan: Plan, grad_ks) -> str | None:
+def _dq_accumulate(grad_ks) -> str | None:
     """The DQ_ACCUMULATE mode this call's backward takes, None for the dQ kernel."""
     if DQ_ACCUMULATE == "off" or grad_ks:
         return None
     if DQ_ACCUMULATE not in ("atomic", "tma"):
         raise ValueError(f"DQ_ACCUMULATE={DQ_ACCUMULATE!r}: expected 'off', 'atomic' or 'tma'")
-    return "atomic" if plan.interpret else DQ_ACCUMULATE
+    return DQ_ACCUMULATE
 
 
 def _dq_kernel(plan, q, k, v, do, o, lse, delta, caps, grad_ks, grad_bufs, fused,
@@ -346,9 +347,9 @@ def _dq_kernel(plan, q, k, v, do, o, lse, delta, caps, grad_ks, grad_bufs, fused
     return dq
 
 
-def _dkdv_kernel(plan, q, k, v, do, lse, delta, caps, backward_mode, dq_acc, accumulate
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """dK and dV (and, with `accumulate`, dQ added into the fp32 `dq_acc`)."""
+def _dkdv_kernel(plan, q, k, v, do, lse, delta, caps, backward_mode, accumulate
+                 ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
+    """(dQ, dK, dV): dQ added up here when `accumulate` (a DQ_ACCUMULATE mode), else None."""
     B, H, Q_LEN, D = q.shape
     HK, KV_LEN = k.shape[1], k.shape[2]
     m = plan.mask
@@ -359,7 +360,12 @@ def _dkdv_kernel(plan, q, k, v, do, lse, delta, caps, backward_mode, dq_acc, acc
     cfg = choose_config("dkdv", D, q.dtype, m.block, plan.interpret)
     tma = tma_mode(q, k, v, do, cfg.block_m, cfg.block_n, plan.interpret, backward_mode)
     qd, dod = _descriptors(tma, (q, cfg.block_m), (do, cfg.block_m))
-    acc_mode = 0 if not accumulate else 2 if accumulate == "tma" and tma == 2 else 1
+    # TMA reduce-adds where the backward reads through descriptors (never in the interpreter,
+    # which has no descriptor reduce), else pointer atomics
+    acc_mode = 0 if not accumulate else \
+        2 if accumulate == "tma" and tma == 2 and not plan.interpret else 1
+    dq_acc = (torch.zeros(B * H * Q_LEN, D, device=q.device, dtype=torch.float32)
+              if accumulate else None)
     dqad = (descriptor_class().from_tensor(dq_acc, [cfg.block_m, D]) if acc_mode == 2
             else None)
     n_n = triton_cdiv(KV_LEN, cfg.block_n)
@@ -379,7 +385,8 @@ def _dkdv_kernel(plan, q, k, v, do, lse, delta, caps, backward_mode, dq_acc, acc
              EVEN_N=KV_LEN % cfg.block_n == 0, HAS_SCORE_MOD=plan.has_score_mod, DOT_PREC=prec,
              TMA=tma, DP_FIRST=plan.traced.score_grad_varies, ACC_DQ=acc_mode),
         () if accumulate else (dk, dv), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
-    return dk, dv
+    dq = dq_acc.view(B, H, Q_LEN, D).to(q.dtype) if accumulate else None
+    return dq, dk, dv
 
 
 def _decode_blocks(mask: BlockMask, B: int, H: int, HK: int):

@@ -13,8 +13,9 @@ the check guards against -- a launcher whose calling convention differs -- is th
 kernels; every pointer is passed 16-byte aligned, so no kernel is specialized differently),
 or, where none has yet, once a tiny probe kernel launched both ways agreed
 (`verify_direct_launch`): a process whose every launch is large (attention at B=4 H=16
-S=4096) otherwise never left the regular path -- 1.2-1.5 ms of host time per attention
-forward+backward on the H200, more than the document mask's kernels take.
+S=4096) otherwise never left the regular path -- 1.15-1.56 ms of host time per attention
+forward+backward on the H200, more than the document mask's kernels take
+(bench/results/2026-12-01_attention_bwd_tiles_h200_a983a21.md).
 """
 from __future__ import annotations
 
@@ -33,8 +34,8 @@ class TritonLaunch:
     CHECK_BYTES = 16 << 20            # outputs larger than this are not copied for the check
     verified = False                  # the direct path matched the regular one on some kernel
     first_launch_s = 0.0              # wall time of every kernel's first launch in this process
-    probed = False                    # verify_direct_launch's probe ran (verdict in `verified`)
                                       # (loading it, or compiling it when no worker did)
+    probed = False                    # verify_direct_launch's probe ran (verdict in `verified`)
 
     def __init__(self, fn, grid: int, constexprs: tuple, options: dict, n_outputs: int,
                  accumulates: bool):
