@@ -36,7 +36,7 @@ class _Kernel:
 
 def stub() -> None:
     names = ("_attn_fwd", "_attn_bwd_delta", "_attn_bwd_dkdv", "_attn_bwd_dq",
-             "_attn_decode_split", "_attn_decode_combine")
+             "_attn_bwd_dq_ds", "_attn_decode_split", "_attn_decode_combine")
     fake = types.SimpleNamespace(**{n: _Kernel() for n in names})
     real = codegen.compile_mods
     api.compile_mods = lambda *a, **k: (real(*a, **k)[0], fake)
@@ -83,7 +83,7 @@ def flex_op_us() -> tuple[float, float]:
     from torch.nn.attention.flex_attention import create_block_mask
     from cherenkov.attention import flex_op
     fake = types.SimpleNamespace(**{n: _Kernel() for n in (
-        "_attn_fwd", "_attn_bwd_delta", "_attn_bwd_dkdv", "_attn_bwd_dq")})
+        "_attn_fwd", "_attn_bwd_delta", "_attn_bwd_dkdv", "_attn_bwd_dq", "_attn_bwd_dq_ds")})
     flex_op.kernel_mode = lambda device: ("jit", "")
     flex_op.load_kernels = lambda *a, **k: fake
     ids = torch.arange(256, dtype=torch.int32) // 100

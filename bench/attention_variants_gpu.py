@@ -17,10 +17,11 @@ rounds), in one process. Three experiment sets:
   4-D) vs pointers, over the "fwd_tma" tiles, with 64 x 64 and 128 x 64 mask tiles.
 * `tma_bwd`: the backward's K / V (dQ) and Q / dO (dK/dV) tiles through 2-D descriptors
   (launch.TMA_BACKWARD) vs pointers, and their stages / warps; timed forward+backward.
-* `dq_acc`: dQ by its own kernel vs added up by the dK/dV kernel (launch.DQ_ACCUMULATE:
-  pointer atomics, TMA reduce-adds); timed forward+backward.
+* `dq_ds`: dQ by its own kernel vs from the dS tiles the dK/dV kernel stores (launch.DS_STORE
+  "on"; DS_BUDGET: heads in chunks of that many bytes of dS), the dq_ds kernel's stages, and
+  pointers instead of descriptors; timed forward+backward.
 
-    CHERENKOV_COMMIT=<sha> python bench/attention_variants_gpu.py {ws,fwd,bwd,tma,tma_bwd,dq_acc} OUT_DIR
+    CHERENKOV_COMMIT=<sha> python bench/attention_variants_gpu.py {ws,fwd,bwd,tma,tma_bwd,dq_ds} OUT_DIR
     python bench/attention_variants_gpu.py fwd OUT_DIR --smoke    # CPU interpreter, tiny
 
 B=4 H=16 S=4096 D=128 bf16 (smoke: B=1 H=2 S=128 D=32 fp32). Writes
@@ -246,17 +247,32 @@ def tma_bwd_variants():
                     context=_tma_backward("auto"))]
 
 
-def dq_acc_variants():
-    return [Variant("dQ kernel", context=_launch_setting("DQ_ACCUMULATE", "off")),
-            Variant("dQ by atomics in dK/dV", context=_launch_setting("DQ_ACCUMULATE", "atomic")),
-            Variant("dQ by TMA reduce-adds in dK/dV",
-                    context=_launch_setting("DQ_ACCUMULATE", "tma"))]
+def dq_ds_variants():
+    def stored(budget):
+        return lambda: _stack(_launch_setting("DS_STORE", "on")(),
+                              _launch_setting("DS_BUDGET", budget)())
+    return [Variant("dQ kernel", context=_launch_setting("DS_STORE", "off")),
+            Variant("stored dS 512 MiB", context=stored(512 << 20)),
+            Variant("stored dS 1 GiB", context=stored(1 << 30)),
+            Variant("stored dS 2 GiB (one chunk)", context=stored(2 << 30)),
+            Variant("stored dS 512 MiB, dq_ds s4", table={"dq_ds": K(64, 64, 4, 4)},
+                    context=stored(512 << 20)),
+            Variant("stored dS 512 MiB, backward pointers",
+                    context=lambda: _stack(stored(512 << 20)(), _tma_backward("off")()))]
+
+
+@contextlib.contextmanager
+def _stack(*contexts):
+    with contextlib.ExitStack() as stack:
+        for c in contexts:
+            stack.enter_context(c)
+        yield
 
 
 # ---- cases and timing ------------------------------------------------------------------------
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("set", choices=("ws", "fwd", "bwd", "tma", "tma_bwd", "dq_acc"))
+    parser.add_argument("set", choices=("ws", "fwd", "bwd", "tma", "tma_bwd", "dq_ds"))
     parser.add_argument("out_dir", nargs="?", default="bench/results")
     parser.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes")
     parser.add_argument("--cases", nargs="*", help="only these cases")
@@ -265,7 +281,7 @@ def main() -> int:
     dev, dt = ("cpu", torch.float32) if args.smoke else ("cuda", torch.bfloat16)
     B, H, S, D = (1, 2, 128, 32) if args.smoke else (4, 16, 4096, 128)
     torch.manual_seed(0)
-    grad = args.set in ("bwd", "tma_bwd", "dq_acc")
+    grad = args.set in ("bwd", "tma_bwd", "dq_ds")
     q, k, v = (torch.randn(B, H, S, D, device=dev, dtype=dt, requires_grad=grad)
                for _ in range(3))
     do = torch.randn(B, H, S, D, device=dev, dtype=dt)
@@ -277,7 +293,7 @@ def main() -> int:
             "document8": (None, ca.document(offsets=_doc_offsets(S, 8, dev), causal=True))}
     names = {"ws": ("causal", "alibi"), "bwd": ("causal", "softcap30", "alibi", "document8"),
              "fwd": tuple(mods)[:5], "tma": tuple(mods), "tma_bwd": tuple(mods),
-             "dq_acc": tuple(mods)}[args.set]
+             "dq_ds": tuple(mods)}[args.set]
     if args.cases:
         names = tuple(n for n in names if n in args.cases)
     block = (32, 32) if args.smoke else (64, 64)
@@ -310,7 +326,7 @@ def main() -> int:
 
     variants = {"ws": ws_variants, "fwd": fwd_variants, "bwd": bwd_variants,
                 "tma": tma_variants, "tma_bwd": tma_bwd_variants,
-                "dq_acc": dq_acc_variants}[args.set]()
+                "dq_ds": dq_ds_variants}[args.set]()
     if args.variants:
         variants = [v for v in variants if v.name in args.variants]
     rows = run_variants(variants, cases, measure, D, rounds=1 if args.smoke else 2)
@@ -322,7 +338,7 @@ def main() -> int:
              "bwd": "Attention backward variants",
              "tma": "Attention forward through TMA descriptors",
              "tma_bwd": "Attention backward through TMA descriptors",
-             "dq_acc": "Attention backward: dQ added up by the dK/dV kernel"}[args.set]
+             "dq_ds": "Attention backward: dQ from stored dS"}[args.set]
     write_report(args.out_dir, stem, title, note, rows)
     return 0
 

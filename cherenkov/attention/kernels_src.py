@@ -167,21 +167,23 @@ def _attn_bwd_delta(O, DO, DELTA, stride_ob, stride_oh, stride_om, stride_dob, s
 
 
 @triton.jit
-def _dkdv_tile(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD, DQ_ACC, DQAD,
-               q_row, start_m, offs_n, offs_d, b, h, sm_scale, Q_LEN, stride_qm, stride_dom,
-               __CAPS__
+def _dkdv_tile(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD, DSD, ds_cols,
+               ds_row_stride, q_row, start_m, offs_n, offs_d, b, h, sm_scale, Q_LEN, stride_qm,
+               stride_dom, __CAPS__
                D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
-               IS_PARTIAL: tl.constexpr, EVEN_M: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
-               DOT_PREC: tl.constexpr, TMA: tl.constexpr, DP_FIRST: tl.constexpr,
-               ACC_DQ: tl.constexpr):
+               SPARSE_M: tl.constexpr, IS_PARTIAL: tl.constexpr, EVEN_M: tl.constexpr,
+               HAS_SCORE_MOD: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr,
+               DP_FIRST: tl.constexpr, DS_STORE: tl.constexpr):
     """DP_FIRST (score mods whose derivative varies per score): dP's matmul issued with S's and
     dS formed before the dV matmul -- no tile held across the dP matmul, so the derivative's
     tile fits beside 64-row steps (softcap forward+backward 2.64 vs 2.82 ms with 32-row steps,
     bench/results/2026-12-01_attention_bwd_order_variants_h200_d9ee083.md); without a score
     mod's derivative tile that order takes 17-26% longer (causal, ALiBi).
-    ACC_DQ (launch.DQ_ACCUMULATE): this tile's dS K is added into DQ_ACC, fp32 rows of
-    (B*H*Q_LEN, D) -- 1: pointer atomics, 2: TMA reduce-adds through DQAD -- so no dQ kernel
-    recomputes S and dP."""
+    DS_STORE (launch.DS_BUDGET): this tile's dS^T is also stored for _attn_bwd_dq_ds, so no dQ
+    kernel recomputes S and dP: `ds_cols` is this program's key rows of the head's dS tiles
+    (pointers, or with TMA == 2 the first of them as a row of DSD, a 2-D view of SPARSE_M
+    columns), `ds_row_stride` apart per query block. Through DSD the store is an asynchronous
+    bulk copy that Triton's pipeliner waits on only before the next tile's."""
     offs_m = start_m + tl.arange(0, BLOCK_M)
     qT_ptrs = Q_base + offs_m[None, :] * stride_qm + offs_d[:, None]      # (D_PAD, BLOCK_M)
     do_ptrs = DO_base + offs_m[:, None] * stride_dom + offs_d[None, :]    # (BLOCK_M, D_PAD)
@@ -221,31 +223,34 @@ def _dkdv_tile(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD, DQ_
             dsT = _scale_ds(dsT, pT, dsdx)
     ds16 = dsT.to(qT.dtype)
     dk = tl.dot(ds16, tl.trans(qT), dk, input_precision=DOT_PREC)
-    if ACC_DQ != 0:
-        dq = tl.dot(tl.trans(ds16), k, input_precision=DOT_PREC) * sm_scale
-        if ACC_DQ == 2:
-            DQAD.atomic_add([q_row + start_m, 0], dq)
+    if DS_STORE:
+        m_blk = start_m // SPARSE_M
+        if TMA == 2:
+            DSD.store([ds_cols + m_blk * ds_row_stride, start_m - m_blk * SPARSE_M], ds16)
         else:
-            tl.atomic_add(DQ_ACC + (q_row + offs_m)[:, None] * D + offs_d[None, :], dq,
-                          mask=(offs_m[:, None] < Q_LEN) & (offs_d[None, :] < D), sem="relaxed")
+            tl.store(ds_cols + m_blk * ds_row_stride + (offs_m - m_blk * SPARSE_M)[None, :], ds16)
     return dk, dv
 
 
-@triton.jit(do_not_specialize=["HEAD_GROUP"])   # its value never changes the code
+@triton.jit(do_not_specialize=["HEAD_GROUP", "HEAD0"])   # their values never change the code
 def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, DELTA, __CAPS__
-                   Q_NUM, Q_IDX, FULL_NUM, FULL_IDX, QD, DOD, DQ_ACC, DQAD,
+                   Q_NUM, Q_IDX, FULL_NUM, FULL_IDX, QD, DOD, DS, DSD,
                    stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
                    stride_vb, stride_vh, stride_vn, stride_dob, stride_doh, stride_dom,
                    stride_dkb, stride_dkh, stride_dkn, stride_dvb, stride_dvh, stride_dvn,
                    snb, snh, snn, sib, sih, sin,
-                   sm_scale, Q_LEN, KV_LEN, H, HK, GROUPS, NUM_N_BLOCKS, HEAD_GROUP,
+                   sm_scale, Q_LEN, KV_LEN, H, HK, GROUPS, NUM_N_BLOCKS, HEAD_GROUP, HEAD0,
                    D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
                    BLOCK_N: tl.constexpr, SPARSE_M: tl.constexpr, SPARSE_N: tl.constexpr,
                    EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
                    DOT_PREC: tl.constexpr, TMA: tl.constexpr, DP_FIRST: tl.constexpr,
-                   ACC_DQ: tl.constexpr):
-    pid_n, bhk = _program_block(NUM_N_BLOCKS, HEAD_GROUP)   # first key blocks (causal: the
+                   DS_STORE: tl.constexpr):
+    """dK, dV per key block of the kv heads HEAD0.. (the grid's heads). DS_STORE: each tile's
+    dS is stored too, into DS: per query head of these kv heads, (Q blocks, KV blocks) sparse
+    tiles of (SPARSE_N, SPARSE_M) each -- the layout _attn_bwd_dq_ds reads."""
+    pid_n, local = _program_block(NUM_N_BLOCKS, HEAD_GROUP)   # first key blocks (causal: the
     # longest column) first
+    bhk = HEAD0 + local
     b = bhk // HK
     hk = bhk % HK
     start_n = pid_n * BLOCK_N
@@ -259,8 +264,21 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, DELTA, __CAPS__
     dk = tl.zeros([BLOCK_N, D_PAD], tl.float32)
     dv = tl.zeros([BLOCK_N, D_PAD], tl.float32)
     R = SPARSE_M // BLOCK_M
+    n_blk = start_n // SPARSE_N
+    # dS tiles (DS_STORE): (SPARSE_N, SPARSE_M) each, (Q blocks, KV blocks) of them per head
+    ds_row_stride = tl.cdiv(KV_LEN, SPARSE_N) * SPARSE_N      # rows of SPARSE_M per q block
+    if TMA != 2:
+        ds_row_stride = ds_row_stride * SPARSE_M               # elements
+    ds_head = tl.cdiv(Q_LEN, SPARSE_M) * ds_row_stride
     for g in range(0, GROUPS):
         h = hk * GROUPS + g
+        if not DS_STORE:
+            ds_cols = DS
+        elif TMA == 2:
+            ds_cols = (local * GROUPS + g) * ds_head + start_n
+        else:
+            ds_cols = (DS + (local * GROUPS + g).to(tl.int64) * ds_head
+                       + n_blk * (SPARSE_M * SPARSE_N) + (offs_n - n_blk * SPARSE_N)[:, None] * SPARSE_M)
         Q_base = Q + b * stride_qb + h * stride_qh
         DO_base = DO + b * stride_dob + h * stride_doh
         LSE_base = LSE + (b * H + h) * Q_LEN
@@ -272,16 +290,18 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, DELTA, __CAPS__
         for it in range(0, n_partial * R):
             start_m = tl.load(Q_IDX + irow + it // R) * SPARSE_M + (it % R) * BLOCK_M
             dk, dv = _dkdv_tile(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD,
-                                DQ_ACC, DQAD, q_row, start_m, offs_n, offs_d, b, h, sm_scale,
-                                Q_LEN, stride_qm, stride_dom, __CAPS__ D, D_PAD, BLOCK_M, True,
-                                EVEN_M, HAS_SCORE_MOD, DOT_PREC, TMA, DP_FIRST, ACC_DQ)
+                                DSD, ds_cols, ds_row_stride, q_row, start_m, offs_n, offs_d, b, h,
+                                sm_scale, Q_LEN, stride_qm, stride_dom, __CAPS__ D, D_PAD,
+                                BLOCK_M, SPARSE_M, True, EVEN_M, HAS_SCORE_MOD, DOT_PREC, TMA,
+                                DP_FIRST, DS_STORE)
         n_full = tl.load(FULL_NUM + row)
         for it in range(0, n_full * R):
             start_m = tl.load(FULL_IDX + irow + it // R) * SPARSE_M + (it % R) * BLOCK_M
             dk, dv = _dkdv_tile(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD,
-                                DQ_ACC, DQAD, q_row, start_m, offs_n, offs_d, b, h, sm_scale,
-                                Q_LEN, stride_qm, stride_dom, __CAPS__ D, D_PAD, BLOCK_M, False,
-                                EVEN_M, HAS_SCORE_MOD, DOT_PREC, TMA, DP_FIRST, ACC_DQ)
+                                DSD, ds_cols, ds_row_stride, q_row, start_m, offs_n, offs_d, b, h,
+                                sm_scale, Q_LEN, stride_qm, stride_dom, __CAPS__ D, D_PAD,
+                                BLOCK_M, SPARSE_M, False, EVEN_M, HAS_SCORE_MOD, DOT_PREC, TMA,
+                                DP_FIRST, DS_STORE)
     dk = dk * sm_scale
     tl.store(DK + b * stride_dkb + hk * stride_dkh + offs_n[:, None] * stride_dkn + offs_d[None, :],
              dk.to(DK.dtype.element_ty), mask=kv_mask)
@@ -390,6 +410,77 @@ def _attn_bwd_dq(Q, K, V, DO, DQ, LSE, DELTA, O, __CAPS__ __GRADS__
     dq = dq * sm_scale
     tl.store(DQ + b * stride_dqb + h * stride_dqh + offs_m[:, None] * stride_dqm + offs_d[None, :],
              dq.to(DQ.dtype.element_ty), mask=row_mask)
+
+
+@triton.jit
+def _dq_ds_tile(dq, ds_row, K_base, DSD, KD, kv_row, start_m, start_n, offs_d, KV_LEN, stride_kn,
+                D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
+                SPARSE_M: tl.constexpr, SPARSE_N: tl.constexpr, EVEN_N: tl.constexpr,
+                DOT_PREC: tl.constexpr, TMA: tl.constexpr):
+    n_blk = start_n // SPARSE_N
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    if TMA == 2:
+        dsT = DSD.load([ds_row + start_n, start_m % SPARSE_M])           # (BLOCK_N, BLOCK_M)
+        k = KD.load([kv_row + start_n, 0])
+    else:
+        ds_ptrs = ds_row + n_blk * (SPARSE_M * SPARSE_N) + (offs_n - n_blk * SPARSE_N)[:, None] * SPARSE_M
+        k_ptrs = K_base + offs_n[:, None] * stride_kn + offs_d[None, :]
+        if EVEN_N and D == D_PAD:
+            dsT = tl.load(ds_ptrs)
+            k = tl.load(k_ptrs)
+        else:      # key rows past KV_LEN: dS there was never written (or is not 0: K is)
+            dsT = tl.load(ds_ptrs, mask=offs_n[:, None] < KV_LEN, other=0.0)
+            k = tl.load(k_ptrs, mask=(offs_n[:, None] < KV_LEN) & (offs_d[None, :] < D),
+                        other=0.0)
+    return tl.dot(tl.trans(dsT), k, dq, input_precision=DOT_PREC)
+
+
+@triton.jit(do_not_specialize=["HEAD_GROUP", "HEAD0"])   # their values never change the code
+def _attn_bwd_dq_ds(K, DQ, DS, KV_NUM, KV_IDX, FULL_NUM, FULL_IDX, DSD, KD,
+                    stride_kb, stride_kh, stride_kn, stride_dqb, stride_dqh, stride_dqm,
+                    snb, snh, snm, sib, sih, sim,
+                    sm_scale, Q_LEN, KV_LEN, H, GROUPS, NUM_M_BLOCKS, HEAD_GROUP, HEAD0,
+                    D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
+                    BLOCK_N: tl.constexpr, SPARSE_M: tl.constexpr, SPARSE_N: tl.constexpr,
+                    EVEN_N: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr):
+    """dQ = dS K per query block from the dS tiles _attn_bwd_dkdv stored (DS_STORE) for the
+    query heads of kv heads HEAD0.. (the grid's heads): one matmul per tile, no recomputation.
+    TMA == 2: dS and K tiles through descriptors (DSD: rows of SPARSE_M, as the store's)."""
+    blk, local = _program_block(NUM_M_BLOCKS, HEAD_GROUP)
+    pid_m = NUM_M_BLOCKS - 1 - blk
+    bh = HEAD0 * GROUPS + local
+    b = bh // H
+    h = bh % H
+    hk = h // GROUPS
+    start_m = pid_m * BLOCK_M
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, D_PAD)
+    m_blk = start_m // SPARSE_M
+    ds_row_stride = tl.cdiv(KV_LEN, SPARSE_N) * SPARSE_N                 # rows per q block
+    if TMA == 2:       # this q block's first row of DSD
+        ds_row = (local * tl.cdiv(Q_LEN, SPARSE_M) + m_blk) * ds_row_stride
+    else:              # pointers to this q block's columns of its first rows
+        ds_row = (DS + (local.to(tl.int64) * tl.cdiv(Q_LEN, SPARSE_M) + m_blk)
+                  * (ds_row_stride * SPARSE_M) + (offs_m - m_blk * SPARSE_M)[None, :])
+    K_base = K + b * stride_kb + hk * stride_kh
+    kv_row = (b * (H // GROUPS) + hk) * KV_LEN           # TMA == 2: rows of (B*HK*KV_LEN, D)
+    dq = tl.zeros([BLOCK_M, D_PAD], tl.float32)
+    R = SPARSE_N // BLOCK_N
+    row = b * snb + h * snh + m_blk * snm
+    irow = b * sib + h * sih + m_blk * sim
+    n_partial = tl.load(KV_NUM + row)
+    for it in range(0, n_partial * R):
+        start_n = tl.load(KV_IDX + irow + it // R) * SPARSE_N + (it % R) * BLOCK_N
+        dq = _dq_ds_tile(dq, ds_row, K_base, DSD, KD, kv_row, start_m, start_n, offs_d, KV_LEN,
+                         stride_kn, D, D_PAD, BLOCK_N, SPARSE_M, SPARSE_N, EVEN_N, DOT_PREC, TMA)
+    n_full = tl.load(FULL_NUM + row)
+    for it in range(0, n_full * R):
+        start_n = tl.load(FULL_IDX + irow + it // R) * SPARSE_N + (it % R) * BLOCK_N
+        dq = _dq_ds_tile(dq, ds_row, K_base, DSD, KD, kv_row, start_m, start_n, offs_d, KV_LEN,
+                         stride_kn, D, D_PAD, BLOCK_N, SPARSE_M, SPARSE_N, EVEN_N, DOT_PREC, TMA)
+    dq = dq * sm_scale
+    tl.store(DQ + b * stride_dqb + h * stride_dqh + offs_m[:, None] * stride_dqm + offs_d[None, :],
+             dq.to(DQ.dtype.element_ty), mask=(offs_m[:, None] < Q_LEN) & (offs_d[None, :] < D))
 
 
 @triton.jit

@@ -263,12 +263,12 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad, dlse
     caps = capture_args(captured, q.device)
 
     grad_ks = plan.traced.grad_indices()
-    accumulate = _dq_accumulate(grad_ks)
+    chunk = _ds_chunk(plan, q, k, grad_ks)
     # delta = rowsum(dO * O): computed by the dQ kernel, which runs first (one launch and a
-    # pass over dO fewer), unless an lse gradient joins it or no dQ kernel runs (its own
-    # kernel, then a subtraction)
+    # pass over dO fewer), unless an lse gradient joins it or dQ comes from stored dS (its
+    # own kernel, then a subtraction)
     delta = torch.empty(B, H, Q_LEN, device=q.device, dtype=torch.float32)
-    fused = dlse is None and not accumulate
+    fused = dlse is None and not chunk
     if not fused:
         bm = 32 if plan.interpret else 64
         launcher(plan.kernels._attn_bwd_delta)(
@@ -281,13 +281,15 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad, dlse
     grad_bufs = {k_: torch.zeros(captured[k_].numel(), device=q.device, dtype=torch.float32)
                  for k_ in grad_ks}
     backward_mode = _mode_for(plan, _backward_tma())
-    if accumulate:
-        dq, dk, dv = _dkdv_kernel(plan, q, k, v, do, lse, delta, caps, backward_mode,
-                                  accumulate)
+    dk = torch.empty_like(k, memory_format=torch.contiguous_format)
+    dv = torch.empty_like(v, memory_format=torch.contiguous_format)
+    if chunk:
+        dq = _stored_ds_backward(plan, q, k, v, do, lse, delta, caps, backward_mode, dk, dv,
+                                 chunk)
     else:
         dq = _dq_kernel(plan, q, k, v, do, o, lse, delta, caps, grad_ks, grad_bufs, fused,
                         backward_mode)
-        _, dk, dv = _dkdv_kernel(plan, q, k, v, do, lse, delta, caps, backward_mode, None)
+        _dkdv_kernel(plan, q, k, v, do, lse, delta, caps, backward_mode, dk, dv)
 
     capture_grads = []
     for k_, t in enumerate(captured):
@@ -298,22 +300,62 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad, dlse
     return dq, dk, dv, capture_grads
 
 
-# dQ without its own kernel (kernels_src ACC_DQ): "off" (the dQ kernel recomputes S and dP),
-# "atomic" (the dK/dV kernel adds each tile's dS K into an fp32 dQ with pointer atomics) or
-# "tma" (with TMA reduce-adds where the backward reads through descriptors, else atomics).
-# Not for score mods with captured-tensor gradients (the dQ kernel computes those). dQ then
-# depends on the order of the adds (not bit-reproducible). Off until measured on the GPU
-# (bench/attention_dq_atomic_gpu.py is the standalone probe).
-DQ_ACCUMULATE = "off"
+# dQ from stored dS (kernels_src DS_STORE, _attn_bwd_dq_ds): the dK/dV kernel also stores
+# each tile's dS, in the inputs' dtype (an asynchronous TMA store where the backward reads
+# through descriptors), and a second kernel multiplies it by K -- one matmul per tile --
+# where a dQ kernel recomputes S, the score mod and dP (three matmuls). At B=4 H=16 S=4096
+# D=128 on the H200 the store costs the dK/dV kernel about what the recomputation costs the
+# dQ kernel (causal: dK/dV 0.98 -> 1.23 ms, dQ 0.73 -> 0.38): forward+backward ALiBi 3.5-5%
+# faster, softcap 4.5-6%, while plain masks stay within -3..+3% (causal 0.97-0.98x)
+# (bench/results/2026-12-01_attention_dq_ds_variants_*). So DS_STORE "auto" takes it for
+# score mods only; "on" always, "off" never. Score mods with captured-tensor gradients keep
+# the dQ kernel (it computes those). At most DS_BUDGET bytes of dS are held: kv heads go in
+# chunks (dK/dV, then dQ, per chunk) whose dense (Q blocks x KV blocks) tiles fit; a head
+# that does not fit alone takes the dQ kernel. Not kept: the next chunk's dK/dV beside this
+# chunk's dQ on a second stream (no faster on the GPU, more host time: ..._overlap_...md),
+# and adding dS K into an fp32 dQ from the dK/dV kernel (FlashAttention-3's way: 0.49-0.63x,
+# pointer atomics or TMA reduce-adds, 2026-12-01_attention_dq_acc_variants_h200_578d88e.md).
+DS_STORE = "auto"
+DS_BUDGET = 512 << 20
 
 
-def _dq_accumulate(grad_ks) -> str | None:
-    """The DQ_ACCUMULATE mode this call's backward takes, None for the dQ kernel."""
-    if DQ_ACCUMULATE == "off" or grad_ks:
-        return None
-    if DQ_ACCUMULATE not in ("atomic", "tma"):
-        raise ValueError(f"DQ_ACCUMULATE={DQ_ACCUMULATE!r}: expected 'off', 'atomic' or 'tma'")
-    return DQ_ACCUMULATE
+def _stored_ds_backward(plan, q, k, v, do, lse, delta, caps, backward_mode, dk, dv, chunk):
+    """dK, dV (into dk, dv) and the returned dQ through stored dS, `chunk` kv heads at a time."""
+    B, H, Q_LEN, _ = q.shape
+    HK = k.shape[1]
+    dq = torch.empty_like(q, memory_format=torch.contiguous_format)
+    ds = torch.empty(chunk * (H // HK) * _ds_head_elements(plan.mask, Q_LEN, k.shape[2]),
+                     device=q.device, dtype=q.dtype)
+    for head0 in range(0, B * HK, chunk):
+        heads = min(chunk, B * HK - head0)
+        _dkdv_kernel(plan, q, k, v, do, lse, delta, caps, backward_mode, dk, dv, ds, head0, heads)
+        _dq_ds_kernel(plan, q, k, v, do, dq, ds, backward_mode, head0, heads)
+    return dq
+
+
+def _ds_head_elements(mask: BlockMask, Q_LEN: int, KV_LEN: int) -> int:
+    """Elements of one query head's stored dS: every (Q block, KV block) sparse tile."""
+    sm, sn = mask.block
+    return triton_cdiv(Q_LEN, sm) * sm * triton_cdiv(KV_LEN, sn) * sn
+
+
+def _ds_chunk(plan: Plan, q, k, grad_ks) -> int:
+    """kv heads per stored-dS chunk, 0 for the dQ kernel."""
+    if DS_STORE not in ("auto", "on", "off"):
+        raise ValueError(f"DS_STORE={DS_STORE!r}: expected 'auto', 'on' or 'off'")
+    if DS_STORE == "off" or (DS_STORE == "auto" and not plan.has_score_mod) or grad_ks \
+            or DS_BUDGET <= 0:
+        return 0
+    B, H, Q_LEN, _ = q.shape
+    HK, KV_LEN = k.shape[1], k.shape[2]
+    per_kv_head = (H // HK) * _ds_head_elements(plan.mask, Q_LEN, KV_LEN) * q.element_size()
+    heads = min(B * HK, DS_BUDGET // per_kv_head)
+    if 0 < heads < B * HK:         # whole groups of the dK/dV kernel's program order
+        group = head_group(B * HK, 2 * (H // HK) * Q_LEN * q.shape[-1] * q.element_size(),
+                           plan.mask.device, plan.interpret)
+        if group <= heads:
+            heads -= heads % group
+    return heads
 
 
 def _dq_kernel(plan, q, k, v, do, o, lse, delta, caps, grad_ks, grad_bufs, fused,
@@ -347,46 +389,63 @@ def _dq_kernel(plan, q, k, v, do, o, lse, delta, caps, grad_ks, grad_bufs, fused
     return dq
 
 
-def _dkdv_kernel(plan, q, k, v, do, lse, delta, caps, backward_mode, accumulate
-                 ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
-    """(dQ, dK, dV): dQ added up here when `accumulate` (a DQ_ACCUMULATE mode), else None."""
+def _dkdv_kernel(plan, q, k, v, do, lse, delta, caps, backward_mode, dk, dv, ds=None,
+                 head0: int = 0, heads: int | None = None) -> None:
+    """dK and dV of kv heads head0 .. head0 + heads (all by default) into dk, dv; with `ds`,
+    their query heads' dS tiles stored there too (DS_STORE)."""
     B, H, Q_LEN, D = q.shape
     HK, KV_LEN = k.shape[1], k.shape[2]
+    heads = B * HK if heads is None else heads
     m = plan.mask
     D_PAD = max(16, next_power_of_2(D))
     prec = _dot_precision(q.dtype)
-    dk = torch.empty_like(k, memory_format=torch.contiguous_format)
-    dv = torch.empty_like(v, memory_format=torch.contiguous_format)
     cfg = choose_config("dkdv", D, q.dtype, m.block, plan.interpret)
     tma = tma_mode(q, k, v, do, cfg.block_m, cfg.block_n, plan.interpret, backward_mode)
     qd, dod = _descriptors(tma, (q, cfg.block_m), (do, cfg.block_m))
-    # TMA reduce-adds where the backward reads through descriptors (never in the interpreter,
-    # which has no descriptor reduce), else pointer atomics
-    acc_mode = 0 if not accumulate else \
-        2 if accumulate == "tma" and tma == 2 and not plan.interpret else 1
-    dq_acc = (torch.zeros(B * H * Q_LEN, D, device=q.device, dtype=torch.float32)
-              if accumulate else None)
-    dqad = (descriptor_class().from_tensor(dq_acc, [cfg.block_m, D]) if acc_mode == 2
-            else None)
+    # the dS store through TMA too, into a 2-D view of rows of SPARSE_M
+    dsd = (descriptor_class().from_tensor(ds.view(-1, m.block[0]), [cfg.block_n, cfg.block_m])
+           if ds is not None and tma == 2 else None)
     n_n = triton_cdiv(KV_LEN, cfg.block_n)
-    group = head_group(B * HK, 2 * (H // HK) * Q_LEN * D * q.element_size(), plan.mask.device,
+    group = head_group(heads, 2 * (H // HK) * Q_LEN * D * q.element_size(), plan.mask.device,
                        plan.interpret)
     launcher(plan.kernels._attn_bwd_dkdv)(
-        (n_n * B * HK,),
+        (n_n * heads,),
         (q, k, v, do, dk, dv, lse, delta, *caps,
-         m.q_num_blocks, m.q_indices, m.full_q_num_blocks, m.full_q_indices, qd, dod, dq_acc,
-         dqad,
+         m.q_num_blocks, m.q_indices, m.full_q_num_blocks, m.full_q_indices, qd, dod, ds, dsd,
          *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3],
          *dk.stride()[:3], *dv.stride()[:3],
          *_mask_strides(m.q_num_blocks, m.q_indices),
-         plan.scale, Q_LEN, KV_LEN, H, HK, H // HK, n_n, group),
+         plan.scale, Q_LEN, KV_LEN, H, HK, H // HK, n_n, group, head0),
         dict(D=D, D_PAD=D_PAD, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
              SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % m.block[0] == 0,
              EVEN_N=KV_LEN % cfg.block_n == 0, HAS_SCORE_MOD=plan.has_score_mod, DOT_PREC=prec,
-             TMA=tma, DP_FIRST=plan.traced.score_grad_varies, ACC_DQ=acc_mode),
-        () if accumulate else (dk, dv), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
-    dq = dq_acc.view(B, H, Q_LEN, D).to(q.dtype) if accumulate else None
-    return dq, dk, dv
+             TMA=tma, DP_FIRST=plan.traced.score_grad_varies, DS_STORE=ds is not None),
+        (dk, dv), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+
+
+def _dq_ds_kernel(plan, q, k, v, do, dq, ds, backward_mode, head0: int, heads: int) -> None:
+    """dQ of the query heads of kv heads head0 .. head0 + heads from their stored dS."""
+    B, H, Q_LEN, D = dq.shape
+    HK, KV_LEN = k.shape[1], k.shape[2]
+    m = plan.mask
+    cfg = choose_config("dq_ds", D, dq.dtype, m.block, plan.interpret)
+    n_m = triton_cdiv(Q_LEN, cfg.block_m)
+    tma = tma_mode(q, k, v, do, cfg.block_m, cfg.block_n, plan.interpret, backward_mode)
+    tma = 2 if tma == 2 else 0
+    kd, = _descriptors(tma, (k, cfg.block_n))
+    dsd = (descriptor_class().from_tensor(ds.view(-1, m.block[0]), [cfg.block_n, cfg.block_m])
+           if tma else None)
+    rows = heads * (H // HK)
+    group = head_group(rows, KV_LEN * D * k.element_size(), plan.mask.device, plan.interpret)
+    launcher(plan.kernels._attn_bwd_dq_ds)(
+        (n_m * rows,),
+        (k, dq, ds, m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices,
+         dsd, kd, *k.stride()[:3], *dq.stride()[:3], *_mask_strides(m.kv_num_blocks, m.kv_indices),
+         plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m, group, head0),
+        dict(D=D, D_PAD=max(16, next_power_of_2(D)), BLOCK_M=cfg.block_m,
+             BLOCK_N=cfg.block_n, SPARSE_M=m.block[0], SPARSE_N=m.block[1],
+             EVEN_N=KV_LEN % m.block[1] == 0, DOT_PREC=_dot_precision(dq.dtype), TMA=tma),
+        (dq,), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
 
 def _decode_blocks(mask: BlockMask, B: int, H: int, HK: int):

@@ -57,6 +57,9 @@ _GPU_TABLE = {
            256: KernelConfig(64, 32, 4, 1)},
     "dkdv": {64: KernelConfig(64, 128, 8, 3), 128: KernelConfig(64, 128, 8, 2),
              256: KernelConfig(32, 64, 4, 1)},
+    # dQ from stored dS (launch.DS_BUDGET): a stream of dS tiles, one matmul each
+    "dq_ds": {64: KernelConfig(64, 64, 4, 3), 128: KernelConfig(64, 64, 4, 3),
+              256: KernelConfig(64, 32, 4, 2)},
     "decode": {64: KernelConfig(16, 128, 4, 3), 128: KernelConfig(16, 128, 4, 3),
                256: KernelConfig(16, 64, 4, 2)},
 }
@@ -94,7 +97,7 @@ def stages_that_fit(cfg: KernelConfig, d_pad: int, elem_bytes: int, sram_bytes: 
 
 def choose_config(kernel: str, head_dim: int, dtype: torch.dtype, sparse_block=(64, 64),
                   interpret: bool = False, device=None) -> KernelConfig:
-    """Tiles for `kernel` in {"fwd", "fwd_tma", "dq", "dkdv", "decode"} at this head dim and dtype;
+    """Tiles for `kernel` in {"fwd", "fwd_tma", "dq", "dkdv", "dq_ds", "decode"} at this head dim and dtype;
     `device` is a `cherenkov.hw.DeviceSpec` (default: the live device)."""
     if interpret:
         return _INTERPRETER.clip(sparse_block)

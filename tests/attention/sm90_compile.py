@@ -15,8 +15,8 @@ from cherenkov.attention import mods
 from cherenkov.attention.codegen import load_kernels
 from cherenkov.attention.trace import trace_mods
 
-POINTERS = {"Q", "K", "V", "O", "DO", "DK", "DV", "DQ"}
-FLOAT_POINTERS = {"LSE", "DELTA", "O_PART", "LSE_PART", "DQ_ACC"}
+POINTERS = {"Q", "K", "V", "O", "DO", "DK", "DV", "DQ", "DS"}
+FLOAT_POINTERS = {"LSE", "DELTA", "O_PART", "LSE_PART"}
 INT8_POINTERS = {"BLK_FULL", "STATE"}
 INT_POINTERS = {"KV_NUM", "KV_IDX", "FULL_NUM", "FULL_IDX", "Q_NUM", "Q_IDX", "BLK_NUM", "BLK_IDX",
                 "NUM_P", "IDX_P", "NUM_F", "IDX_F"}
@@ -82,10 +82,11 @@ def main() -> int:
         compile_one(kernels._attn_bwd_delta, dict(D=80, D_PAD=128, BLOCK_M=64),
                     captured_types, 4, 1)
         dp_first = traced.score_grad_varies           # as launch.backward sets it
-        for acc in (0, 1):           # dQ by its own kernel, or added up here by atomics
+        for store in (False, True):       # dQ by its own kernel, or from stored dS
             compile_one(kernels._attn_bwd_dkdv, dict(base, BLOCK_M=64, BLOCK_N=64, TMA=0,
-                                                     QD=None, DOD=None, DQAD=None,
-                                                     DP_FIRST=dp_first, ACC_DQ=acc),
+                                                     QD=None, DOD=None, DSD=None,
+                                                     DP_FIRST=dp_first, DS_STORE=store,
+                                                     **({} if store else {"DS": None})),
                         captured_types, 4, 2)
         for fused in (True, False):
             compile_one(kernels._attn_bwd_dq, dict(base, BLOCK_M=128, BLOCK_N=64,
@@ -94,11 +95,19 @@ def main() -> int:
                         captured_types, 8, 2)
         even = dict(base, D=128, EVEN_M=True, EVEN_N=True, TMA=2, BLOCK_M=64, BLOCK_N=64)
         tile = "tensordesc<bf16[64,128]>"           # the backward's 2-D descriptor reads
-        compile_one(kernels._attn_bwd_dkdv, dict(even, DP_FIRST=dp_first, DQAD=None, ACC_DQ=0),
-                    dict(captured_types, QD=tile, DOD=tile), 4, 2)
-        compile_one(kernels._attn_bwd_dkdv, dict(even, DP_FIRST=dp_first, ACC_DQ=2),
-                    dict(captured_types, QD=tile, DOD=tile,      # dQ by TMA reduce-adds
-                         DQAD="tensordesc<fp32[64,128]>"), 4, 2)
+        for store in (False, True):      # dS stored through a descriptor too
+            compile_one(kernels._attn_bwd_dkdv,
+                        dict(even, DP_FIRST=dp_first, DS_STORE=store,
+                             **({} if store else {"DS": None, "DSD": None})),
+                        dict(captured_types, QD=tile, DOD=tile,
+                             **({"DSD": "tensordesc<bf16[64,64]>"} if store else {})), 4, 2)
+        for ragged in (True, False):      # pointers; descriptors (dS rows of SPARSE_M)
+            compile_one(kernels._attn_bwd_dq_ds,
+                        dict(D=80 if ragged else 128, D_PAD=128, BLOCK_M=64, BLOCK_N=64,
+                             SPARSE_M=128 if ragged else 64, SPARSE_N=64, EVEN_N=not ragged,
+                             DOT_PREC="tf32", TMA=0 if ragged else 2,
+                             **({"DSD": None, "KD": None} if ragged else {})),
+                        {} if ragged else {"DSD": "tensordesc<bf16[64,64]>", "KD": tile}, 4, 3)
         compile_one(kernels._attn_bwd_dq, dict(even, HAS_CAPTURE_GRADS=bool(traced.grad_loads()),
                                                FUSED_DELTA=True),
                     dict(captured_types, KD=tile, VD=tile), 4, 2)

@@ -112,7 +112,8 @@ def test_descriptor_forward_runs_index_masks_on_taller_tiles(name, mask_mod, coa
 @pytest.mark.parametrize("score_mod", [None, tanh_softcap(5.0)])
 def test_backward_descriptor_reads_match_pointer_loads(score_mod, monkeypatch):
     """The dQ kernel's K / V tiles and the dK/dV kernel's Q / dO tiles through 2-D
-    descriptors: the gradients of pointer loads."""
+    descriptors -- with a score mod, the stored-dS backward's dS stores and dS / K reads
+    (launch.DS_STORE) -- the gradients of pointer loads, bit for bit."""
     torch.manual_seed(0)
     q, k, v = (torch.randn(1, 2, 64, 16, dtype=torch.float16, requires_grad=True)
                for _ in range(3))
