@@ -57,7 +57,8 @@ _GPU_TABLE = {
            256: KernelConfig(64, 32, 4, 1)},
     "dkdv": {64: KernelConfig(64, 128, 8, 3), 128: KernelConfig(64, 128, 8, 2),
              256: KernelConfig(32, 64, 4, 1)},
-    # dQ from stored dS (launch.DS_BUDGET): a stream of dS tiles, one matmul each
+    # dQ from stored dS (launch.DS_STORE): a stream of dS tiles, one matmul each; 3 stages,
+    # 2 and 4 within 2% (bench/results/2026-12-01_attention_dq_ds_variants_*)
     "dq_ds": {64: KernelConfig(64, 64, 4, 3), 128: KernelConfig(64, 64, 4, 3),
               256: KernelConfig(64, 32, 4, 2)},
     "decode": {64: KernelConfig(16, 128, 4, 3), 128: KernelConfig(16, 128, 4, 3),
