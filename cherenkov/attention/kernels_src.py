@@ -83,6 +83,15 @@ def _program_block(NUM_BLOCKS, HEAD_GROUP):
     return rest // size, first + rest % size
 
 
+@triton.jit
+def _query_rows(blk, bh, H, GROUPS, NUM_M_BLOCKS, BLOCK_M: tl.constexpr):
+    """(b, h, kv head, first row, rows) of a query-block program: block `blk` of head `bh`,
+    numbered longest (causal) rows first."""
+    h = bh % H
+    start_m = (NUM_M_BLOCKS - 1 - blk) * BLOCK_M
+    return bh // H, h, h // GROUPS, start_m, start_m + tl.arange(0, BLOCK_M)
+
+
 @triton.jit(do_not_specialize=["HEAD_GROUP"])   # its value never changes the code
 def _attn_fwd(Q, K, V, O, LSE, __CAPS__
               KV_NUM, KV_IDX, FULL_NUM, FULL_IDX, QD, KD, VD, OD,
@@ -95,12 +104,7 @@ def _attn_fwd(Q, K, V, O, LSE, __CAPS__
               EVEN_N: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, DOT_PREC: tl.constexpr,
               TMA: tl.constexpr):
     blk, bh = _program_block(NUM_M_BLOCKS, HEAD_GROUP)
-    pid_m = NUM_M_BLOCKS - 1 - blk                      # longest (causal) rows first
-    b = bh // H
-    h = bh % H
-    hk = h // GROUPS
-    start_m = pid_m * BLOCK_M
-    offs_m = start_m + tl.arange(0, BLOCK_M)
+    b, h, hk, start_m, offs_m = _query_rows(blk, bh, H, GROUPS, NUM_M_BLOCKS, BLOCK_M)
     offs_d = tl.arange(0, D_PAD)
     q_ptrs = Q + b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :]
     q_row = (b * H + h) * Q_LEN + start_m               # TMA == 2: rows of (B*H*Q_LEN, D)
@@ -366,12 +370,7 @@ def _attn_bwd_dq(Q, K, V, DO, DQ, LSE, DELTA, O, __CAPS__ __GRADS__
     """dQ per query block. FUSED_DELTA: the rows' delta = rowsum(dO * O) is computed here
     (and stored for the dK/dV kernel, launched after this one) instead of by _attn_bwd_delta."""
     blk, bh = _program_block(NUM_M_BLOCKS, HEAD_GROUP)
-    pid_m = NUM_M_BLOCKS - 1 - blk
-    b = bh // H
-    h = bh % H
-    hk = h // GROUPS
-    start_m = pid_m * BLOCK_M
-    offs_m = start_m + tl.arange(0, BLOCK_M)
+    b, h, hk, start_m, offs_m = _query_rows(blk, bh, H, GROUPS, NUM_M_BLOCKS, BLOCK_M)
     offs_d = tl.arange(0, D_PAD)
     row_mask = (offs_m[:, None] < Q_LEN) & (offs_d[None, :] < D)
     q = tl.load(Q + b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :],
@@ -447,13 +446,8 @@ def _attn_bwd_dq_ds(K, DQ, DS, KV_NUM, KV_IDX, FULL_NUM, FULL_IDX, DSD, KD,
     query heads of kv heads HEAD0.. (the grid's heads): one matmul per tile, no recomputation.
     TMA == 2: dS and K tiles through descriptors (DSD: rows of SPARSE_M, as the store's)."""
     blk, local = _program_block(NUM_M_BLOCKS, HEAD_GROUP)
-    pid_m = NUM_M_BLOCKS - 1 - blk
-    bh = HEAD0 * GROUPS + local
-    b = bh // H
-    h = bh % H
-    hk = h // GROUPS
-    start_m = pid_m * BLOCK_M
-    offs_m = start_m + tl.arange(0, BLOCK_M)
+    b, h, hk, start_m, offs_m = _query_rows(blk, HEAD0 * GROUPS + local, H, GROUPS,
+                                            NUM_M_BLOCKS, BLOCK_M)
     offs_d = tl.arange(0, D_PAD)
     m_blk = start_m // SPARSE_M
     ds_row_stride = tl.cdiv(KV_LEN, SPARSE_N) * SPARSE_N                 # rows per q block
