@@ -17,7 +17,9 @@ parameters. Conventions shared by every kernel:
   lengths are multiples of the tiles, TMA == 4 over the (B, H, S, D) tensors as they are
   (rows past a head's end read as zeros, stores past it dropped); 0 reads through pointers.
   The backward reads its K / V (dQ) and Q / dO (dK/dV) tiles the 2-D way where it can
-  (launch.tma_mode decides).
+  (launch.tma_mode decides), and so stores and reads the stored-dS backward's dS tiles.
+* The backward computes dQ either by its own kernel (_attn_bwd_dq: S and dP recomputed) or from
+  the dS tiles the dK/dV kernel stores (DS_STORE, _attn_bwd_dq_ds; launch.DS_STORE decides).
 '''
 
 KERNELS = r'''

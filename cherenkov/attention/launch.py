@@ -349,6 +349,8 @@ def _ds_chunk(plan: Plan, q, k, grad_ks) -> int:
     B, H, Q_LEN, _ = q.shape
     HK, KV_LEN = k.shape[1], k.shape[2]
     per_kv_head = (H // HK) * _ds_head_elements(plan.mask, Q_LEN, KV_LEN) * q.element_size()
+    if per_kv_head == 0:           # an empty sequence: nothing to store
+        return 0
     heads = min(B * HK, DS_BUDGET // per_kv_head)
     if 0 < heads < B * HK:         # whole groups of the dK/dV kernel's program order
         group = head_group(B * HK, 2 * (H // HK) * Q_LEN * q.shape[-1] * q.element_size(),
