@@ -27,7 +27,7 @@ from triton.testing import do_bench  # noqa: E402
 
 import cherenkov.attention as ca  # noqa: E402
 from cherenkov.attention import tuning  # noqa: E402
-from cherenkov.bench.report import save_pair, script_meta  # noqa: E402
+from cherenkov.bench.report import md_table, save_pair, script_meta  # noqa: E402
 from cherenkov.bench.suites.attention import _doc_offsets  # noqa: E402
 
 K = tuning.KernelConfig
@@ -226,22 +226,21 @@ def main() -> int:
         lines.append(f"| {r['case']} | {r['impl']} | "
                      f"{' / '.join(f'{t:.3f}' for t in r['do_bench_ms'])} | {r['gpu_ms']:.3f} | "
                      f"{r['host_ms']:.3f} | {kern} |")
-    lines += ["", "## Backward tiles (torch.autograd.grad of forward+backward, best of 2)", "",
-              "| case | variant | fwd+bwd ms | speedup vs base | max rel err vs base | error |",
-              "|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['case']} | {r['variant']} | {r.get('fwd_bwd_ms', float('nan')):.4f} | "
-                     f"{r.get('speedup_vs_base', float('nan')):.3f} | {r.get('max_rel_err', '')} | "
-                     f"{r.get('error', '')} |")
+    lines += ["", "## Backward tiles (torch.autograd.grad of forward+backward, best of 2)", ""]
+    lines += md_table(
+        ["case", "variant", "fwd+bwd ms", "speedup vs base", "max rel err vs base", "error"],
+        [(r["case"], r["variant"], f"{r.get('fwd_bwd_ms', float('nan')):.4f}",
+          f"{r.get('speedup_vs_base', float('nan')):.3f}", r.get("max_rel_err", ""),
+          r.get("error", "")) for r in rows])
     if order_rows:
         lines += ["", "## Program order: heads interleaved in groups (launch.HEAD_GROUP; "
-                  "1 = one head after another; auto = launch.head_group), best of 2", "",
-                  "| case | head group | fwd ms | fwd+bwd ms | fwd speedup vs 1 | fwd+bwd speedup vs 1 |",
-                  "|---|---|---|---|---|---|"]
-        for r in order_rows:
-            lines.append(f"| {r['case']} | {r['group']} | {r['fwd_ms']:.4f} | {r['fwd_bwd_ms']:.4f} | "
-                         f"{r.get('fwd_speedup', float('nan')):.3f} | "
-                         f"{r.get('fwd_bwd_speedup', float('nan')):.3f} |")
+                  "1 = one head after another; auto = launch.head_group), best of 2", ""]
+        lines += md_table(
+            ["case", "head group", "fwd ms", "fwd+bwd ms", "fwd speedup vs 1",
+             "fwd+bwd speedup vs 1"],
+            [(r["case"], r["group"], f"{r['fwd_ms']:.4f}", f"{r['fwd_bwd_ms']:.4f}",
+              f"{r.get('fwd_speedup', float('nan')):.3f}",
+              f"{r.get('fwd_bwd_speedup', float('nan')):.3f}") for r in order_rows])
     text = "\n".join(lines) + "\n"
     save_pair(out_dir, "attention_bwd_tiles", text,
               {"meta": meta, "profiles": profiles, "rows": rows, "order": order_rows})

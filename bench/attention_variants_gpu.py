@@ -44,7 +44,7 @@ import torch  # noqa: E402
 
 import cherenkov.attention as ca  # noqa: E402
 from cherenkov.attention import codegen, tuning  # noqa: E402
-from cherenkov.bench.report import save_pair, script_meta  # noqa: E402
+from cherenkov.bench.report import md_table, save_pair, script_meta  # noqa: E402
 from cherenkov.bench.suites.attention import _doc_offsets  # noqa: E402
 
 K = tuning.KernelConfig
@@ -110,13 +110,12 @@ def write_report(out_dir: str, stem: str, title: str, note: str, rows: list[dict
     meta = {**script_meta(), "note": note}
     lines = [f"# {title} on {meta['gpu']}", "",
              f"{meta['date']}, torch {meta['torch']}, triton {meta['triton']}, commit "
-             f"{meta['commit']}. {note}", "",
-             "| variant | case | ms | speedup vs base | max rel err vs base | error |",
-             "|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['variant']} | {r['case']} | {r.get('ms', float('nan')):.4f} | "
-                     f"{r.get('speedup_vs_base', float('nan')):.3f} | "
-                     f"{r.get('max_rel_err', '')} | {r.get('error', '')} |")
+             f"{meta['commit']}. {note}", ""]
+    lines += md_table(
+        ["variant", "case", "ms", "speedup vs base", "max rel err vs base", "error"],
+        [(r["variant"], r["case"], f"{r.get('ms', float('nan')):.4f}",
+          f"{r.get('speedup_vs_base', float('nan')):.3f}", r.get("max_rel_err", ""),
+          r.get("error", "")) for r in rows])
     text = "\n".join(lines) + "\n"
     save_pair(out_dir, stem, text, {"meta": meta, "rows": rows})
     return text

@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 
 import cherenkov.attention as ca  # noqa: E402
-from cherenkov.attention import api, codegen, launch  # noqa: E402
+from cherenkov.attention import api, codegen, launch, launch_decode  # noqa: E402
 from cherenkov.bench.report import commit  # noqa: E402
 
 
@@ -44,7 +44,7 @@ def main() -> int:
         for _ in range(20):
             ca.attention(q, k, v, enable_gqa=True)
         calls = {"cherenkov.attention": lambda: ca.attention(q, k, v, enable_gqa=True),
-                 "launch.decode": lambda: launch.decode(plan, q, k, v, []),
+                 "launch_decode.decode": lambda: launch_decode.decode(plan, q, k, v, []),
                  "torch.empty x4": lambda: [torch.empty(1 << 20, device="cuda") for _ in range(4)],
                  "sdpa": lambda: torch.nn.functional.scaled_dot_product_attention(
                      q, k, v, enable_gqa=True)}

@@ -3,7 +3,7 @@
     CHERENKOV_COMMIT=<sha> python bench/decode_splits_gpu.py OUT_DIR
 
 B=8 Hq=32 Hkv=4 KV=32768 D=128 bf16 (the attention bench's decode case). For each split count
-(None: the launcher's default), do_bench of `launch.decode` (median; best of 3 interleaved
+(None: the launcher's default), do_bench of `launch_decode.decode` (median; best of 3 interleaved
 rounds) and the K/V read bandwidth as a fraction of a device copy's; then the default call
 replayed from a CUDA graph (no host time). Output checked against SDPA first.
 Writes OUT_DIR/decode_splits.md and .json.
@@ -23,7 +23,7 @@ import triton  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
 
 import cherenkov.attention as ca  # noqa: E402
-from cherenkov.attention import api, codegen, launch  # noqa: E402
+from cherenkov.attention import api, codegen, launch, launch_decode  # noqa: E402
 from cherenkov.bench.report import commit  # noqa: E402
 
 B, HQ, HK, KV, D = 8, 32, 4, 32768, 128
@@ -52,12 +52,12 @@ def main() -> int:
     times = {ns: [] for ns in SPLITS}
     for _ in range(3):
         for ns in SPLITS:
-            times[ns].append(do_bench(lambda ns=ns: launch.decode(plan, q, k, v, [], ns),
+            times[ns].append(do_bench(lambda ns=ns: launch_decode.decode(plan, q, k, v, [], ns),
                                       warmup=10, rep=100))
     rows = []
     for ns in SPLITS:
         ms = min(times[ns])
-        o, _ = launch.decode(plan, q, k, v, [], ns)
+        o, _ = launch_decode.decode(plan, q, k, v, [], ns)
         rows.append({"splits": "default" if ns is None else ns, "ms": ms,
                      "kv_GBps": kv_bytes / ms / 1e6, "fraction_of_copy": kv_bytes / ms / 1e6 / copy_gbps,
                      "max_err_vs_sdpa": (o.float() - ref.float()).abs().max().item()})
@@ -68,11 +68,11 @@ def main() -> int:
         s.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(s):
             for _ in range(3):
-                launch.decode(plan, q, k, v, [])
+                launch_decode.decode(plan, q, k, v, [])
         torch.cuda.current_stream().wait_stream(s)
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
-            launch.decode(plan, q, k, v, [])
+            launch_decode.decode(plan, q, k, v, [])
         ms = min(do_bench(g.replay, warmup=10, rep=100) for _ in range(3))
         graph_row.update(ms=ms, kv_GBps=kv_bytes / ms / 1e6,
                          fraction_of_copy=kv_bytes / ms / 1e6 / copy_gbps)

@@ -18,7 +18,7 @@ import math
 
 import torch
 
-from . import launch
+from . import launch, launch_decode
 from .block_mask import DEFAULT_BLOCK, BlockMask, block_mask as build_block_mask
 from .codegen import compile_mods, interpreter_dots_exact, kernel_mode
 from .reference import attention_math
@@ -178,10 +178,10 @@ def _attention(q, k, v, score_mod, mask_mod, block_mask, scale, enable_gqa, retu
         t.requires_grad for t in (q, k, v, *captured))
     decode = not needs_grad and Q_LEN <= DECODE_MAX_Q
     if block_mask is None and mask_mod is None and decode and \
-            KV_LEN >= 4 * launch.DENSE.block[1]:
+            KV_LEN >= 4 * launch_decode.DENSE.block[1]:
         # an unmasked decode step (a KV cache growing by a token a call): the kernel walks
         # every KV block, no block mask is built per length
-        block_mask = launch.DENSE
+        block_mask = launch_decode.DENSE
     else:
         if block_mask is None:
             block_mask = (_full_mask(B, H, Q_LEN, KV_LEN, q.device) if mask_mod is None else
@@ -193,7 +193,7 @@ def _attention(q, k, v, score_mod, mask_mod, block_mask, scale, enable_gqa, retu
     plan = launch.Plan(kernels, traced, block_mask, scale, mode == "interpret",
                        coarsen=block_mask.mask_mod is mask_mod)
     if decode and KV_LEN >= 4 * block_mask.block[1]:
-        out, lse = launch.decode(plan, q, k, v, captured)
+        out, lse = launch_decode.decode(plan, q, k, v, captured)
     else:
         out, lse = _AttentionFunction.apply(q, k, v, plan, *captured)
     return (out, launch.natural_lse(lse)) if return_lse else out

@@ -29,7 +29,7 @@ from typing import Callable, Optional
 
 import torch
 
-from . import launch
+from . import launch, launch_decode
 from .api import DECODE_MAX_Q, log_math_once
 from .block_mask import DEFAULT_BLOCK, BlockMask, block_mask as build_block_mask
 from .codegen import interpreter_dots_exact, kernel_mode, load_kernels
@@ -271,7 +271,7 @@ def forward(q, k, v, blocks, score_bufs, mask_bufs, scale, key):
                               mode == "interpret")
     if q.shape[2] <= DECODE_MAX_Q and plan.mask.state is not None \
             and k.shape[2] >= 4 * plan.mask.block[1]:
-        out, lse = launch.decode(plan, q, k, v, captured)       # a few query rows, long KV
+        out, lse = launch_decode.decode(plan, q, k, v, captured)       # a few query rows, long KV
     else:
         out, lse = launch.forward(plan, q, k, v, captured)
     return out, torch.where(torch.isinf(lse), float("-inf"), lse)

@@ -98,8 +98,8 @@ def stages_that_fit(cfg: KernelConfig, d_pad: int, elem_bytes: int, sram_bytes: 
 
 def choose_config(kernel: str, head_dim: int, dtype: torch.dtype, sparse_block=(64, 64),
                   interpret: bool = False, device=None) -> KernelConfig:
-    """Tiles for `kernel` in {"fwd", "fwd_tma", "dq", "dkdv", "dq_ds", "decode"} at this head dim and dtype;
-    `device` is a `cherenkov.hw.DeviceSpec` (default: the live device)."""
+    """Tiles for `kernel` in {"fwd", "fwd_tma", "dq", "dkdv", "dq_ds", "decode"} at this head
+    dim and dtype; `device` is a `cherenkov.hw.DeviceSpec` (default: the live device)."""
     if interpret:
         return _INTERPRETER.clip(sparse_block)
     if device is None:

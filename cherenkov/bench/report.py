@@ -61,6 +61,12 @@ def save_pair(out_dir: str, stem: str, text: str, data: dict) -> None:
     print(text)
 
 
+def md_table(header: list[str], rows) -> list[str]:
+    """Markdown table lines: the header, its rule and one line per row of cells (as given)."""
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + [
+        "| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+
+
 def metadata(device: torch.device, spec, suite: str, copy_bw: float, scale: str) -> dict:
     try:
         import triton

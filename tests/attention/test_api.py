@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 from cherenkov.attention import (alibi, alibi_slopes, attention, attention_math, block_mask,
                                  causal, document, prefix_lm, relative_bias, sliding_window,
                                  tanh_softcap)
-from cherenkov.attention import launch
+from cherenkov.attention import launch, launch_decode
 from cherenkov.attention.codegen import kernel_source
 from cherenkov.attention.trace import trace_mods
 
@@ -162,7 +162,7 @@ def test_decode_kernel(Q, groups, splits):
     traced = trace_mods(None, mask)
     from cherenkov.attention.codegen import load_kernels
     plan = launch.Plan(load_kernels(traced, interpret=True), traced, bm, D ** -0.5, True)
-    out, lse = launch.decode(plan, q, k, v, [], num_splits=splits)
+    out, lse = launch_decode.decode(plan, q, k, v, [], num_splits=splits)
     ref, ref_lse = attention_math(q.double(), k.double(), v.double(), mask_mod=mask,
                                   enable_gqa=True, return_lse=True)
     torch.testing.assert_close(out.double(), ref, rtol=1e-4, atol=1e-4)

@@ -60,7 +60,7 @@ def test_score_mods_with_a_varying_derivative_issue_dp_first(monkeypatch):
 def test_decode_splits_fill_one_wave():
     """The attention bench's decode (B=8, 4 kv heads, D=128 bf16) on the H200: two programs fit
     per SM by shared memory, so 264 slots over 32 (batch, kv head) pairs: 8 splits."""
-    from cherenkov.attention.launch import _decode_splits
+    from cherenkov.attention.launch_decode import _decode_splits
     h200 = hw.device("h200")
     cfg = choose_config("decode", 128, torch.bfloat16, (128, 64), device=h200)
     per_cta = (cfg.num_stages * 2 * cfg.block_n + 16) * 128 * 2

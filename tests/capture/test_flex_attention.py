@@ -174,10 +174,10 @@ def test_block_mask_without_q_lists_serves_the_forward(calls):
 
 def test_few_query_rows_take_the_decode_kernel(calls, monkeypatch):
     """In-graph decode (4 query rows over 256 keys, GQA): the split-KV kernel."""
-    from cherenkov.attention import launch
+    from cherenkov.attention import launch_decode
     used = []
-    real = launch.decode
-    monkeypatch.setattr(launch, "decode", lambda *a, **kw: used.append(1) or real(*a, **kw))
+    real = launch_decode.decode
+    monkeypatch.setattr(launch_decode, "decode", lambda *a, **kw: used.append(1) or real(*a, **kw))
     torch.manual_seed(7)
     q, k, v = torch.randn(1, 4, 4, 16), torch.randn(1, 2, 256, 16), torch.randn(1, 2, 256, 16)
     fn = lambda q, k, v: ca.attention(q, k, v, enable_gqa=True, scale=0.3)  # noqa: E731
