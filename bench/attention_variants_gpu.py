@@ -17,11 +17,13 @@ rounds), in one process. Three experiment sets:
   4-D) vs pointers, over the "fwd_tma" tiles, with 64 x 64 and 128 x 64 mask tiles.
 * `tma_bwd`: the backward's K / V (dQ) and Q / dO (dK/dV) tiles through 2-D descriptors
   (launch.TMA_BACKWARD) vs pointers, and their stages / warps; timed forward+backward.
+* `idx`: every kernel's full-tile loop reading first + it instead of an index load per tile
+  (masks whose full lists are ascending runs), with and without the backward's descriptors.
 * `dq_ds`: dQ by its own kernel vs from the dS tiles the dK/dV kernel stores (launch.DS_STORE
   "on"; DS_BUDGET: heads in chunks of that many bytes of dS), the dq_ds kernel's stages, and
   pointers instead of descriptors; timed forward+backward.
 
-    CHERENKOV_COMMIT=<sha> python bench/attention_variants_gpu.py {ws,fwd,bwd,tma,tma_bwd,dq_ds} OUT_DIR
+    CHERENKOV_COMMIT=<sha> python bench/attention_variants_gpu.py {ws,fwd,bwd,tma,tma_bwd,dq_ds,idx} OUT_DIR
     python bench/attention_variants_gpu.py fwd OUT_DIR --smoke    # CPU interpreter, tiny
 
 B=4 H=16 S=4096 D=128 bf16 (smoke: B=1 H=2 S=128 D=32 fp32). Writes
@@ -260,6 +262,28 @@ def dq_ds_variants():
                     context=lambda: _stack(stored(512 << 20)(), _tma_backward("off")()))]
 
 
+# ---- idx: full-tile lists walked as ranges (no index load per tile) -------------------------
+def _full_ranges(text: str) -> str:
+    """Every kernel's full-tile loop reading its block index as first + it (valid where each
+    row's / column's full list is an ascending run: causal, window, prefix-LM, documents; the
+    check against the base says whether it was)."""
+    import re
+    text, n1 = re.subn(r"( *)n_full = tl.load\(FULL_NUM \+ row\)\n",
+                       lambda m: m.group(0) + f"{m.group(1)}first_full = tl.load(FULL_IDX + irow)\n",
+                       text)
+    text, n2 = re.subn(r"tl.load\(FULL_IDX \+ irow \+ it // R\)", "(first_full + it // R)", text)
+    assert n1 == n2 and n1 >= 3, (n1, n2)
+    return text
+
+
+def idx_variants():
+    return [Variant("base"),
+            Variant("backward pointers", context=_tma_backward("off")),
+            Variant("full ranges", _full_ranges),
+            Variant("full ranges, backward pointers", _full_ranges,
+                    context=_tma_backward("off"))]
+
+
 @contextlib.contextmanager
 def _stack(*contexts):
     with contextlib.ExitStack() as stack:
@@ -271,7 +295,7 @@ def _stack(*contexts):
 # ---- cases and timing ------------------------------------------------------------------------
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("set", choices=("ws", "fwd", "bwd", "tma", "tma_bwd", "dq_ds"))
+    parser.add_argument("set", choices=("ws", "fwd", "bwd", "tma", "tma_bwd", "dq_ds", "idx"))
     parser.add_argument("out_dir", nargs="?", default="bench/results")
     parser.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes")
     parser.add_argument("--cases", nargs="*", help="only these cases")
@@ -280,7 +304,7 @@ def main() -> int:
     dev, dt = ("cpu", torch.float32) if args.smoke else ("cuda", torch.bfloat16)
     B, H, S, D = (1, 2, 128, 32) if args.smoke else (4, 16, 4096, 128)
     torch.manual_seed(0)
-    grad = args.set in ("bwd", "tma_bwd", "dq_ds")
+    grad = args.set in ("bwd", "tma_bwd", "dq_ds", "idx")
     q, k, v = (torch.randn(B, H, S, D, device=dev, dtype=dt, requires_grad=grad)
                for _ in range(3))
     do = torch.randn(B, H, S, D, device=dev, dtype=dt)
@@ -292,7 +316,9 @@ def main() -> int:
             "document8": (None, ca.document(offsets=_doc_offsets(S, 8, dev), causal=True))}
     names = {"ws": ("causal", "alibi"), "bwd": ("causal", "softcap30", "alibi", "document8"),
              "fwd": tuple(mods)[:5], "tma": tuple(mods), "tma_bwd": tuple(mods),
-             "dq_ds": tuple(mods)}[args.set]
+             "dq_ds": tuple(mods),
+             "idx": ("causal", "alibi", "sliding_window1024", "prefix_lm1024", "document8")
+             }[args.set]
     if args.cases:
         names = tuple(n for n in names if n in args.cases)
     block = (32, 32) if args.smoke else (64, 64)
@@ -325,7 +351,7 @@ def main() -> int:
 
     variants = {"ws": ws_variants, "fwd": fwd_variants, "bwd": bwd_variants,
                 "tma": tma_variants, "tma_bwd": tma_bwd_variants,
-                "dq_ds": dq_ds_variants}[args.set]()
+                "dq_ds": dq_ds_variants, "idx": idx_variants}[args.set]()
     if args.variants:
         variants = [v for v in variants if v.name in args.variants]
     rows = run_variants(variants, cases, measure, D, rounds=1 if args.smoke else 2)
@@ -337,7 +363,8 @@ def main() -> int:
              "bwd": "Attention backward variants",
              "tma": "Attention forward through TMA descriptors",
              "tma_bwd": "Attention backward through TMA descriptors",
-             "dq_ds": "Attention backward: dQ from stored dS"}[args.set]
+             "dq_ds": "Attention backward: dQ from stored dS",
+             "idx": "Attention: full-tile lists as ranges"}[args.set]
     write_report(args.out_dir, stem, title, note, rows)
     return 0
 
