@@ -14,9 +14,12 @@ no lowering) is counted as `extern`, not compared; one that Dynamo runs in eager
 break around the whole op) is skipped. An op none of whose samples lowers is reported as
 `extern` with the ops that ran as extern. `summary_table` prints passed/failed/skipped counts
 by op; `sweep_report` is the same as a JSON-able dict. Standalone (CPU tensors run on the
-default CPU backend; CHERENKOV_CPU_BACKEND=triton sweeps the Triton path, as the tests do):
+default CPU backend; CHERENKOV_CPU_BACKEND=triton sweeps the Triton path, as the tests do;
+`--device cuda` takes the samples on the GPU, where the Triton kernels are compiled for the
+device; `--budget-s` stops starting ops after that many seconds, the report covering those run):
 
     CHERENKOV_CPU_BACKEND=triton python -m tests.lowering.opinfo_sweep --shard 0/2 --json a.json
+    python -m tests.lowering.opinfo_sweep --device cuda --fast-first --budget-s 500 --json b.json
 """
 from __future__ import annotations
 
@@ -131,7 +134,8 @@ def _grads(fn, tensors, cotangent_seed=0):
     if not outs or not wrt:
         return None
     gen = torch.Generator().manual_seed(cotangent_seed)
-    cot = [torch.randn(o.shape, generator=gen, dtype=torch.float32).to(o.dtype) for o in outs]
+    cot = [torch.randn(o.shape, generator=gen, dtype=torch.float32).to(o.device, o.dtype)
+           for o in outs]
     grads = torch.autograd.grad(outs, wrt, cot, allow_unused=True)
     return [torch.zeros_like(w) if g is None else g for g, w in zip(grads, wrt)]
 
@@ -204,18 +208,18 @@ def _is_random(op, fn, tensors) -> bool:
 
 # ---- one op ------------------------------------------------------------------------------
 
-def _forward_dtype(op) -> torch.dtype | None:
+def _forward_dtype(op, device: str = "cpu") -> torch.dtype | None:
     for dtype in (torch.float32, torch.int64, torch.bool):
-        if op.supports_dtype(dtype, "cpu"):
+        if op.supports_dtype(dtype, device):
             return dtype
     return None
 
 
-def _samples(op, dtype, requires_grad, limit):
+def _samples(op, dtype, requires_grad, limit, device: str = "cpu"):
     torch.manual_seed(0)
     out = []
     try:
-        for sample in op.sample_inputs("cpu", dtype, requires_grad=requires_grad):
+        for sample in op.sample_inputs(device, dtype, requires_grad=requires_grad):
             out.append(sample)
             if len(out) == limit:
                 break
@@ -224,14 +228,15 @@ def _samples(op, dtype, requires_grad, limit):
     return out
 
 
-def sweep_op(op, samples_per_case: int = 2, backward: bool = True, bf16: bool = True) -> OpResult:
+def sweep_op(op, samples_per_case: int = 2, backward: bool = True, bf16: bool = True,
+             device: str = "cpu") -> OpResult:
     result = OpResult(op_name(op))
-    dtype = _forward_dtype(op)
+    dtype = _forward_dtype(op, device)
     if dtype is None:
         result.cases.append(CaseResult("forward", 0, "skip", "no fp32/int64/bool support"))
         return result
     kind = "fp32_forward" if dtype == torch.float32 else f"{str(dtype)[6:]}_forward"
-    samples = _samples(op, dtype, False, samples_per_case)
+    samples = _samples(op, dtype, False, samples_per_case, device)
     if not samples:
         result.cases.append(CaseResult(kind, 0, "skip", "no samples"))
         return result
@@ -255,17 +260,23 @@ def sweep_op(op, samples_per_case: int = 2, backward: bool = True, bf16: bool = 
     if not result.lowered:
         return result
     if backward and op.supports_autograd and dtype == torch.float32:
-        for i, sample in enumerate(_samples(op, torch.float32, True, samples_per_case)):
+        for i, sample in enumerate(_samples(op, torch.float32, True, samples_per_case, device)):
             result.cases.append(run_case(op, sample, "fp32_backward", i, materialize)[0])
-    if bf16 and op.supports_dtype(torch.bfloat16, "cpu") and dtype == torch.float32:
-        for i, sample in enumerate(_samples(op, torch.bfloat16, False, samples_per_case)):
+    if bf16 and op.supports_dtype(torch.bfloat16, device) and dtype == torch.float32:
+        for i, sample in enumerate(_samples(op, torch.bfloat16, False, samples_per_case,
+                                            device)):
             result.cases.append(run_case(op, sample, "bf16_forward", i, materialize)[0])
     return result
 
 
-def sweep(ops, progress=None, **kwargs) -> list[OpResult]:
+def sweep(ops, progress=None, budget_s: float | None = None, **kwargs) -> list[OpResult]:
+    """sweep_op over `ops`; with `budget_s`, no op is started after that many seconds."""
+    import time
+    start = time.time()
     results = []
     for op in ops:
+        if budget_s is not None and time.time() - start > budget_s:
+            break
         try:
             r = sweep_op(op, **kwargs)
         except Exception:  # noqa: BLE001 -- a harness error is a failure of that op, not the sweep
@@ -336,16 +347,26 @@ def main(argv=None) -> int:
     parser.add_argument("--shard", default="0/1", help="run every N-th op from the K-th")
     parser.add_argument("--samples", type=int, default=3)
     parser.add_argument("--json", help="write the report here")
+    parser.add_argument("--device", default="cpu", help="where the samples live (cpu, cuda)")
+    parser.add_argument("--budget-s", type=float, help="start no op after this many seconds")
+    parser.add_argument("--fast-first", action="store_true",
+                        help="the default test's subset (FAST_OPS) before the rest")
     args = parser.parse_args(argv)
     ops = find_ops()
     if args.ops:
         ops = [op for op in ops if op_name(op) in args.ops]
     k, n = (int(v) for v in args.shard.split("/"))
+    ops = ops[k::n]
+    if args.fast_first:
+        fast = set(FAST_OPS)
+        ops = [op for op in ops if (op.name, op.variant_test_name) in fast] + \
+            [op for op in ops if (op.name, op.variant_test_name) not in fast]
     start = time.time()
 
     def progress(r: OpResult) -> None:
         print(f"{time.time() - start:7.1f}s {r.name:40} {r.verdict}", flush=True)
-    results = sweep(ops[k::n], progress=progress, samples_per_case=args.samples)
+    results = sweep(ops, progress=progress, budget_s=args.budget_s,
+                    samples_per_case=args.samples, device=args.device)
     print(summary_table(results))
     if args.json:
         with open(args.json, "w") as f:
