@@ -350,17 +350,18 @@ def main(argv=None) -> int:
     parser.add_argument("--device", default="cpu", help="where the samples live (cpu, cuda)")
     parser.add_argument("--budget-s", type=float, help="start no op after this many seconds")
     parser.add_argument("--fast-first", action="store_true",
-                        help="the default test's subset (FAST_OPS) before the rest")
+                        help="all of the default test's subset (FAST_OPS), then the shard")
     args = parser.parse_args(argv)
     ops = find_ops()
     if args.ops:
         ops = [op for op in ops if op_name(op) in args.ops]
     k, n = (int(v) for v in args.shard.split("/"))
-    ops = ops[k::n]
-    if args.fast_first:
+    if args.fast_first:         # all of FAST_OPS, then the shard's others
         fast = set(FAST_OPS)
         ops = [op for op in ops if (op.name, op.variant_test_name) in fast] + \
-            [op for op in ops if (op.name, op.variant_test_name) not in fast]
+            [op for op in ops[k::n] if (op.name, op.variant_test_name) not in fast]
+    else:
+        ops = ops[k::n]
     start = time.time()
 
     def progress(r: OpResult) -> None:
