@@ -171,8 +171,39 @@ def run_case(op, sample, kind: str, index: int, materialize: bool = False):
     try:
         assert_close(actual, expected, tol)
     except Exception as e:  # noqa: BLE001
+        if kind.startswith("bf16") and _closer_to_fp32(fn, tensors, actual, expected):
+            return CaseResult(kind, index, "pass", "closer to fp32 than eager"), infos
         return CaseResult(kind, index, "fail", _short(e)), infos
     return CaseResult(kind, index, "pass"), infos
+
+
+def _closer_to_fp32(fn, tensors, actual, expected) -> bool:
+    """Whether a 16-bit result that differs from eager's is at least as close as eager's to
+    the op computed in fp32 from the same inputs: eager kernels that round every intermediate
+    to bf16 (CUDA's cross product) lose to a kernel that rounds once, as Inductor's do."""
+    up = [t.detach().float() if t.dtype in (torch.bfloat16, torch.float16) else t.detach()
+          for t in tensors]
+    try:
+        reference = fn(*up)
+    except Exception:  # noqa: BLE001
+        return False
+    got, want, ref = (tree_flatten(x)[0] for x in (actual, expected, reference))
+    if not (len(got) == len(want) == len(ref)):
+        return False
+    for a, e, r in zip(got, want, ref):
+        if not isinstance(a, torch.Tensor):
+            if a != e:
+                return False
+            continue
+        if not a.dtype.is_floating_point:
+            if not torch.equal(a, e):
+                return False
+            continue
+        err_ours = (a.float() - r.float()).abs().nan_to_num(0.0).max().item() if a.numel() else 0.0
+        err_eager = (e.float() - r.float()).abs().nan_to_num(0.0).max().item() if e.numel() else 0.0
+        if torch.isnan(a).ne(torch.isnan(e)).any() or err_ours > err_eager + 1e-3:
+            return False
+    return True
 
 
 def assert_close(actual, expected, tol: dict) -> None:
