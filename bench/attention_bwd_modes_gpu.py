@@ -8,7 +8,6 @@ Writes OUT_DIR/attention_bwd_modes.{md,json}. B=4 H=16 S=4096 D=128 bf16.
 """
 from __future__ import annotations
 
-import collections
 import contextlib
 import os
 import sys
@@ -43,18 +42,10 @@ def modes(dq_mode: str, dkdv_mode: str):
         launch._dq_kernel, launch._dkdv_kernel = dq, dkdv
 
 
-def profile(fn, reps: int = 10) -> dict:
-    fn()
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(reps):
-            fn()
-        torch.cuda.synchronize()
-    out = collections.Counter()
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA and e.name.startswith("_attn"):
-            out[e.name] += e.device_time / 1e3 / reps
-    return dict(out)
+def profile(fn) -> dict:
+    """GPU ms per call of the attention kernels (bench/attention_bwd_tiles_gpu.kernel_table)."""
+    from attention_bwd_tiles_gpu import kernel_table
+    return {name: ms for name, ms in kernel_table(fn).items() if name.startswith("_attn")}
 
 
 def main() -> int:

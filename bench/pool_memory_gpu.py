@@ -29,12 +29,7 @@ def by_pool() -> dict:
 
 
 def trace(backend: train.Backend, case: train.TrainCase, steps: int) -> list[dict]:
-    dev = torch.device("cuda")
-    settings = train.Settings(dev)
-    batches = train.make_batches(case, settings.batches, settings.seed, dev)
-    torch.manual_seed(settings.seed)
-    model = train.build_model(case.model, dev).train()
-    torch.cuda.reset_peak_memory_stats(dev)
+    settings, batches, model = train.prepared(case, torch.device("cuda"))
     opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, fused=True)
     fn = backend.build(model)
     rows = []

@@ -25,26 +25,19 @@ def main():
     case = next(c for c in train.cases("full") if c.name == config)
     backend = train.BACKENDS[backend_name]
     dev = torch.device("cuda")
-    settings = train.Settings(dev)
-    batches = train.make_batches(case, settings.batches, settings.seed, dev)
-    torch.manual_seed(settings.seed)
-    model = train.build_model(case.model, dev).train()
-    torch.cuda.reset_peak_memory_stats(dev)
+    settings, batches, model = train.prepared(case, dev)
     opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, betas=(0.9, 0.95),
                             weight_decay=0.1, fused=True)
     fn = backend.build(model)
     per_step = []
-    for i in range(steps):
-        idx, tgt = batches[i % len(batches)]
-        with torch.autocast("cuda", dtype=settings.dtype):
-            logits, loss = fn(idx, tgt)
-        del logits                  # as the suite's step: not alive into the next step
-        loss.backward()
-        if i == 0 and mode == "release":
-            torch.cuda.synchronize()
-            torch.cuda.empty_cache()
+
+    def release_then_step():          # the optimizer's moments then go into fresh segments
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
         opt.step()
-        opt.zero_grad(set_to_none=True)
+    for i in range(steps):
+        step = release_then_step if i == 0 and mode == "release" else None
+        loss = train._train_step(fn, opt, *batches[i % len(batches)], settings, step)
         torch.cuda.synchronize()
         per_step.append((round(torch.cuda.max_memory_reserved(dev) / GB, 3),
                          round(torch.cuda.max_memory_allocated(dev) / GB, 3),

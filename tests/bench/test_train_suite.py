@@ -207,3 +207,16 @@ def test_cli_list_without_gpu_and_unknown_backend(monkeypatch, tmp_path, capsys)
     assert main(["bench", "train", "--out", str(tmp_path)]) == 0
     assert "no CUDA GPU" in capsys.readouterr().out
     assert list(tmp_path.iterdir()) == []
+
+
+def test_prepared_is_the_suites_seeded_build_in_train_mode():
+    from cherenkov.bench.suites.train import prepared
+    case = _by_name("smoke")["gpt2-style"]
+    settings, batches, model = prepared(case, CPU)
+    assert settings.device == CPU and len(batches) == settings.batches
+    assert batches[0][0].shape == (case.batch, case.seq)
+    torch.manual_seed(settings.seed)
+    again = build_model(case.model, CPU)
+    assert model.training
+    for a, b in zip(model.parameters(), again.parameters()):
+        assert torch.equal(a, b)

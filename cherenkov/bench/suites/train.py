@@ -193,6 +193,19 @@ def make_batches(case: TrainCase, n: int, seed: int, device) -> list[tuple]:
     return out
 
 
+def prepared(case: TrainCase, device) -> tuple:
+    """(settings, batches, model) of `case` on `device` as the suite makes them -- the seed's
+    weights, in train mode -- with the device's peak statistics reset after the build (for
+    the measuring scripts in bench/)."""
+    settings = Settings(device)
+    batches = make_batches(case, settings.batches, settings.seed, device)
+    torch.manual_seed(settings.seed)
+    model = build_model(case.model, device).train()
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    return settings, batches, model
+
+
 def _sync(device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
