@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from cherenkov.codegen.blocks import choose_blocks
+from cherenkov.codegen import dependent_launch
 from cherenkov.codegen.combo import render_combo
 from cherenkov.codegen.triton_renderer import PRELUDE, render_triton
 from cherenkov.config import Config
@@ -119,9 +120,10 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
             kernels, sources = _cpp_kernels(fusion)
             lap("kernels")
         else:
-            kernels, sources = _triton_kernels(fusion, uses_interpreter(device, config), spec,
-                                               config.compile_workers, lap,
-                                               report.compile_jobs, config.fp_contract)
+            interpret = uses_interpreter(device, config)
+            pdl = config.pdl and not interpret and dependent_launch.supported(device)
+            kernels, sources = _triton_kernels(fusion, interpret, spec, config.compile_workers,
+                                               lap, report.compile_jobs, config.fp_contract, pdl)
         compiled = CompiledGraph(graph, fusion, kernels, device)
         lap("plan")
         return graph, fusion, sources, compiled
@@ -234,7 +236,9 @@ def _combined(graph, fusion, config):
 
 
 def _triton_kernels(fusion, interpret: bool, spec, workers: int = -1, lap=lambda phase: None,
-                    library_jobs: list = (), fp_contract: bool = True):
+                    library_jobs: list = (), fp_contract: bool = True, pdl: bool = False):
+    """Each fused group's Triton kernel rendered, loaded and handed to the compile workers;
+    `pdl`: compiled for programmatic dependent launch (codegen/dependent_launch.py)."""
     kernels, sources, jobs = {}, [], [] if interpret else list(library_jobs)
     for group in fusion.groups:
         if isinstance(group, ComboGroup):
@@ -251,6 +255,8 @@ def _triton_kernels(fusion, interpret: bool, spec, workers: int = -1, lap=lambda
         # name the function by its text, so identical kernels (one per transformer layer)
         # share one module and Triton compiles them once
         body = rendered.source.replace(f"def {rendered.name}(", "def kernel(", 1)
+        if pdl:
+            body = dependent_launch.with_dependent_launch(body)
         fn_name = "k_" + hashlib.sha256(body.encode()).hexdigest()[:16]
         source = PRELUDE + "\n\n" + body.replace("def kernel(", f"def {fn_name}(", 1)
         module = load_module(source, interpret)
@@ -262,6 +268,8 @@ def _triton_kernels(fusion, interpret: bool, spec, workers: int = -1, lap=lambda
             # FMA contraction, as Inductor's kernels and nvcc's (eager's) have it; without it
             # the compute-heavier pointwise kernels (tanh-GeLU, RoPE) issue more instructions
             options = {"num_warps": rendered.num_warps, "enable_fp_fusion": fp_contract}
+            if pdl:
+                options["launch_pdl"] = True
             launcher = TritonLaunch(fn, rendered.grid, tuple(blocks.values()), options,
                                     len(group.kernel.outputs), is_scatter(group))
             dtype_of = {b.name: b.dtype for b in group.kernel.inputs + group.kernel.outputs}
