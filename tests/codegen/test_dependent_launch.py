@@ -4,8 +4,6 @@ that a generated kernel so rewritten compiles for sm_90 with both griddepcontrol
 instructions ahead of its memory accesses (Triton and ptxas on the CPU)."""
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -16,6 +14,7 @@ from cherenkov.codegen.combo import render_combo
 from cherenkov.codegen.dependent_launch import CALLS, IMPORT, with_dependent_launch
 from cherenkov.codegen.triton_renderer import RenderedKernel
 from cherenkov.config import Config
+from tests.sm90_compiling import needs_nvidia_backend, run_script
 
 SIMPLE = '''@triton.jit
 def kernel(in_0, out_0, XBLOCK: tl.constexpr):
@@ -57,15 +56,7 @@ def test_config_flag_and_cpu_compiles_without_it():
     assert sources and not any("gdc_wait" in s for s in sources)      # CPU: no PDL
 
 
-def _nvidia_backend_present() -> bool:
-    try:
-        from triton.backends.nvidia import compiler  # noqa: F401
-    except Exception:
-        return False
-    return True
-
-
-@pytest.mark.skipif(not _nvidia_backend_present(), reason="Triton's NVIDIA backend is missing")
+@needs_nvidia_backend
 def test_a_generated_kernel_compiles_for_sm90_with_the_wait_before_memory(tmp_path):
     start = len(backend.COMPILED)
     f = cherenkov.compile(lambda x: torch.sigmoid(x) * x, strict=True)
@@ -74,11 +65,8 @@ def test_a_generated_kernel_compiles_for_sm90_with_the_wait_before_memory(tmp_pa
     name = re.search(r"^def (k_\w+)\(", source, re.MULTILINE).group(1)
     path = tmp_path / "kernel.py"
     path.write_text(source)
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    script = os.path.join(os.path.dirname(__file__), "pdl_sm90.py")
-    done = subprocess.run([sys.executable, script, str(path), name, "*fp32,*fp32"], env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    done = run_script(os.path.join(os.path.dirname(__file__), "pdl_sm90.py"), str(path),
+                      name, "*fp32,*fp32")
     assert done.stdout.strip().splitlines()[-1] == (
         '{"wait": true, "launch_dependents": true, "wait_before_memory": true, '
         '"launch_pdl": true}')
