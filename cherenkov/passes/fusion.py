@@ -516,6 +516,10 @@ def _by_rows(group: Group) -> None:
 
 
 def build_kernel(group: Group, needed: set[Node], name: str) -> Kernel:
+    if group.X * group.R == 0:       # lowering leaves empty tensors to PyTorch; a pass made one
+        raise ValueError(f"kernel {name} over no elements: "
+                         f"{[m.op.name.lower() for m in group.members]} (a graph pass created an "
+                         "empty node; the graph runs in eager)")
     buffers = {r: (buffer_name(r), r.meta) for r in group.reads}
     builder = KernelBuilder(name, group.X, group.R, buffers, group.row_loop,
                             [m for m in group.members if m.op in GroupOp.REDUCTION],

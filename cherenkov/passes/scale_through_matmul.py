@@ -109,6 +109,10 @@ def _cheaper(mm: Node, scaled) -> tuple[int | None, int]:
     return best
 
 
+def _empty(mm: Node) -> bool:
+    return any(numel(n.shape) == 0 for n in (mm, *mm.inputs[:2]))
+
+
 def scale_through_matmuls(graph: Graph) -> Graph:
     graph = drop_zero_adds(graph)
     users = graph.users()
@@ -118,8 +122,11 @@ def scale_through_matmuls(graph: Graph) -> Graph:
         if _scaled(node) is None:
             continue
         readers = _matmul_readers(node, users, outputs)
-        if readers and sum(_cheaper(r, ks)[1] for r, ks in readers.items()) \
-                < node.meta.nbytes:
+        # (not through a matmul with an empty operand or output: its scale would be a
+        # pointwise node of no elements, which no kernel computes -- lowering leaves those
+        # to PyTorch)
+        if readers and not any(_empty(r) for r in readers) \
+                and sum(_cheaper(r, ks)[1] for r, ks in readers.items()) < node.meta.nbytes:
             products.add(node)
     if not products:
         return graph

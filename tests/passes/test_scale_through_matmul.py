@@ -131,3 +131,19 @@ def test_zero_adds_never_make_an_output_an_input_view_or_another_output():
     out = compile(lambda b: b.expand(3, 4) + torch.zeros(3, 4))(b)
     out.add_(1.0)                                         # writable: not an expanded view of b
     torch.testing.assert_close(out, b.expand(3, 4) + 1)
+
+
+def test_no_scale_moves_onto_an_empty_matmul():
+    """mm(x * s, b) with an empty contracted or output dim: the scale would be a pointwise node
+    of no elements after lowering (which leaves those to PyTorch) -- found by the OpInfo sweep
+    on linalg.multi_dot's backward of a (2, 0) @ (0, 2) product, which crashed building it."""
+    g = torch.randn(2, 2)
+    graph = scale_through_matmuls(_lowered(lambda g, b: aten.mm.default(g * 1.0, b), g,
+                                           torch.randn(2, 0)))
+    assert not any(n.op is Op.MUL and n.meta.numel == 0 for n in graph.nodes())
+    a = torch.randn(2, 0, requires_grad=True)
+    b = torch.randn(0, 2, requires_grad=True)
+    out = cherenkov.compile(lambda a, b: torch.linalg.multi_dot([a, b]) * 1, strict=True)(a, b)
+    out.backward(g)
+    assert torch.equal(out, torch.zeros(2, 2))
+    assert a.grad.shape == (2, 0) and b.grad.shape == (0, 2)
