@@ -25,6 +25,9 @@ EXTRA = [
     aten.leaky_relu, aten.elu, aten.softplus, aten.mish, aten.hardswish, aten.hardsigmoid,
     aten.glu, aten.logsumexp, aten.addcmul, aten.lerp, aten.native_group_norm,
     aten.native_batch_norm, aten._native_batch_norm_legit_functional,
+    # vector norms (F.normalize, cosine_similarity, pairwise_distance, norm, renorm): PyTorch's
+    # decomposition into ops we fuse (the OpInfo sweep found the family extern)
+    aten.linalg_vector_norm,
 ]
 
 KEEP = {

@@ -45,7 +45,8 @@ FAST_OPS = [
     ("nn.functional.gelu", ""), ("nn.functional.silu", ""), ("cat", ""), ("stack", ""),
     ("permute", ""), ("transpose", ""), ("expand", ""), ("narrow", ""), ("slice", ""),
     ("index_select", ""), ("gather", ""), ("nn.functional.embedding", ""),
-    ("constant_pad_nd", ""), ("flip", ""), ("repeat", ""),
+    ("constant_pad_nd", ""), ("flip", ""), ("repeat", ""), ("linalg.vector_norm", ""),
+    ("nn.functional.normalize", ""),
 ]
 
 
