@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from cherenkov.ir.graph import Node
+from cherenkov.ir.graph import Node, contiguous_strides, numel
 from cherenkov.ir.ops import Op
 from cherenkov.lowering.registry import Unsupported, lowering
 
@@ -203,9 +203,20 @@ def _index(ctx, src, indices):
     return Node(Op.INDEX, (src, *nodes), (tuple(dims),), ctx.out_meta())
 
 
+def _row_major(shape, strides) -> bool:
+    """Whether `strides` lay `shape` out densely in row-major order (size-1 dims: any stride)."""
+    return all(st == want for n, st, want in zip(shape, strides, contiguous_strides(shape))
+               if n != 1)
+
+
 @lowering(aten.as_strided, aten.as_strided_copy)
 def _as_strided(ctx, x, size, stride, storage_offset=None):
     if x.op != Op.INPUT:
+        # all of a value eager lays out row-major, read row-major from its start: a reshape
+        # (group_norm's decomposition views its (N, G, C/G, 1) statistics as (N, C) so)
+        if not storage_offset and numel(size) == x.meta.numel \
+                and _row_major(x.meta.shape, x.meta.strides) and _row_major(size, stride):
+            return ctx.reshape(x, size)
         raise Unsupported("as_strided of a computed value")
     offset = x.meta.storage_offset if storage_offset is None else storage_offset
     return Node(Op.AS_STRIDED, (x,), (tuple(size), tuple(stride), offset), ctx.out_meta())

@@ -46,7 +46,7 @@ FAST_OPS = [
     ("permute", ""), ("transpose", ""), ("expand", ""), ("narrow", ""), ("slice", ""),
     ("index_select", ""), ("gather", ""), ("nn.functional.embedding", ""),
     ("constant_pad_nd", ""), ("flip", ""), ("repeat", ""), ("linalg.vector_norm", ""),
-    ("nn.functional.normalize", ""),
+    ("nn.functional.normalize", ""), ("nn.functional.group_norm", ""),
 ]
 
 
