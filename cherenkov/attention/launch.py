@@ -404,9 +404,7 @@ def _dkdv_kernel(plan, q, k, v, do, lse, delta, caps, backward_mode, dk, dv, ds=
     cfg = choose_config("dkdv", D, q.dtype, m.block, plan.interpret)
     tma = tma_mode(q, k, v, do, cfg.block_m, cfg.block_n, plan.interpret, backward_mode)
     qd, dod = _descriptors(tma, (q, cfg.block_m), (do, cfg.block_m))
-    # the dS store through TMA too, into a 2-D view of rows of SPARSE_M
-    dsd = (descriptor_class().from_tensor(ds.view(-1, m.block[0]), [cfg.block_n, cfg.block_m])
-           if ds is not None and tma == 2 else None)
+    dsd = _ds_descriptor(ds, m, cfg) if ds is not None and tma == 2 else None
     n_n = triton_cdiv(KV_LEN, cfg.block_n)
     group = head_group(heads, 2 * (H // HK) * Q_LEN * D * q.element_size(), plan.mask.device,
                        plan.interpret)
@@ -425,6 +423,12 @@ def _dkdv_kernel(plan, q, k, v, do, lse, delta, caps, backward_mode, dk, dv, ds=
         (dk, dv), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
 
+def _ds_descriptor(ds: torch.Tensor, mask: BlockMask, cfg):
+    """The stored dS through TMA: its 2-D view of rows of SPARSE_M query columns (the row rule
+    both kernels address it by), in (key rows, query columns) tiles of the kernel's config."""
+    return descriptor_class().from_tensor(ds.view(-1, mask.block[0]), [cfg.block_n, cfg.block_m])
+
+
 def _dq_ds_kernel(plan, q, k, v, do, dq, ds, backward_mode, head0: int, heads: int) -> None:
     """dQ of the query heads of kv heads head0 .. head0 + heads from their stored dS."""
     B, H, Q_LEN, D = dq.shape
@@ -435,8 +439,7 @@ def _dq_ds_kernel(plan, q, k, v, do, dq, ds, backward_mode, head0: int, heads: i
     tma = tma_mode(q, k, v, do, cfg.block_m, cfg.block_n, plan.interpret, backward_mode)
     tma = 2 if tma == 2 else 0
     kd, = _descriptors(tma, (k, cfg.block_n))
-    dsd = (descriptor_class().from_tensor(ds.view(-1, m.block[0]), [cfg.block_n, cfg.block_m])
-           if tma else None)
+    dsd = _ds_descriptor(ds, m, cfg) if tma else None
     rows = heads * (H // HK)
     group = head_group(rows, KV_LEN * D * k.element_size(), plan.mask.device, plan.interpret)
     launcher(plan.kernels._attn_bwd_dq_ds)(

@@ -67,6 +67,21 @@ def md_table(header: list[str], rows) -> list[str]:
         "| " + " | ".join(str(c) for c in r) + " |" for r in rows]
 
 
+def result_paths(meta: dict, out_dir, suite: str) -> tuple:
+    """<date>_<suite>_<device>.md and .json under out_dir (meta: "date", "device_spec"),
+    numbered so nothing is overwritten."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    slug = "".join(c if c.isalnum() else "-" for c in meta["device_spec"].lower()).strip("-")
+    slug = "-".join(p for p in slug.split("-") if p)
+    base = stem = f"{meta['date'][:10]}_{suite}_{slug}"
+    n = 1
+    while (out / f"{stem}.md").exists() or (out / f"{stem}.json").exists():
+        n += 1
+        stem = f"{base}_{n}"
+    return out / f"{stem}.md", out / f"{stem}.json"
+
+
 def metadata(device: torch.device, spec, suite: str, copy_bw: float, scale: str) -> dict:
     try:
         import triton

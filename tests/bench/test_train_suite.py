@@ -1,4 +1,4 @@
-"""cherenkov/bench/suites/train.py: configs and FLOPs by hand, the loss curves of eager,
+"""cherenkov/bench/suites/train.py (and train_report.py): configs and FLOPs by hand, the loss curves of eager,
 torch.compile and Cherenkov from the same seed agree (CPU, tiny models), a wrong backend fails
 the check, the time budget and the CLI path. On the CPU torch.compile runs with the aot_eager
 backend (Dynamo + AOTAutograd, no Inductor C++ build, which alone takes about a minute here)."""
@@ -11,8 +11,8 @@ import torch
 from cherenkov import hw
 from cherenkov.bench.suites import RUNNERS, SUITES
 from cherenkov.bench.suites.train import (BACKENDS, Backend, BackendResult, Settings, TrainCase,
-                                          cases, make_batches, markdown, max_relative_difference,
-                                          row, run_all, schedule, step_flops, summary)
+                                          cases, make_batches, run_all, schedule, step_flops)
+from cherenkov.bench.suites.train_report import markdown, max_relative_difference, row, summary
 from cherenkov.cli import main
 from cherenkov.models import ModelConfig, build_model, meta_forward_flops, param_count
 

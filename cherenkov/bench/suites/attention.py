@@ -383,7 +383,7 @@ def main(out_dir: str, smoke: bool = False, budget_s: float = 330.0, only=None,
 def run(args) -> int:
     """`cherenkov bench attention`: uses --out --cpu --smoke --cases --list --time-budget."""
     from cherenkov.bench.cli import empty_selection, select
-    from cherenkov.bench.suites.train import result_paths
+    from cherenkov.bench.report import result_paths
 
     chosen = select(cases(), args.cases)
     if empty_selection(chosen, args.cases):
