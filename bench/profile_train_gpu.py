@@ -89,6 +89,7 @@ def profile_backend(case, backend, settings, steps: int = 3) -> dict:
     torch._dynamo.reset()
     torch.cuda.empty_cache()
     return {"host_profile": host_profile, "memory": memory, "idle": idle_time(spans, steps),
+            "timeline": timeline(spans, steps),
             "host_ms": host_s * 1e3, "wall_ms": wall_s * 1e3,
             "kernels": {n: {"us": v[0], "count": v[1], "category": category(n)}
                         for n, v in kernels.items()}}
@@ -109,6 +110,19 @@ def idle_time(spans: list, steps: int) -> dict:
     top = sorted(after.items(), key=lambda kv: -kv[1][0])[:12]
     return {"idle_us": idle / steps, "span_us": (end - spans[0][0]) / steps if spans else 0.0,
             "after_gaps": {n[:90]: {"us": v[0], "count": v[1]} for n, v in top}}
+
+
+def timeline(spans: list, steps: int) -> list:
+    """The last profiled step's kernels in order: (name, gap before it, duration), us -- where
+    the GPU waits, kernel by kernel."""
+    spans = sorted(spans)
+    per_step = len(spans) // max(1, steps)
+    last = spans[-per_step:] if per_step else []
+    out, end = [], None
+    for s, e, name in last:
+        out.append((name[:60], 0.0 if end is None else max(0.0, s - end), e - s))
+        end = e if end is None else max(end, e)
+    return out
 
 
 def peak_memory(fn, opt, batches, settings) -> dict:
@@ -188,6 +202,7 @@ def main() -> None:
     ap.add_argument("--out", default="bench/results")
     ap.add_argument("--case", default="gpt2-style")
     ap.add_argument("--impls", nargs="+", default=["torch.compile", "cherenkov"])
+    ap.add_argument("--sources", type=int, default=12, help="kernel sources written (costliest)")
     args = ap.parse_args()
     case = next(c for c in suite.cases("full") if c.name == args.case)
     settings = suite.Settings(device=torch.device("cuda"))
@@ -205,12 +220,16 @@ def main() -> None:
     (out / f"{stem}.md").write_text(text)
     for impl, r in results.items():
         (out / f"{stem}_host_{impl}.txt").write_text(r.pop("host_profile"))
+    for impl, r in results.items():
+        rows = [f"{gap:8.1f} {dur:8.1f}  {name}" for name, gap, dur in r.pop("timeline")]
+        (out / f"{stem}_timeline_{impl}.txt").write_text(
+            "gap us  kernel us  kernel (one step, in order)\n" + "\n".join(rows) + "\n")
     (out / f"{stem}.json").write_text(json.dumps(results, indent=1))
     top = sorted(results.get("cherenkov", {"kernels": {}})["kernels"].items(),
                  key=lambda kv: -kv[1]["us"])
     # one file, so it comes back from the device with the report
     parts = [f"# {n}: {info['us']:.0f} us/step, {info['count']:.0f} launches\n\n{known[n][2]}"
-             for n, info in [kv for kv in top if kv[0] in known][:12]]
+             for n, info in [kv for kv in top if kv[0] in known][:args.sources]]
     (out / f"{stem}_kernel_sources.py").write_text("\n\n".join(parts))
 
 
