@@ -12,11 +12,11 @@ OUT="${OUT:-bench/results}"
 export CHERENKOV_COMMIT="${CHERENKOV_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 # (the 45 random attention problems, ~3 minutes, run on their own:
 #  python3 -m pytest -q tests/gpu/test_attention_sweep_gpu.py)
-PYTHONPATH=. timeout 200 python3 -m pytest -q -p no:logging tests/gpu \
+PYTHONPATH=. timeout 280 python3 -m pytest -q -p no:logging tests/gpu \
     --ignore=tests/gpu/test_attention_sweep_gpu.py 2>&1 \
     | grep -E "^E |^FAILED|passed|failed" | tail -25
-# cherenkov+pdl: generated kernels with programmatic dependent launch (config pdl, off by
-# default until measured); cherenkov+opt (the AdamW step compiled too) and
+# cherenkov-nopdl: generated kernels without programmatic dependent launch (config pdl, on
+# by default); cherenkov+opt (the AdamW step compiled too) and
 # cherenkov+autotune are left to be named
 OUT="$OUT" timeout 380 bash bench/train_gpu.sh --impls eager torch.compile cherenkov \
-    cherenkov+pdl --time-budget 240 2>&1 | grep -E "^\| (eager|torch.compile|cherenkov)|^- |wrote"
+    cherenkov-nopdl --time-budget 240 2>&1 | grep -E "^\| (eager|torch.compile|cherenkov)|^- |wrote"

@@ -43,10 +43,10 @@ Every option lives in `Config`; every environment variable is read here and nowh
 | CHERENKOV_COMBINE_CASTS=1   | combine_casts  | (Triton) small kernels each reading one graph input  |
 |                             |                | (autocast's weight casts) share one launch; off by   |
 |                             |                | default: GPT-2's step ran 30.4 vs 30.5 ms with it    |
-| CHERENKOV_PDL=1             | pdl            | (CUDA sm_90+) generated kernels launched with        |
+| CHERENKOV_PDL=0             | pdl            | (CUDA sm_90+) generated kernels launched with        |
 |                             |                | programmatic dependent launch: each may start while  |
 |                             |                | the kernel before it finishes (codegen/              |
-|                             |                | dependent_launch.py); off until measured on a GPU    |
+|                             |                | dependent_launch.py); on by default, 0 turns it off  |
 | CHERENKOV_COMBINE_UPDATES=0 | combine_updates| (Triton) small kernels writing values back into graph |
 |                             |                | inputs (a compiled optimizer step's per-parameter    |
 |                             |                | updates) share launches: a multi-tensor step         |
@@ -127,7 +127,7 @@ class Config:
     row_loops: bool = field(default=True, metadata={"env": "CHERENKOV_ROW_LOOPS"})
     combine_casts: bool = field(default=False, metadata={"env": "CHERENKOV_COMBINE_CASTS"})
     combine_updates: bool = field(default=True, metadata={"env": "CHERENKOV_COMBINE_UPDATES"})
-    pdl: bool = field(default=False, metadata={"env": "CHERENKOV_PDL"})
+    pdl: bool = field(default=True, metadata={"env": "CHERENKOV_PDL"})
     cuda_graphs_pooled: bool = field(default=False,
                                      metadata={"env": "CHERENKOV_CUDA_GRAPHS_POOLED"})
     linear_ce: str = field(default="auto", metadata={"env": "CHERENKOV_LINEAR_CE"})

@@ -46,8 +46,8 @@ def test_a_combo_gets_them_in_its_kernel_not_in_its_parts():
 
 
 def test_config_flag_and_cpu_compiles_without_it():
-    assert Config().pdl is False
-    assert Config.from_env({"CHERENKOV_PDL": "1"}).pdl is True
+    assert Config().pdl is True                      # on by default (CUDA sm_90+ only)
+    assert Config.from_env({"CHERENKOV_PDL": "0"}).pdl is False
     start = len(backend.COMPILED)
     f = cherenkov.compile(lambda x: torch.relu(x) * 2 + 1, strict=True, pdl=True)
     x = torch.randn(300)

@@ -130,9 +130,9 @@ BACKENDS = {b.name: b for b in (
     Backend("cherenkov+autotune", _cherenkov(autotune=True)),
     # autocast's weight casts in a few combo launches (passes/horizontal.py; off by default)
     Backend("cherenkov+combine", _cherenkov(combine_casts=True)),
-    # generated kernels launched with programmatic dependent launch (codegen/
-    # dependent_launch.py; off by default until measured)
-    Backend("cherenkov+pdl", _cherenkov(pdl=True)),
+    # generated kernels launched without programmatic dependent launch (codegen/
+    # dependent_launch.py; on by default since 2026-12-01_train_pdl_h200_7efcacd)
+    Backend("cherenkov-nopdl", _cherenkov(pdl=False)),
     # autograd's zero fill for unused outputs' gradients (the logits), as torch.compile has it
     Backend("cherenkov-zerofill", _cherenkov(unused_grads=False)),
     # the optimizer step compiled too (run when named with --impls), each by its own compiler
