@@ -88,6 +88,7 @@ def literal(value, dtype: torch.dtype) -> str:
 UNARY = {
     Op.NEG: "(-{0})", Op.EXP: "ck_exp({0})", Op.EXP2: "std::exp2({0})",
     Op.EXPM1: "std::expm1({0})", Op.LOG: "std::log({0})", Op.LOG2: "std::log2({0})",
+    Op.LOG10: "std::log10({0})",
     Op.LOG1P: "std::log1p({0})", Op.SQRT: "std::sqrt({0})", Op.RSQRT: "({1}(1) / std::sqrt({0}))",
     Op.RECIPROCAL: "({1}(1) / {0})", Op.SIN: "std::sin({0})", Op.COS: "std::cos({0})",
     Op.TAN: "std::tan({0})", Op.ASIN: "std::asin({0})", Op.ACOS: "std::acos({0})",

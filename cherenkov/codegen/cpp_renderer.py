@@ -36,8 +36,9 @@ from cherenkov.ir.ops import Op
 
 _RANK = {"c": 0, "x": 1, "xr": 2}
 ROW_BUFFER_MAX = 16384     # elements of one row kept in a per-thread buffer (64 KB of fp32)
-TRANSCENDENTAL = {Op.EXP, Op.EXP2, Op.EXPM1, Op.LOG, Op.LOG2, Op.LOG1P, Op.TANH, Op.SIGMOID,
-                  Op.ERF, Op.ERFC, Op.POW, Op.SIN, Op.COS, Op.TAN, Op.SQRT, Op.RSQRT, Op.DIV}
+TRANSCENDENTAL = {Op.EXP, Op.EXP2, Op.EXPM1, Op.LOG, Op.LOG2, Op.LOG10, Op.LOG1P, Op.TANH,
+                  Op.SIGMOID, Op.ERF, Op.ERFC, Op.POW, Op.SIN, Op.COS, Op.TAN, Op.SQRT, Op.RSQRT,
+                  Op.DIV}
 ATOMIC_TYPES = {torch.float32, torch.float64, torch.int64, torch.int32}
 # ANY/ALL fold int flags with | and &: a bool ||/&& reduction stops gcc vectorizing the loop
 _SIMD_CLAUSE = {Op.SUM: "+", Op.PROD: "*", Op.MAX: "max", Op.MIN: "min", Op.ANY: "|",

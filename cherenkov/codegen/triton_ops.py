@@ -15,6 +15,7 @@ LIB = "libdevice"
 UNARY = {
     Op.NEG: "-{0}", Op.ABS: "tl.abs({0})", Op.EXP: "tl.exp({0})", Op.EXP2: "tl.exp2({0})",
     Op.EXPM1: LIB + ".expm1({0})", Op.LOG: "tl.log({0})", Op.LOG2: "tl.log2({0})",
+    Op.LOG10: LIB + ".log10({0})",
     Op.LOG1P: LIB + ".log1p({0})", Op.SQRT: "tl.sqrt_rn({0})", Op.RSQRT: "tl.rsqrt({0})",
     Op.RECIPROCAL: "(1.0 / {0})", Op.SIN: "tl.sin({0})", Op.COS: "tl.cos({0})",
     Op.TAN: LIB + ".tan({0})", Op.ASIN: LIB + ".asin({0})", Op.ACOS: LIB + ".acos({0})",

@@ -16,7 +16,8 @@ class Op(Enum):
     IOTA = auto()         # index along a dim of the node's shape; args = (dim,)
     # elementwise: unary
     NEG = auto(); ABS = auto(); EXP = auto(); EXP2 = auto(); EXPM1 = auto(); LOG = auto()
-    LOG2 = auto(); LOG1P = auto(); SQRT = auto(); RSQRT = auto(); RECIPROCAL = auto()
+    LOG2 = auto(); LOG10 = auto(); LOG1P = auto(); SQRT = auto(); RSQRT = auto()
+    RECIPROCAL = auto()
     SIN = auto(); COS = auto(); TAN = auto(); ASIN = auto(); ACOS = auto(); ATAN = auto()
     SINH = auto(); COSH = auto(); TANH = auto(); ASINH = auto(); ACOSH = auto(); ATANH = auto()
     ERF = auto(); ERFC = auto(); ERFINV = auto(); SIGMOID = auto(); FLOOR = auto(); CEIL = auto()
@@ -63,10 +64,10 @@ class Op(Enum):
 
 class GroupOp:
     UNARY = frozenset({
-        Op.NEG, Op.ABS, Op.EXP, Op.EXP2, Op.EXPM1, Op.LOG, Op.LOG2, Op.LOG1P, Op.SQRT, Op.RSQRT,
-        Op.RECIPROCAL, Op.SIN, Op.COS, Op.TAN, Op.ASIN, Op.ACOS, Op.ATAN, Op.SINH, Op.COSH,
-        Op.TANH, Op.ASINH, Op.ACOSH, Op.ATANH, Op.ERF, Op.ERFC, Op.ERFINV, Op.SIGMOID, Op.FLOOR,
-        Op.CEIL, Op.ROUND, Op.TRUNC, Op.SIGN, Op.NOT, Op.BITWISE_NOT, Op.ISNAN, Op.ISINF,
+        Op.NEG, Op.ABS, Op.EXP, Op.EXP2, Op.EXPM1, Op.LOG, Op.LOG2, Op.LOG10, Op.LOG1P, Op.SQRT,
+        Op.RSQRT, Op.RECIPROCAL, Op.SIN, Op.COS, Op.TAN, Op.ASIN, Op.ACOS, Op.ATAN, Op.SINH,
+        Op.COSH, Op.TANH, Op.ASINH, Op.ACOSH, Op.ATANH, Op.ERF, Op.ERFC, Op.ERFINV, Op.SIGMOID,
+        Op.FLOOR, Op.CEIL, Op.ROUND, Op.TRUNC, Op.SIGN, Op.NOT, Op.BITWISE_NOT, Op.ISNAN, Op.ISINF,
         Op.LGAMMA, Op.DIGAMMA, Op.CAST})
     BINARY = frozenset({
         Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.FLOORDIV, Op.TRUNCDIV, Op.REMAINDER, Op.FMOD, Op.POW,

@@ -15,6 +15,7 @@ aten = torch.ops.aten
 UNARY = {
     aten.neg: Op.NEG, aten.abs: Op.ABS, aten.exp: Op.EXP, aten.exp2: Op.EXP2,
     aten.expm1: Op.EXPM1, aten.log: Op.LOG, aten.log2: Op.LOG2, aten.log1p: Op.LOG1P,
+    aten.log10: Op.LOG10,
     aten.sqrt: Op.SQRT, aten.rsqrt: Op.RSQRT, aten.reciprocal: Op.RECIPROCAL, aten.sin: Op.SIN,
     aten.cos: Op.COS, aten.tan: Op.TAN, aten.asin: Op.ASIN, aten.acos: Op.ACOS,
     aten.atan: Op.ATAN, aten.sinh: Op.SINH, aten.cosh: Op.COSH, aten.tanh: Op.TANH,
@@ -59,12 +60,16 @@ BOOL_OPS = {Op.BITWISE_AND: Op.AND, Op.BITWISE_OR: Op.OR, Op.BITWISE_XOR: Op.XOR
             Op.ADD: Op.OR, Op.MAXIMUM: Op.OR, Op.MINIMUM: Op.AND}
 
 
+def _binary_or_logic(ctx, op, a, b):
+    if ctx.out.dtype == torch.bool and op in BOOL_OPS:
+        return ctx.binary(BOOL_OPS[op], a, b)
+    return ctx.binary(op, a, b)
+
+
 def _register_binary(target, op):
     @lowering(target)
     def lower(ctx, a, b):
-        if ctx.out.dtype == torch.bool and op in BOOL_OPS:
-            return ctx.binary(BOOL_OPS[op], a, b)
-        return ctx.binary(op, a, b)
+        return _binary_or_logic(ctx, op, a, b)
 
 
 def _register_compare(target, op):
@@ -174,6 +179,42 @@ def _floor_divide(ctx, a, b):
 @lowering(aten.round.default)
 def _round(ctx, x):
     return ctx.unary(Op.ROUND, x)
+
+
+@lowering(aten.round.decimals)
+def _round_decimals(ctx, x, decimals=0):
+    """Eager's form: round(x * 10^d) / 10^d, or round(x / 10^-d) * 10^-d for d < 0, with the
+    power of ten in the tensor's dtype."""
+    if not ctx.out.dtype.is_floating_point:
+        raise Unsupported("round(decimals=) of an integer tensor (eager raises)")
+    power = float(torch.tensor(10.0 ** abs(decimals), dtype=ctx.out.dtype))
+    scale, unscale = (Op.MUL, Op.DIV) if decimals >= 0 else (Op.DIV, Op.MUL)
+    return ctx.binary(unscale, ctx.unary(Op.ROUND, ctx.binary(scale, x, power)), power)
+
+
+@lowering(aten.fmax.default, aten.fmin.default)
+def _fmax_fmin(ctx, a, b):
+    """maximum / minimum that take the number where one side is NaN (NaN only if both are)."""
+    op = Op.MAXIMUM if ctx.target == aten.fmax.default else Op.MINIMUM
+    dtype = ctx.out.dtype
+    if not dtype.is_floating_point:
+        return _binary_or_logic(ctx, op, a, b)
+    a, b = ctx.cast(a, dtype), ctx.cast(b, dtype)
+    either = ctx.binary(op, a, b)
+    a_nan = ctx.pointwise(Op.ISNAN, [a], torch.bool, dtype)
+    b_nan = ctx.pointwise(Op.ISNAN, [b], torch.bool, dtype)
+    return ctx.where(b_nan, a, ctx.where(a_nan, b, either))
+
+
+@lowering(aten.signbit.default)
+def _signbit(ctx, x):
+    """The sign bit: copysign(1, x) < 0 reads it for -0.0 and negative NaNs too."""
+    if x.dtype == torch.bool:
+        return ctx.const(False, torch.bool, x.shape)
+    if not x.dtype.is_floating_point:
+        return ctx.pointwise(Op.LT, [x, 0], torch.bool, x.dtype)
+    signed = ctx.pointwise(Op.COPYSIGN, [1.0, x], x.dtype)
+    return ctx.pointwise(Op.LT, [signed, 0.0], torch.bool, x.dtype)
 
 
 @lowering(aten.relu)

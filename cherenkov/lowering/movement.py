@@ -209,6 +209,26 @@ def _row_major(shape, strides) -> bool:
                if n != 1)
 
 
+@lowering(aten.diagonal.default, aten.diagonal_copy.default)
+def _diagonal(ctx, x, offset=0, dim1=0, dim2=1):
+    """x's (dim1, dim2) diagonal, shifted by `offset`, as its last dim: those two dims moved
+    last and indexed by one iota each (the view eager makes, read as a gather)."""
+    rank = len(x.shape)
+    dim1, dim2 = dim1 % rank, dim2 % rank
+    length = ctx.out.shape[-1]
+    if length == 0:
+        raise Unsupported("an empty diagonal")
+    rest = [d for d in range(rank) if d not in (dim1, dim2)]
+    moved = ctx.permute(x, rest + [dim1, dim2])
+    rows = ctx.iota((length,), 0)
+    cols = rows
+    if offset > 0:
+        cols = ctx.pointwise(Op.ADD, [rows, offset], torch.int64)
+    elif offset < 0:
+        rows = ctx.pointwise(Op.ADD, [rows, -offset], torch.int64)
+    return Node(Op.INDEX, (moved, rows, cols), ((rank - 2, rank - 1),), ctx.out_meta())
+
+
 @lowering(aten.as_strided, aten.as_strided_copy)
 def _as_strided(ctx, x, size, stride, storage_offset=None):
     if x.op != Op.INPUT:

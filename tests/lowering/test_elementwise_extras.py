@@ -1,0 +1,85 @@
+"""lowering/elementwise.py and movement.py: fmax/fmin, log10, round(decimals=), signbit and
+diagonal (trace) compile into kernels -- no PyTorch op left -- and agree with eager on the
+values where they differ from their plain neighbours: NaNs on one side or both, -0.0 and
+negative NaNs, negative decimals, integer tensors, off-diagonals and diagonals of other dims.
+Through both CPU renderers (C++ and Triton in the interpreter)."""
+import pytest
+import torch
+
+import cherenkov
+from cherenkov import backend
+
+
+def _compiled(fn, *args, **options):
+    start = len(backend.COMPILED)
+    out = cherenkov.compile(fn, strict=True, **options)(*args)
+    infos = [info for _, info in backend.COMPILED[start:]]
+    return out, [e for info in infos for e in info.externs], sum(len(i.kernels) for i in infos)
+
+
+def _floats():
+    torch.manual_seed(0)
+    x, y = torch.randn(6, 7) * 3, torch.randn(6, 7) * 3
+    x[0, 0] = y[1, 1] = float("nan")              # NaN on one side ...
+    x[2, 2] = y[2, 2] = float("nan")              # ... and on both
+    x[3, 3], x[3, 4] = -0.0, 0.0
+    x[4, 4] = -float("nan")                       # a NaN whose sign bit is set
+    x[5, 5] = -float("inf")
+    return x, y
+
+
+def _float_ops(x, y):
+    return (torch.fmax(x, y), torch.fmin(x, y), torch.log10(x.abs() + 1e-3),
+            torch.round(x * 10, decimals=2), torch.round(x * 100, decimals=-1),
+            torch.signbit(x), torch.signbit(y * 0.0))
+
+
+def _diagonals(x):
+    x = x * 2
+    return (torch.diagonal(x), torch.diagonal(x, 2), torch.diagonal(x, -3),
+            torch.diagonal(x.view(2, 3, 7), 1, 2, 0), torch.diagonal(x.view(2, 3, 7), -1, -1, 1),
+            torch.trace(x + 1))
+
+
+@pytest.mark.parametrize("cpu_backend", ["cpp", "triton"])
+def test_nan_aware_rounding_sign_ops_compile_and_match_eager(cpu_backend):
+    x, y = _floats()
+    outs, externs, kernels = _compiled(_float_ops, x, y, cpu_backend=cpu_backend)
+    assert not externs and kernels
+    for got, want in zip(outs, _float_ops(x, y)):
+        torch.testing.assert_close(got, want, equal_nan=True)
+    assert outs[0][0, 0] == y[0, 0] and outs[1][1, 1] == x[1, 1]      # the number, not NaN
+    assert outs[0][2, 2].isnan() and outs[5][3, 3] and not outs[5][3, 4] and outs[5][4, 4]
+
+
+def test_integer_fmax_and_signbit_and_a_bf16_log10():
+    a, b = torch.randint(-5, 5, (4, 5)), torch.randint(-5, 5, (4, 5))
+    fn = lambda a, b: (torch.fmax(a, b), torch.fmin(a, b), torch.signbit(a))   # noqa: E731
+    outs, externs, _ = _compiled(fn, a, b)
+    assert not externs
+    for got, want in zip(outs, fn(a, b)):
+        assert got.dtype == want.dtype and torch.equal(got, want)
+    h = torch.rand(64, dtype=torch.bfloat16) + 0.5
+    out, externs, _ = _compiled(lambda h: torch.log10(h * 3), h)
+    assert not externs and out.dtype == torch.bfloat16
+    torch.testing.assert_close(out, torch.log10(h * 3))
+
+
+@pytest.mark.parametrize("cpu_backend", ["cpp", "triton"])
+def test_diagonals_and_trace_compile_forward_and_backward(cpu_backend):
+    x = torch.randn(6, 7, requires_grad=True)
+    outs, externs, _ = _compiled(_diagonals, x, cpu_backend=cpu_backend)
+    assert not externs
+    want = _diagonals(x)
+    for got, ref in zip(outs, want):
+        assert got.shape == ref.shape
+        torch.testing.assert_close(got, ref)
+    grad = torch.autograd.grad(sum(o.sum() for o in outs), x)[0]
+    torch.testing.assert_close(grad, torch.autograd.grad(sum(o.sum() for o in want), x)[0])
+
+
+def test_an_empty_diagonal_gives_eagers_empty_result():
+    x = torch.randn(3, 4)
+    fn = lambda x: torch.diagonal(x * 2, 5) + 1      # noqa: E731 -- offset past the matrix
+    out, externs, _ = _compiled(fn, x)
+    assert out.shape == (0,) and torch.equal(out, fn(x))
