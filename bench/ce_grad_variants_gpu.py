@@ -2,7 +2,9 @@
 forward of templates/ce_forward_grad_op.py runs it) over its launch choices, on the train
 suite's LM-head shapes in bf16: block size and warps (the kernel's L2 hints, a persistent grid
 and pipelined loops were swept at a162c63 and 948ef62: hints won and stayed, the others lost
-and went; the one-pass form, the whole row one block read once, lost at 243d1cf and went).
+and went; the one-pass form, the whole row one block read once, lost at 243d1cf and went); now also the
+second pass walked last slice first (`reverse`: the slices pass 1 read last, likeliest still
+in L2, first).
 Each variant is checked against torch (loss rows, gradient) and timed; the bytes
 it must move (logits read once, gradient written once) against the copy bandwidth of the same
 bytes.
@@ -46,8 +48,9 @@ def main(out_dir: str) -> None:
         copy_bw = copy_bandwidth(dev, nbytes // 2)
         lines.append(f"{name} ({n} x {v} bf16): copy {copy_bw / 1e9:.0f} GB/s; "
                      f"read + write {nbytes / 1e9:.2f} GB")
-        variants = [dict(block_v=b, num_warps=w)
-                    for b, w in itertools.product((2048, 4096, 8192), (4, 8, 16))]
+        variants = [dict(block_v=b, num_warps=w, reverse=r)
+                    for r, b, w in itertools.product((False, True), (4096, 8192, 16384),
+                                                     (4, 8, 16))]
         for launch in variants:
             label = " ".join(f"{k}={v}" for k, v in launch.items())
             try:

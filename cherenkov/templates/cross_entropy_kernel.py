@@ -38,7 +38,8 @@ import triton.language as tl
 
 @triton.jit
 def cross_entropy_rows(logits_ptr, stride_row, grad_ptr, grad_stride_row, targets_ptr, loss_ptr,
-                       V, ignore_index, WRITE_GRAD: tl.constexpr, BLOCK_V: tl.constexpr):
+                       V, ignore_index, WRITE_GRAD: tl.constexpr, BLOCK_V: tl.constexpr,
+                       REVERSE: tl.constexpr = False):
     row = tl.program_id(0).to(tl.int64)               # int64 row offsets: rows x V > 2^31
     base = logits_ptr + row * stride_row
     grad_base = grad_ptr + row * grad_stride_row
@@ -63,7 +64,10 @@ def cross_entropy_rows(logits_ptr, stride_row, grad_ptr, grad_stride_row, target
     tl.store(loss_ptr + row, tl.where(valid, loss, 0.0))
     if WRITE_GRAD:
         keep = tl.where(valid, tl.where(known, 1.0, float("nan")), 0.0)
-        for start in range(0, V, BLOCK_V):
+        n_slices = tl.cdiv(V, BLOCK_V)
+        for i in range(0, n_slices):
+            # REVERSE: last slice first, the one pass 1 read most recently (likeliest in L2)
+            start = (n_slices - 1 - i) * BLOCK_V if REVERSE else i * BLOCK_V
             cols = start + tl.arange(0, BLOCK_V)
             x = tl.load(base + cols, mask=cols < V, other=0.0,
                         eviction_policy="evict_first").to(tl.float32)
@@ -80,7 +84,8 @@ def _kernel(interpret: bool):
 
 def cross_entropy_rows(logits: torch.Tensor, targets: torch.Tensor, loss: torch.Tensor,
                        ignore_index: int, write_grad: bool, grad: torch.Tensor | None = None,
-                       block_v: int | None = None, num_warps: int | None = None) -> None:
+                       block_v: int | None = None, num_warps: int | None = None,
+                       reverse: bool = False) -> None:
     """logits (rows, V), unit column stride; targets (rows,) int; loss (rows,) fp32 (written).
     With write_grad, softmax - onehot (rows of ignored targets: 0) goes to `grad` (rows, V),
     unit column stride, or, without one, over the logits in place. block_v and num_warps:
@@ -108,7 +113,7 @@ def cross_entropy_rows(logits: torch.Tensor, targets: torch.Tensor, loss: torch.
         num_warps = 1 if interpret else 8
     _kernel(interpret)[(rows,)](logits, logits.stride(0), grad, grad.stride(0), targets, loss,
                                 vocab, ignore_index, WRITE_GRAD=write_grad, BLOCK_V=block_v,
-                                num_warps=num_warps, enable_fp_fusion=True)
+                                REVERSE=reverse, num_warps=num_warps, enable_fp_fusion=True)
 
 
 def _rows_in_torch(logits, targets, loss, ignore_index: int, write_grad: bool, grad) -> None:
