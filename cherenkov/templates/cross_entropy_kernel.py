@@ -12,8 +12,10 @@ Pass 2 (WRITE_GRAD) writes the unscaled gradient
 over the logits in place (the chunk's logits buffer becomes its gradient without another
 allocation) or into a buffer of its own; the caller scales by 1/n_valid and grad_output later
 (the gradient is linear in that factor). The row is read twice, hoping for L2 the second time;
-at large vocabularies it reaches 65-68% of copy bandwidth (V=50304 on the H200) and 77%
-(V=32000). Reading the row once (the whole row one block, the gradient from the same
+so pass 2 walks the row last slice first (the slices pass 1 read last are likeliest still
+there): 1126 vs 1309 us at 16384 x 50304 and 325 vs 380 us at 8192 x 32000 in one run on the
+H200 (bench/results/2026-12-01_ce_grad_variants_reverse_h200_975db70.txt; the forward walk
+had measured 1145-1192 and 329 us in earlier runs), 69% and 77% of copy bandwidth. Reading the row once (the whole row one block, the gradient from the same
 exponentials) lost: 1515 vs 1156 us at 16384 x 50304 (bench/results/
 2026-11-30_ce_grad_variants_h200_243d1cf), one row per SM leaves too little in flight; so
 did each row split over 4-16 programs that hold their slice and combine max / sum through
@@ -85,11 +87,11 @@ def _kernel(interpret: bool):
 def cross_entropy_rows(logits: torch.Tensor, targets: torch.Tensor, loss: torch.Tensor,
                        ignore_index: int, write_grad: bool, grad: torch.Tensor | None = None,
                        block_v: int | None = None, num_warps: int | None = None,
-                       reverse: bool = False) -> None:
+                       reverse: bool = True) -> None:
     """logits (rows, V), unit column stride; targets (rows,) int; loss (rows,) fp32 (written).
     With write_grad, softmax - onehot (rows of ignored targets: 0) goes to `grad` (rows, V),
     unit column stride, or, without one, over the logits in place. block_v and num_warps:
-    the launch (defaults: the H200's best, below)."""
+    the launch (defaults: the H200's best, below); reverse: pass 2's walk (module docstring)."""
     rows, vocab = logits.shape
     if rows == 0:
         return
