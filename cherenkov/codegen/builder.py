@@ -338,7 +338,7 @@ class KernelBuilder:
         self.members.add(node)
         X, R = self.kernel.X, self.kernel.R
         if node.op in GroupOp.SCATTER:
-            return self._scatter_add(node, store_as)
+            return self._scatter(node, store_as)
         if node.op in GroupOp.REDUCTION:
             n_red = node.args[0]
             src = node.inputs[0]
@@ -448,8 +448,9 @@ class KernelBuilder:
                                                    contiguous_strides(node.shape)), out))
         self.kernel.outputs.append(Buffer(name, node.dtype, numel(node.shape)))
 
-    def _scatter_add(self, node: Node, store_as) -> None:
-        """out[dest(i)] += values[i] for every element i of values (out pre-filled with base)."""
+    def _scatter(self, node: Node, store_as) -> None:
+        """out[dest(i)] += values[i] (SCATTER_ADD) or = values[i] (SCATTER_SET) for every
+        element i of values (out pre-filled with base)."""
         base, values, indices = node.inputs[0], node.inputs[1], node.inputs[2:]
         if numel(values.shape) != self.kernel.X or self.kernel.R != 1:
             raise NotFusible("scatter domain differs from the kernel's")
@@ -471,7 +472,9 @@ class KernelBuilder:
             dest[where], ok = self._index_value(indices[0], vidx, None, base.shape[where])
         name, meta = store_as
         self.kernel.body.append(Store(name, ix.dot(dest, contiguous_strides(node.shape)),
-                                      self._cast(value, node.dtype), atomic_add=True, mask=ok))
+                                      self._cast(value, node.dtype),
+                                      atomic_add=node.op == Op.SCATTER_ADD, indexed=True,
+                                      mask=ok))
         self.kernel.outputs.append(Buffer(name, node.dtype, numel(node.shape)))
         self.kernel.fused_ops += 1
 

@@ -26,7 +26,7 @@ class ColumnLoops:
         backward: each token's gradient row into its vocabulary row): threads that own
         disjoint column ranges then never write the same element -- no atomics."""
         k = self.k
-        stores = [s for s in k.body if isinstance(s, Store) and s.atomic_add]
+        stores = [s for s in k.body if isinstance(s, Store) and s.indexed]
         if k.R != 1 or len(stores) != 1:
             return 0
         x = ix.var("x", k.X)

@@ -91,9 +91,11 @@ class _Renderer(ColumnLoops):
         return stage
 
     def serial(self) -> bool:
-        """Scatter-adds into types OpenMP cannot update atomically run the rows in order."""
-        return any(isinstance(s, Store) and s.atomic_add and
-                   self.buffer_dtype[s.buffer] not in ATOMIC_TYPES for s in self.k.body)
+        """Scatter-adds into types OpenMP cannot update atomically, and scatters that write
+        (the last write to an element wins, as in eager on the CPU), run the rows in order."""
+        return any(isinstance(s, Store) and s.indexed and
+                   (not s.atomic_add or self.buffer_dtype[s.buffer] not in ATOMIC_TYPES)
+                   for s in self.k.body)
 
     # ---- whole kernel ---------------------------------------------------------------------
     def render(self) -> str:
@@ -122,10 +124,11 @@ class _Renderer(ColumnLoops):
             self.lines.append("}")
             return "\n".join(self.lines) + "\n"
         # a pointwise kernel's rows are its elements: vectorize across them too
-        simd = " simd" if k.R == 1 and not any(isinstance(s, Store) and s.atomic_add
+        simd = " simd" if k.R == 1 and not any(isinstance(s, Store) and s.indexed
                                                 for s in body) else ""
         if self.serial():
-            self.lines.append("  // serial: adds into 16-bit or bool elements are not atomic")
+            self.lines.append("  // serial: a scatter's writes, or adds into 16-bit or bool "
+                              "elements, in order")
         elif k.X * k.R >= PARALLEL_MIN_ELEMENTS and k.X > 1:
             self.lines.append(f"  #pragma omp parallel for{simd} num_threads(ck_num_threads) "
                               "schedule(static)")
@@ -236,8 +239,8 @@ class _Renderer(ColumnLoops):
         scalar = any(s.op in (Op.ARGMAX, Op.ARGMIN) for s in reductions)
         if scalar:
             self.lines.append(f"{ind}// argmax/argmin: a scalar scan keeps the first extreme index")
-        elif any(isinstance(s, Store) and s.atomic_add for s in sinks):
-            self.lines.append(f"{ind}// scatter-add: lanes may hit one element, so no simd")
+        elif any(isinstance(s, Store) and s.indexed for s in sinks):
+            self.lines.append(f"{ind}// scatter: lanes may hit one element, so no simd")
         else:
             self.lines.append(f"{ind}#pragma omp simd" + "".join(f" reduction({c})" for c in clauses))
         self.lines.append(f"{ind}for (int64_t r = 0; r < {k.R}; ++r) {{")

@@ -79,6 +79,7 @@ class Store:
     index: Lin
     src: str
     atomic_add: bool = False    # add into the buffer (scatter-add) instead of overwriting
+    indexed: bool = False       # at a run-time index (a scatter): two elements may meet there
     mask: str | None = None     # a bool value: store only where it holds (a run-time index
                                 # out of range writes nothing)
 
@@ -219,5 +220,5 @@ def format_statement(s: Statement) -> str:
         return f"{s.out} = cast[{s.dtype}] {s.src}"
     if isinstance(s, Reduce):
         return f"{s.out} = reduce_{s.op.name.lower()} {s.src}"
-    op = "+=" if s.atomic_add else "="
+    op = "+=" if s.atomic_add else "=@" if s.indexed else "="
     return f"store {s.buffer}[{render(s.index, ident)}] {op} {s.src}"

@@ -60,6 +60,7 @@ class Op(Enum):
     # anything run by PyTorch as it is
     EXTERN = auto()       # args = (aten target, argument template, reason)
     SCATTER_ADD = auto()  # inputs (base, values, *indices); args = ("index", dims) | ("dim", dim)
+    SCATTER_SET = auto()  # the same, each value written over its element (duplicates: one wins)
 
 
 class GroupOp:
@@ -92,7 +93,7 @@ class GroupOp:
     # what runs as a call into PyTorch (cuBLAS, SDPA, RNG, NCCL, anything else)
     LIBRARY = MATMUL | ATTENTION | RANDOM | COLLECTIVE | EXTERN
     # writes at run-time indices with atomic adds: a kernel of its own, never merged
-    SCATTER = frozenset({Op.SCATTER_ADD})
+    SCATTER = frozenset({Op.SCATTER_ADD, Op.SCATTER_SET})
 
 
 def kind_of(op: Op) -> str:

@@ -6,6 +6,12 @@
 - `index_put(base, indices, values, accumulate=True)` (embedding's backward) and
   `scatter_add` become `SCATTER_ADD`: a kernel that adds each value into a copy of base at its
   index with atomic adds.
+- `index_put(..., accumulate=False)` (`x[idx] = v`, index_copy, index_fill) and other
+  scatters become `SCATTER_SET`: each value written over its element of a copy of base. Where
+  two values meet one element eager leaves the result undefined; the C++ kernel writes in
+  order (the last wins, as eager's CPU loop does), the GPU's programs race (as eager's CUDA
+  kernel does). Under `torch.use_deterministic_algorithms(True)` a CUDA graph keeps
+  PyTorch's op (its deterministic path sorts the indices).
 """
 from __future__ import annotations
 
@@ -20,6 +26,13 @@ aten = torch.ops.aten
 ATOMIC_DTYPES = {torch.float32, torch.int32, torch.int64}
 
 
+def _writes_allowed(ctx) -> None:
+    if ctx.out.dtype.is_complex:
+        raise Unsupported("complex dtypes")
+    if ctx.device.type == "cuda" and torch.are_deterministic_algorithms_enabled():
+        raise Unsupported("deterministic algorithms: PyTorch's scatter orders colliding writes")
+
+
 @lowering(aten.scatter.value, aten.scatter.src)
 def _scatter(ctx, x, dim, index, value):
     if not x.shape:         # 0-d: the one element is replaced
@@ -27,7 +40,7 @@ def _scatter(ctx, x, dim, index, value):
     dim = dim % max(len(x.shape), 1)
     want = tuple(1 if d == dim else s for d, s in enumerate(x.shape))
     if index.shape != want:
-        raise Unsupported("scatter with more than one index per row")
+        return _scatter_set(ctx, x, dim, index, value)
     if isinstance(value, Node):
         if value.shape != index.shape and value.shape != x.shape:
             raise Unsupported("scatter source of another shape")
@@ -38,11 +51,27 @@ def _scatter(ctx, x, dim, index, value):
     return ctx.where(hit, value, x)
 
 
+def _scatter_set(ctx, x, dim, index, value):
+    """out = x; out[.., index[i], ..] = value[i] along dim, over index's elements (index and
+    src no larger than x: eager's rule)."""
+    _writes_allowed(ctx)
+    if isinstance(value, Node):
+        if value.shape != index.shape:
+            value = ctx.slice_to_shape(value, index.shape)
+        values = ctx.cast(value, ctx.out.dtype)
+    else:
+        values = ctx.const(value, ctx.out.dtype, index.shape)
+    if not index.shape or 0 in index.shape:
+        return ctx.cast(x, ctx.out.dtype)
+    return Node(Op.SCATTER_SET, (ctx.cast(x, ctx.out.dtype), values, index), ("dim", dim),
+                ctx.out_meta())
+
+
 @lowering(aten.index_put.default, aten._unsafe_index_put.default)
 def _index_put(ctx, base, indices, values, accumulate=False):
     if not accumulate:
-        raise Unsupported("index_put without accumulate (last write wins)")
-    if ctx.out.dtype not in ATOMIC_DTYPES:
+        _writes_allowed(ctx)
+    elif ctx.out.dtype not in ATOMIC_DTYPES:
         raise Unsupported(f"atomic add of {ctx.out.dtype}")
     dims, nodes = [], []
     for d, idx in enumerate(indices):
@@ -58,8 +87,12 @@ def _index_put(ctx, base, indices, values, accumulate=False):
     nodes = [ctx.expand(n, bshape) for n in nodes]
     # values broadcast to the indexed view's shape: base[:d0] + bshape + base[d0+len:]
     view_shape = base.shape[: dims[0]] + tuple(bshape) + base.shape[dims[0] + len(dims):]
-    values = ctx.expand(ctx.cast(values, ctx.out.dtype), view_shape)
-    return Node(Op.SCATTER_ADD, (base, values, *nodes), ("index", tuple(dims)), ctx.out_meta())
+    if 0 in view_shape:                 # nothing written
+        return ctx.cast(base, ctx.out.dtype)
+    values = ctx.expand(ctx.cast(ctx.as_node(values, ctx.out.dtype), ctx.out.dtype), view_shape)
+    op = Op.SCATTER_ADD if accumulate else Op.SCATTER_SET
+    return Node(op, (ctx.cast(base, ctx.out.dtype), values, *nodes), ("index", tuple(dims)),
+                ctx.out_meta())
 
 
 @lowering(aten.scatter_add.default)

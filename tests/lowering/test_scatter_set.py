@@ -1,0 +1,102 @@
+"""lowering/scatter.py: writes at run-time indices (`x[idx] = v`, index_put without
+accumulate, index_copy, index_fill, scatter with several indices per row) compile into one
+SCATTER_SET kernel over a copy of the base -- no PyTorch op left -- through both CPU renderers,
+forward and backward; colliding writes leave the last one, as eager's CPU loop does; under
+deterministic algorithms a CUDA graph keeps PyTorch's op."""
+import types
+
+import pytest
+import torch
+
+import cherenkov
+from cherenkov import backend
+from cherenkov.lowering import scatter
+from cherenkov.lowering.registry import Unsupported
+
+
+def _compiled(fn, *args, **options):
+    start = len(backend.COMPILED)
+    out = cherenkov.compile(fn, strict=True, **options)(*args)
+    infos = [info for _, info in backend.COMPILED[start:]]
+    return out, [e for info in infos for e in info.externs], [k[3] for i in infos
+                                                               for k in i.kernels]
+
+
+def _assign(x, v, idx):
+    y = x * 2
+    y[idx] = v + 1
+    return y
+
+
+CASES = {
+    "assign rows": (_assign, lambda: (torch.randn(6, 5), torch.randn(3, 5),
+                                      torch.tensor([4, 0, -1]))),
+    "colliding rows": (_assign, lambda: (torch.randn(6, 5), torch.randn(3, 5),
+                                         torch.tensor([1, 1, 1]))),
+    "assign a scalar": (lambda x, i: (x + 1).index_put((i,), torch.tensor(-3.0)),
+                        lambda: (torch.randn(5, 4), torch.tensor([3, 1]))),
+    "scatter along dim 1": (lambda x, i, s: (x * 1).scatter(1, i, s * 3),
+                            lambda: (torch.randn(3, 5), torch.tensor([[0, 1, 2], [4, 3, 2]]),
+                                     torch.randn(2, 4))),
+    "scatter a value": (lambda x, i: (x - 1).scatter(0, i, 7.5),
+                        lambda: (torch.randn(4, 3), torch.tensor([[3, 0, 1], [2, 2, 0]]))),
+    "bool scatter": (lambda x, i: (x > 0).scatter(1, i, True),
+                     lambda: (torch.randn(3, 5), torch.tensor([[0, 4], [1, 1]]))),
+    "index_copy": (lambda x, i, s: (x + 1).index_copy(1, i, s),
+                   lambda: (torch.randn(4, 6), torch.tensor([5, 0]), torch.randn(4, 2))),
+    "index_fill": (lambda x, i: (x + 1).index_fill(0, i, -2.0),
+                   lambda: (torch.randn(5, 3), torch.tensor([4, 1]))),
+    "int64 rows": (lambda x, v, i: _assign(x, v, i),
+                   lambda: (torch.randint(-9, 9, (6, 2)), torch.randint(0, 9, (2, 2)),
+                            torch.tensor([5, 2]))),
+}
+
+
+@pytest.mark.parametrize("cpu_backend", ["cpp", "triton"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_writes_compile_and_match_eager(case, cpu_backend):
+    fn, make = CASES[case]
+    torch.manual_seed(0)
+    args = make()
+    out, externs, sources = _compiled(fn, *args, cpu_backend=cpu_backend)
+    assert not externs and sources
+    want = fn(*args)
+    assert out.dtype == want.dtype and torch.equal(out, want), case
+
+
+def test_colliding_writes_leave_the_last_as_eager_on_the_cpu():
+    x, v = torch.zeros(3, 2), torch.tensor([[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]])
+    out, externs, _ = _compiled(lambda x, v, i: x.index_put((i,), v), x, v,
+                                torch.tensor([1, 1, 1]))
+    assert not externs and out[1].tolist() == [3.0, 3.0] and out[0].tolist() == [0.0, 0.0]
+
+
+def test_gradients_through_an_assignment():
+    x = torch.randn(6, 5, requires_grad=True)
+    v = torch.randn(3, 5, requires_grad=True)
+    idx = torch.tensor([4, 0, 2])
+
+    def loss(x, v, idx):
+        y = (x * 2).index_put((idx,), v * 3)
+        return (y * y).sum()
+
+    out, externs, _ = _compiled(loss, x, v, idx)
+    assert not externs
+    got = torch.autograd.grad(out, (x, v))
+    want = torch.autograd.grad(loss(x, v, idx), (x, v))
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w)
+
+
+def test_deterministic_algorithms_keep_pytorchs_scatter_on_cuda():
+    ctx = types.SimpleNamespace(out=types.SimpleNamespace(dtype=torch.float32),
+                                device=torch.device("cuda"))
+    before = torch.are_deterministic_algorithms_enabled()
+    try:
+        torch.use_deterministic_algorithms(True)
+        with pytest.raises(Unsupported, match="deterministic"):
+            scatter._writes_allowed(ctx)
+        ctx.device = torch.device("cpu")        # the C++ kernel writes in order anyway
+        scatter._writes_allowed(ctx)
+    finally:
+        torch.use_deterministic_algorithms(before)
