@@ -6,6 +6,8 @@
 - `index_put(base, indices, values, accumulate=True)` (embedding's backward) and
   `scatter_add` become `SCATTER_ADD`: a kernel that adds each value into a copy of base at its
   index with atomic adds.
+- `scatter_reduce` with "sum" (and "mean" of floats): scatter-adds of the values and, where
+  needed, of ones (the counts).
 - `index_put(..., accumulate=False)` (`x[idx] = v`, index_copy, index_fill) and other
   scatters become `SCATTER_SET`: each value written over its element of a copy of base. Where
   two values meet one element eager leaves the result undefined; the C++ kernel writes in
@@ -104,3 +106,36 @@ def _scatter_add(ctx, x, dim, index, src):
         src = ctx.slice_to_shape(src, index.shape)
     return Node(Op.SCATTER_ADD, (x, ctx.cast(src, ctx.out.dtype), index), ("dim", dim),
                 ctx.out_meta())
+
+
+@lowering(aten.scatter_reduce.two)
+def _scatter_reduce(ctx, x, dim, index, src, reduce, include_self=True):
+    """sum, and mean of floating-point values, as scatter-adds: with include_self a sum is
+    scatter_add itself; otherwise the values' sums go into zeros beside how many values each
+    element got (a scatter-add of ones), and untouched elements keep x. amax, amin and prod
+    stay PyTorch's."""
+    dtype = ctx.out.dtype
+    if reduce not in ("sum", "mean"):
+        raise Unsupported(f"scatter_reduce {reduce!r}")
+    if dtype not in ATOMIC_DTYPES or (reduce == "mean" and not dtype.is_floating_point):
+        raise Unsupported(f"scatter_reduce {reduce!r} of {dtype}")
+    if not x.shape:
+        raise Unsupported("scatter_reduce of a 0-d tensor")
+    dim = dim % len(x.shape)
+    if index.shape != src.shape:
+        src = ctx.slice_to_shape(src, index.shape)
+    x, src = ctx.cast(x, dtype), ctx.cast(src, dtype)
+    if 0 in index.shape:
+        return x
+    if reduce == "sum" and include_self:
+        return Node(Op.SCATTER_ADD, (x, src, index), ("dim", dim), ctx.out_meta())
+    zeros = ctx.const(0, dtype, x.shape)
+    sums = Node(Op.SCATTER_ADD, (zeros, src, index), ("dim", dim), ctx.out_meta())
+    counts = Node(Op.SCATTER_ADD, (zeros, ctx.const(1, dtype, index.shape), index),
+                  ("dim", dim), ctx.out_meta())
+    if include_self:                       # a mean over x and the values: x / 1 where none
+        return ctx.binary(Op.DIV, ctx.binary(Op.ADD, sums, x), ctx.binary(Op.ADD, counts, 1))
+    touched = ctx.pointwise(Op.GT, [counts, 0], torch.bool, dtype)
+    if reduce == "sum":
+        return ctx.where(touched, sums, x)
+    return ctx.where(touched, ctx.binary(Op.DIV, sums, ctx.binary(Op.MAXIMUM, counts, 1)), x)

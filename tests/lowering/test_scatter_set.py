@@ -15,6 +15,7 @@ from cherenkov.lowering.registry import Unsupported
 
 
 def _compiled(fn, *args, **options):
+    torch._dynamo.reset()        # one code object, many parametrizations: no recompile limit
     start = len(backend.COMPILED)
     out = cherenkov.compile(fn, strict=True, **options)(*args)
     infos = [info for _, info in backend.COMPILED[start:]]
@@ -100,3 +101,21 @@ def test_deterministic_algorithms_keep_pytorchs_scatter_on_cuda():
         scatter._writes_allowed(ctx)
     finally:
         torch.use_deterministic_algorithms(before)
+
+
+@pytest.mark.parametrize("cpu_backend", ["cpp", "triton"])
+@pytest.mark.parametrize("reduce,include_self", [("sum", True), ("sum", False), ("mean", True),
+                                                 ("mean", False), ("amax", True)])
+def test_scatter_reduce_sum_and_mean_compile(reduce, include_self, cpu_backend):
+    """sum / mean as scatter-adds (of the values, and of ones for the counts); untouched
+    elements keep the input; amax stays PyTorch's, with the same result."""
+    torch.manual_seed(0)
+    x, src = torch.randn(4, 6), torch.randn(4, 5)
+    idx = torch.tensor([[0, 0, 2, 5, 0], [1, 1, 1, 1, 1], [5, 4, 3, 2, 1], [3, 3, 0, 0, 3]])
+
+    def fn(x, i, s):
+        return (x * 2).scatter_reduce(1, i, s + 1, reduce, include_self=include_self)
+
+    out, externs, _ = _compiled(fn, x, idx, src, cpu_backend=cpu_backend)
+    assert bool(externs) == (reduce == "amax")
+    torch.testing.assert_close(out, fn(x, idx, src))
