@@ -218,15 +218,26 @@ def _diagonal(ctx, x, offset=0, dim1=0, dim2=1):
     length = ctx.out.shape[-1]
     if length == 0:
         raise Unsupported("an empty diagonal")
-    rest = [d for d in range(rank) if d not in (dim1, dim2)]
-    moved = ctx.permute(x, rest + [dim1, dim2])
+    order = diagonal_last(rank, dim1, dim2)
+    rows, cols = diagonal_indices(ctx, length, offset)
+    return Node(Op.INDEX, (ctx.permute(x, order), rows, cols), ((rank - 2, rank - 1),),
+                ctx.out_meta())
+
+
+def diagonal_last(rank: int, dim1: int, dim2: int) -> list[int]:
+    """The dims in the order that puts dim1 and dim2 last (a diagonal's two dims)."""
+    return [d for d in range(rank) if d not in (dim1, dim2)] + [dim1, dim2]
+
+
+def diagonal_indices(ctx, length: int, offset: int) -> tuple[Node, Node]:
+    """(rows, cols) of the `length` elements of a diagonal `offset` above the main one."""
     rows = ctx.iota((length,), 0)
     cols = rows
     if offset > 0:
         cols = ctx.pointwise(Op.ADD, [rows, offset], torch.int64)
     elif offset < 0:
         rows = ctx.pointwise(Op.ADD, [rows, -offset], torch.int64)
-    return Node(Op.INDEX, (moved, rows, cols), ((rank - 2, rank - 1),), ctx.out_meta())
+    return rows, cols
 
 
 @lowering(aten.as_strided, aten.as_strided_copy)

@@ -8,8 +8,9 @@
   index with atomic adds.
 - `scatter_reduce` with "sum" (and "mean" of floats): scatter-adds of the values and, where
   needed, of ones (the counts).
-- `index_put(..., accumulate=False)` (`x[idx] = v`, index_copy, index_fill) and other
-  scatters become `SCATTER_SET`: each value written over its element of a copy of base. Where
+- `index_put(..., accumulate=False)` (`x[idx] = v`, index_copy, index_fill), put (on the
+  flattened tensor), diagonal_scatter (at iota indices) and other scatters become
+  `SCATTER_SET`: each value written over its element of a copy of base. Where
   two values meet one element eager leaves the result undefined; the C++ kernel writes in
   order (the last wins, as eager's CPU loop does), the GPU's programs race (as eager's CUDA
   kernel does). Under `torch.use_deterministic_algorithms(True)` a CUDA graph keeps
@@ -21,6 +22,7 @@ import torch
 
 from cherenkov.ir.graph import Node
 from cherenkov.ir.ops import Op
+from cherenkov.lowering.movement import diagonal_indices, diagonal_last
 from cherenkov.lowering.registry import Unsupported, lowering
 
 aten = torch.ops.aten
@@ -139,3 +141,41 @@ def _scatter_reduce(ctx, x, dim, index, src, reduce, include_self=True):
     if reduce == "sum":
         return ctx.where(touched, sums, x)
     return ctx.where(touched, ctx.binary(Op.DIV, sums, ctx.binary(Op.MAXIMUM, counts, 1)), x)
+
+
+@lowering(aten.put.default)
+def _put(ctx, x, index, source, accumulate=False):
+    """index_put on the flattened tensor (put's indices count elements row-major)."""
+    dtype = ctx.out.dtype
+    if not accumulate:
+        _writes_allowed(ctx)
+    elif dtype not in ATOMIC_DTYPES:
+        raise Unsupported(f"atomic add of {dtype}")
+    n, m = x.meta.numel, index.meta.numel
+    if m == 0:
+        return ctx.cast(x, dtype)
+    flat = ctx.cast(ctx.reshape(x, (n,)), dtype)
+    index = ctx.reshape(index, (m,))
+    source = ctx.as_node(source, dtype)
+    values = ctx.expand(ctx.reshape(ctx.cast(source, dtype), (source.meta.numel,)), (m,))
+    op = Op.SCATTER_ADD if accumulate else Op.SCATTER_SET
+    written = Node(op, (flat, values, index), ("index", (0,)), ctx.meta((n,), dtype))
+    return ctx.reshape(written, x.shape)
+
+
+@lowering(aten.diagonal_scatter.default)
+def _diagonal_scatter(ctx, x, src, offset=0, dim1=0, dim2=1):
+    """x with its (dim1, dim2) diagonal replaced by src: the two dims moved last, src written
+    at (i, i + offset) by SCATTER_SET, the dims moved back."""
+    rank = len(x.shape)
+    dim1, dim2 = dim1 % rank, dim2 % rank
+    length = src.shape[-1] if src.shape else 0
+    if length == 0:
+        return ctx.cast(x, ctx.out.dtype)
+    _writes_allowed(ctx)
+    order = diagonal_last(rank, dim1, dim2)
+    moved = ctx.permute(ctx.cast(x, ctx.out.dtype), order)
+    rows, cols = diagonal_indices(ctx, length, offset)
+    written = Node(Op.SCATTER_SET, (moved, ctx.cast(src, ctx.out.dtype), rows, cols),
+                   ("index", (rank - 2, rank - 1)), ctx.meta(moved.shape, ctx.out.dtype))
+    return ctx.permute(written, [order.index(d) for d in range(rank)])

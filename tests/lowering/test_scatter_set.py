@@ -1,5 +1,6 @@
 """lowering/scatter.py: writes at run-time indices (`x[idx] = v`, index_put without
-accumulate, index_copy, index_fill, scatter with several indices per row) compile into one
+accumulate, index_copy, index_fill, put, diagonal_scatter, scatter with several indices per
+row) compile into one
 SCATTER_SET kernel over a copy of the base -- no PyTorch op left -- through both CPU renderers,
 forward and backward; colliding writes leave the last one, as eager's CPU loop does; under
 deterministic algorithms a CUDA graph keeps PyTorch's op."""
@@ -47,6 +48,15 @@ CASES = {
                    lambda: (torch.randn(4, 6), torch.tensor([5, 0]), torch.randn(4, 2))),
     "index_fill": (lambda x, i: (x + 1).index_fill(0, i, -2.0),
                    lambda: (torch.randn(5, 3), torch.tensor([4, 1]))),
+    "put (flat indices)": (lambda x, i, s: (x * 2).put(i, s + 1),
+                           lambda: (torch.randn(3, 4), torch.tensor([[0, 11], [-1, 5]]),
+                                    torch.randn(2, 2))),
+    "put accumulate": (lambda x, i, s: (x * 2).put(i, s + 1, accumulate=True),
+                       lambda: (torch.randn(3, 4), torch.tensor([7, 2, 9]), torch.randn(3))),
+    "diagonal_scatter below": (lambda x, s: torch.diagonal_scatter(x * 2, s, -1),
+                               lambda: (torch.randn(3, 4), torch.randn(2))),
+    "diagonal_scatter dims 1, 2": (lambda y, s: torch.diagonal_scatter(y + 1, s, 0, 1, 2),
+                                   lambda: (torch.randn(2, 3, 4), torch.randn(2, 3))),
     "int64 rows": (lambda x, v, i: _assign(x, v, i),
                    lambda: (torch.randint(-9, 9, (6, 2)), torch.randint(0, 9, (2, 2)),
                             torch.tensor([5, 2]))),
