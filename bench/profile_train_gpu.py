@@ -219,10 +219,10 @@ def main() -> None:
     stem = f"profile_train_{case.name}"
     (out / f"{stem}.md").write_text(text)
     for impl, r in results.items():
-        (out / f"{stem}_host_{impl.replace('+', '_')}.txt").write_text(r.pop("host_profile"))
-    for impl, r in results.items():
+        tag = impl.replace("+", "_")        # a file name the device copies back
+        (out / f"{stem}_host_{tag}.txt").write_text(r.pop("host_profile"))
         rows = [f"{gap:8.1f} {dur:8.1f}  {name}" for name, gap, dur in r.pop("timeline")]
-        (out / f"{stem}_timeline_{impl.replace('+', '_')}.txt").write_text(
+        (out / f"{stem}_timeline_{tag}.txt").write_text(
             "gap us  kernel us  kernel (one step, in order)\n" + "\n".join(rows) + "\n")
     (out / f"{stem}.json").write_text(json.dumps(results, indent=1))
     top = sorted(results.get("cherenkov", {"kernels": {}})["kernels"].items(),

@@ -473,7 +473,7 @@ class KernelBuilder:
         name, meta = store_as
         self.kernel.body.append(Store(name, ix.dot(dest, contiguous_strides(node.shape)),
                                       self._cast(value, node.dtype),
-                                      atomic_add=node.op == Op.SCATTER_ADD, indexed=True,
+                                      scatter="add" if node.op == Op.SCATTER_ADD else "set",
                                       mask=ok))
         self.kernel.outputs.append(Buffer(name, node.dtype, numel(node.shape)))
         self.kernel.fused_ops += 1

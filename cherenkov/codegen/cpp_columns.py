@@ -4,9 +4,9 @@
   looping r inside each x would stride through memory, so each thread folds a block of rows
   into its own partial row of every reduction (the inner loop walks contiguous columns) and
   one pass over the columns combines the partials in thread order.
-- Scatter-adds of whole rows (an embedding backward: element x goes to row f(x // C), column
-  x % C): threads own disjoint column ranges, so no two add into one element -- no atomics,
-  rows in order.
+- Scatters of whole rows (an embedding backward: element x goes to row f(x // C), column
+  x % C; a row assignment x[idx] = v): threads own disjoint column ranges, so no two write
+  into one element -- no atomics, rows in order.
 
 A mixin of `cpp_renderer._Renderer`: it uses the renderer's statement and reduction helpers.
 """
@@ -20,13 +20,14 @@ PARALLEL_MIN_ELEMENTS = 1 << 15     # below this, thread start-up costs more tha
 
 
 class ColumnLoops:
-    # ---- scatter-adds of whole rows: threads own columns ----------------------------------
+    # ---- scatters of whole rows: threads own columns --------------------------------------
     def scatter_period(self) -> int:
-        """C when the kernel adds element x into row f(x // C), column x % C (an embedding
-        backward: each token's gradient row into its vocabulary row): threads that own
-        disjoint column ranges then never write the same element -- no atomics."""
+        """C when the kernel adds (or writes) element x into row f(x // C), column x % C (an
+        embedding backward: each token's gradient row into its vocabulary row): threads that
+        own disjoint column ranges then never write the same element -- no atomics, and
+        colliding writes land in row order."""
         k = self.k
-        stores = [s for s in k.body if isinstance(s, Store) and s.indexed]
+        stores = [s for s in k.body if isinstance(s, Store) and s.scatter]
         if k.R != 1 or len(stores) != 1:
             return 0
         x = ix.var("x", k.X)
@@ -74,8 +75,8 @@ class ColumnLoops:
         self.owned_columns = True
         self.split = ix.add(ix.mul(ix.var("x0", k.X // period), period), ix.var("x1", period))
         self.lines += [
-            "  // scatter-add of whole rows: each thread owns a range of columns, so no two",
-            "  // threads add into one element (no atomics; rows in order, deterministic)",
+            "  // scatter of whole rows: each thread owns a range of columns, so no two",
+            "  // threads write into one element (no atomics; rows in order, deterministic)",
             "  #pragma omp parallel num_threads(ck_num_threads)",
             "  {",
             "    const int64_t nth = ck_thread_count(), tid = ck_thread_id();",

@@ -93,9 +93,9 @@ class _Renderer(ColumnLoops):
     def serial(self) -> bool:
         """Scatter-adds into types OpenMP cannot update atomically, and scatters that write
         (the last write to an element wins, as in eager on the CPU), run the rows in order."""
-        return any(isinstance(s, Store) and s.indexed and
-                   (not s.atomic_add or self.buffer_dtype[s.buffer] not in ATOMIC_TYPES)
-                   for s in self.k.body)
+        return any(isinstance(s, Store) and (s.scatter == "set" or (
+            s.scatter == "add" and self.buffer_dtype[s.buffer] not in ATOMIC_TYPES))
+            for s in self.k.body)
 
     # ---- whole kernel ---------------------------------------------------------------------
     def render(self) -> str:
@@ -124,7 +124,7 @@ class _Renderer(ColumnLoops):
             self.lines.append("}")
             return "\n".join(self.lines) + "\n"
         # a pointwise kernel's rows are its elements: vectorize across them too
-        simd = " simd" if k.R == 1 and not any(isinstance(s, Store) and s.indexed
+        simd = " simd" if k.R == 1 and not any(isinstance(s, Store) and s.scatter
                                                 for s in body) else ""
         if self.serial():
             self.lines.append("  // serial: a scatter's writes, or adds into 16-bit or bool "
@@ -239,7 +239,7 @@ class _Renderer(ColumnLoops):
         scalar = any(s.op in (Op.ARGMAX, Op.ARGMIN) for s in reductions)
         if scalar:
             self.lines.append(f"{ind}// argmax/argmin: a scalar scan keeps the first extreme index")
-        elif any(isinstance(s, Store) and s.indexed for s in sinks):
+        elif any(isinstance(s, Store) and s.scatter for s in sinks):
             self.lines.append(f"{ind}// scatter: lanes may hit one element, so no simd")
         else:
             self.lines.append(f"{ind}#pragma omp simd" + "".join(f" reduction({c})" for c in clauses))

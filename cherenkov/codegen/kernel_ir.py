@@ -78,10 +78,14 @@ class Store:
     buffer: str
     index: Lin
     src: str
-    atomic_add: bool = False    # add into the buffer (scatter-add) instead of overwriting
-    indexed: bool = False       # at a run-time index (a scatter): two elements may meet there
+    scatter: str | None = None  # at a run-time index, where two elements may meet: "add"
+                                # (atomically added) or "set" (written; one of them wins)
     mask: str | None = None     # a bool value: store only where it holds (a run-time index
                                 # out of range writes nothing)
+
+    @property
+    def atomic_add(self) -> bool:
+        return self.scatter == "add"
 
 
 Statement = Load | IndexValue | Constant | Compute | Cast | Reduce | Store
@@ -220,5 +224,5 @@ def format_statement(s: Statement) -> str:
         return f"{s.out} = cast[{s.dtype}] {s.src}"
     if isinstance(s, Reduce):
         return f"{s.out} = reduce_{s.op.name.lower()} {s.src}"
-    op = "+=" if s.atomic_add else "=@" if s.indexed else "="
+    op = {"add": "+=", "set": "=@"}.get(s.scatter, "=")
     return f"store {s.buffer}[{render(s.index, ident)}] {op} {s.src}"

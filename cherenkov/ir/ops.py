@@ -92,7 +92,7 @@ class GroupOp:
     FUSIBLE = ELEMENTWISE | REDUCTION | MOVEMENT | frozenset({Op.INPUT})
     # what runs as a call into PyTorch (cuBLAS, SDPA, RNG, NCCL, anything else)
     LIBRARY = MATMUL | ATTENTION | RANDOM | COLLECTIVE | EXTERN
-    # writes at run-time indices with atomic adds: a kernel of its own, never merged
+    # writes at run-time indices (atomic adds, or stores): a kernel of its own, never merged
     SCATTER = frozenset({Op.SCATTER_ADD, Op.SCATTER_SET})
 
 

@@ -30,6 +30,16 @@ aten = torch.ops.aten
 ATOMIC_DTYPES = {torch.float32, torch.int32, torch.int64}
 
 
+def _scatter_op(ctx, accumulate: bool) -> Op:
+    """SCATTER_ADD (accumulate) or SCATTER_SET for the output's dtype, or Unsupported."""
+    if not accumulate:
+        _writes_allowed(ctx)
+        return Op.SCATTER_SET
+    if ctx.out.dtype not in ATOMIC_DTYPES:
+        raise Unsupported(f"atomic add of {ctx.out.dtype}")
+    return Op.SCATTER_ADD
+
+
 def _writes_allowed(ctx) -> None:
     if ctx.out.dtype.is_complex:
         raise Unsupported("complex dtypes")
@@ -73,10 +83,7 @@ def _scatter_set(ctx, x, dim, index, value):
 
 @lowering(aten.index_put.default, aten._unsafe_index_put.default)
 def _index_put(ctx, base, indices, values, accumulate=False):
-    if not accumulate:
-        _writes_allowed(ctx)
-    elif ctx.out.dtype not in ATOMIC_DTYPES:
-        raise Unsupported(f"atomic add of {ctx.out.dtype}")
+    op = _scatter_op(ctx, accumulate)
     dims, nodes = [], []
     for d, idx in enumerate(indices):
         if idx is None:
@@ -94,7 +101,6 @@ def _index_put(ctx, base, indices, values, accumulate=False):
     if 0 in view_shape:                 # nothing written
         return ctx.cast(base, ctx.out.dtype)
     values = ctx.expand(ctx.cast(ctx.as_node(values, ctx.out.dtype), ctx.out.dtype), view_shape)
-    op = Op.SCATTER_ADD if accumulate else Op.SCATTER_SET
     return Node(op, (ctx.cast(base, ctx.out.dtype), values, *nodes), ("index", tuple(dims)),
                 ctx.out_meta())
 
@@ -130,7 +136,7 @@ def _scatter_reduce(ctx, x, dim, index, src, reduce, include_self=True):
     if 0 in index.shape:
         return x
     if reduce == "sum" and include_self:
-        return Node(Op.SCATTER_ADD, (x, src, index), ("dim", dim), ctx.out_meta())
+        return _scatter_add(ctx, x, dim, index, src)
     zeros = ctx.const(0, dtype, x.shape)
     sums = Node(Op.SCATTER_ADD, (zeros, src, index), ("dim", dim), ctx.out_meta())
     counts = Node(Op.SCATTER_ADD, (zeros, ctx.const(1, dtype, index.shape), index),
@@ -147,10 +153,7 @@ def _scatter_reduce(ctx, x, dim, index, src, reduce, include_self=True):
 def _put(ctx, x, index, source, accumulate=False):
     """index_put on the flattened tensor (put's indices count elements row-major)."""
     dtype = ctx.out.dtype
-    if not accumulate:
-        _writes_allowed(ctx)
-    elif dtype not in ATOMIC_DTYPES:
-        raise Unsupported(f"atomic add of {dtype}")
+    op = _scatter_op(ctx, accumulate)
     n, m = x.meta.numel, index.meta.numel
     if m == 0:
         return ctx.cast(x, dtype)
@@ -158,7 +161,6 @@ def _put(ctx, x, index, source, accumulate=False):
     index = ctx.reshape(index, (m,))
     source = ctx.as_node(source, dtype)
     values = ctx.expand(ctx.reshape(ctx.cast(source, dtype), (source.meta.numel,)), (m,))
-    op = Op.SCATTER_ADD if accumulate else Op.SCATTER_SET
     written = Node(op, (flat, values, index), ("index", (0,)), ctx.meta((n,), dtype))
     return ctx.reshape(written, x.shape)
 

@@ -176,7 +176,7 @@ class CompiledGraph:
             name = _buffer_name(m)
             if name in rendered.arg_names:
                 by_name[name] = self._slot_of(m)
-                if m.op in GroupOp.SCATTER:      # scatter-add into a copy of its base
+                if m.op in GroupOp.SCATTER:      # scatter into a copy of its base
                     fill = const_fill(m.inputs[0])
                     src = None if fill is not None else self._slot_of(m.inputs[0])
                     prefills.append((self.slot[m], tuple(m.shape), m.dtype, fill, src))

@@ -15,8 +15,8 @@ allocation) or into a buffer of its own; the caller scales by 1/n_valid and grad
 so pass 2 walks the row last slice first (the slices pass 1 read last are likeliest still
 there): 1126 vs 1309 us at 16384 x 50304 and 325 vs 380 us at 8192 x 32000 in one run on the
 H200 (bench/results/2026-12-01_ce_grad_variants_reverse_h200_975db70.txt; the forward walk
-had measured 1145-1192 and 329 us in earlier runs), 69% and 77% of copy bandwidth. Reading the row once (the whole row one block, the gradient from the same
-exponentials) lost: 1515 vs 1156 us at 16384 x 50304 (bench/results/
+had measured 1145-1192 and 329 us in earlier runs), 69% and 77% of copy bandwidth. Reading
+the row once (the whole row one block, the gradient from the same exponentials) lost: 1515 vs 1156 us at 16384 x 50304 (bench/results/
 2026-11-30_ce_grad_variants_h200_243d1cf), one row per SM leaves too little in flight; so
 did each row split over 4-16 programs that hold their slice and combine max / sum through
 global memory (2.5-5.3 ms, 2026-11-30_ce_split_h200_19c3bb1).

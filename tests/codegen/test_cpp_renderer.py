@@ -407,7 +407,7 @@ def test_hand_built_scatter_add_kernel(dtype):
     k = Kernel("scatter", n, 1, inputs=[Buffer("idx", torch.int64, n), Buffer("val", dtype, n)],
                outputs=[Buffer("out", dtype, 7)])
     k.body = [Load("i", "idx", x), Load("v", "val", x),
-              Store("out", ix.dyn("i", 0, 6), "v", atomic_add=True)]
+              Store("out", ix.dyn("i", 0, 6), "v", scatter="add")]
     k.dtypes = {"i": torch.int64, "v": dtype}
     k.levels = {"i": "x", "v": "x"}
     source = render_cpp(k)
