@@ -14,7 +14,7 @@ import torch
 from cherenkov.codegen import folding
 from cherenkov.codegen import indexing as ix
 from cherenkov.codegen.kernel_ir import (Buffer, Cast, Compute, Constant, IndexValue, Kernel,
-                                         Load, Reduce, Store)
+                                         Load, Reduce, Scan, Store)
 from cherenkov.ir.graph import Node, contiguous_strides, numel
 from cherenkov.ir.ops import GroupOp, Op
 
@@ -339,6 +339,8 @@ class KernelBuilder:
         X, R = self.kernel.X, self.kernel.R
         if node.op in GroupOp.SCATTER:
             return self._scatter(node, store_as)
+        if node.op in GroupOp.SCAN:
+            return self._scan(node, store_as)
         if node.op in GroupOp.REDUCTION:
             n_red = node.args[0]
             src = node.inputs[0]
@@ -477,6 +479,25 @@ class KernelBuilder:
                                       mask=ok))
         self.kernel.outputs.append(Buffer(name, node.dtype, numel(node.shape)))
         self.kernel.fused_ops += 1
+
+    def _scan(self, node: Node, store_as) -> None:
+        """A running sum (product) along each row -- lane (x, r) holds row x's combination of
+        elements 0..r -- accumulated in fp32 for 16-bit floats (as eager's kernels do)."""
+        X, R = self.kernel.X, self.kernel.R
+        if numel(node.shape) != X * R or node.shape[-1] != R:
+            raise NotFusible("scan domain differs from the kernel's")
+        idx = ix.unravel(self.x, node.shape[:-1]) + (self.r,)
+        value = self.compute(node.inputs[0], idx)
+        acc = torch.float32 if node.dtype in (torch.float16, torch.bfloat16) else node.dtype
+        value = self._cast(value, acc)
+        if R > 1:
+            out = self._new(acc, "xr")
+            value = self.emit(Scan(out, node.op, value))
+        self.kernel.fused_ops += 1
+        if store_as is not None:
+            self.kernel.body.append(Store(store_as[0], ix.dot(idx, node.meta.strides),
+                                          self._cast(value, node.dtype)))
+            self.kernel.outputs.append(Buffer(store_as[0], node.dtype, numel(node.shape)))
 
     def _reduce_trivial(self, node: Node, value: str) -> str:
         if node.op in (Op.ARGMAX, Op.ARGMIN):

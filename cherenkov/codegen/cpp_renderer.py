@@ -30,7 +30,7 @@ from cherenkov.codegen.cpp_columns import PARALLEL_MIN_ELEMENTS, ColumnLoops
 from cherenkov.codegen.cpp_ops import (LOW_PRECISION, cast_expr, literal, load_expr,
                                        register_type, render_op, storage_type, store_expr)
 from cherenkov.codegen.kernel_ir import (Cast, Compute, Constant, IndexValue, Kernel, Load,
-                                         Reduce, Store, inputs_of,
+                                         Reduce, Scan, Store, inputs_of,
                                          per_element_closure)
 from cherenkov.ir.ops import Op
 
@@ -237,8 +237,14 @@ class _Renderer(ColumnLoops):
         for s in reductions:
             clauses += self.init_acc(s, ind)
         scalar = any(s.op in (Op.ARGMAX, Op.ARGMIN) for s in reductions)
+        scans = [s for s in k.body if isinstance(s, Scan) and s.out in needed]
+        for s in scans:
+            self.lines.append(f"{ind}{register_type(k.dtypes[s.out])} {s.out}_run = "
+                              f"{'1' if s.op == Op.CUMPROD else '0'};")
         if scalar:
             self.lines.append(f"{ind}// argmax/argmin: a scalar scan keeps the first extreme index")
+        elif scans:
+            self.lines.append(f"{ind}// running sums: each element needs the one before, in order")
         elif any(isinstance(s, Store) and s.scatter for s in sinks):
             self.lines.append(f"{ind}// scatter: lanes may hit one element, so no simd")
         else:
@@ -323,6 +329,10 @@ class _Renderer(ColumnLoops):
             self.declare(ind, out, render_op(s.op, list(s.args), k.dtypes[out], arg_dtypes))
         elif isinstance(s, Cast):
             self.declare(ind, out, cast_expr(s.src, k.dtypes[s.src], s.dtype))
+        elif isinstance(s, Scan):
+            run = f"{out}_run"
+            self.lines.append(f"{ind}{run} = {run} {'*' if s.op == Op.CUMPROD else '+'} {s.src};")
+            self.declare(ind, out, run)
         elif isinstance(s, Store):
             if s.mask:                      # a run-time index out of range writes nothing
                 self.lines.append(f"{ind}if ({s.mask}) {{")

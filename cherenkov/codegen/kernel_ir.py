@@ -3,7 +3,9 @@
 The domain is (X, R): X independent rows (`x`), each reducing over R elements (`r`); a
 pointwise kernel has R == 1. A value lives at level "x" (one per row) or "xr" (one per
 element); renderers turn levels into tile shapes (Triton) or loop nests (C++). Nothing here
-knows about Triton.
+knows about Triton. A scan (`Scan`, a cumsum) is per element too: its row's running sum up to
+r; a kernel with one runs alone (fusion.py), its rows walked in order (with a carry between
+chunks of r on the GPU).
 
     kernel k0 (X=8, R=16)
       t0 = load in0[r + x * 16]          # xr
@@ -74,6 +76,13 @@ class Reduce:
 
 
 @dataclass(frozen=True, slots=True)
+class Scan:
+    out: str
+    op: Op           # CUMSUM, CUMPROD: src combined over r = 0 .. this lane's r, per row
+    src: str
+
+
+@dataclass(frozen=True, slots=True)
 class Store:
     buffer: str
     index: Lin
@@ -88,7 +97,7 @@ class Store:
         return self.scatter == "add"
 
 
-Statement = Load | IndexValue | Constant | Compute | Cast | Reduce | Store
+Statement = Load | IndexValue | Constant | Compute | Cast | Reduce | Scan | Store
 
 
 @dataclass
@@ -113,13 +122,17 @@ class Kernel:
     halves: int = 0
 
     @property
+    def is_scan(self) -> bool:
+        return any(isinstance(s, Scan) for s in self.body)
+
+    @property
     def is_reduction(self) -> bool:
         return self.R > 1 or any(isinstance(s, Reduce) for s in self.body)
 
     def flops(self) -> int:
         """One operation per element each arithmetic statement or reduction computes."""
         return sum(self.X * (self.R if self.levels.get(s.out) == "xr" else 1)
-                   for s in self.body if isinstance(s, (Compute, Reduce)))
+                   for s in self.body if isinstance(s, (Compute, Reduce, Scan)))
 
     def bytes_moved(self) -> int:
         """Bytes read and written. A buffer read through one walk counts once (the cache serves
@@ -159,7 +172,7 @@ def inputs_of(s: Statement) -> list[str]:
         return sorted(variables(s.index) - {"x", "r"})
     if isinstance(s, Compute):
         return list(s.args)
-    if isinstance(s, (Cast, Reduce)):
+    if isinstance(s, (Cast, Reduce, Scan)):
         return [s.src]
     if isinstance(s, Store):
         return [s.src] + ([s.mask] if s.mask else []) + sorted(variables(s.index) - {"x", "r"})
@@ -224,5 +237,7 @@ def format_statement(s: Statement) -> str:
         return f"{s.out} = cast[{s.dtype}] {s.src}"
     if isinstance(s, Reduce):
         return f"{s.out} = reduce_{s.op.name.lower()} {s.src}"
+    if isinstance(s, Scan):
+        return f"{s.out} = scan_{s.op.name.lower()} {s.src}"
     op = {"add": "+=", "set": "=@"}.get(s.scatter, "=")
     return f"store {s.buffer}[{render(s.index, ident)}] {op} {s.src}"

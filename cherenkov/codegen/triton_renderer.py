@@ -4,6 +4,7 @@ Pointwise kernels (R == 1) tile x in 1-D blocks. Reduction kernels tile (XBLOCK,
 persistent when a whole row fits in one tile, otherwise looped: reductions are staged (a
 reduction whose input needs an earlier reduction runs in a later loop over r), each loop
 recomputing the xr-level values it needs -- the same statements, so the same numerics.
+Scan kernels (a cumsum) walk r in order with a carry (triton_scan.py).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from cherenkov.codegen.kernel_ir import (Cast, Compute, Constant, IndexValue, Ke
                                          per_element_closure)
 from cherenkov.codegen.triton_helpers import FLOORDIV_F
 from cherenkov.codegen.triton_ops import register_type, render_op, storage_type
+from cherenkov.codegen.triton_scan import scan_rows
 from cherenkov.ir.ops import Op
 
 INT32_LIMIT = 2 ** 31 - 1
@@ -285,6 +287,8 @@ class _Renderer:
                 self.stmt(s, "    ")
         elif k.row_loop:
             self.row_loop(pid)
+        elif k.is_scan:
+            scan_rows(self, pid)
         else:
             self.lines += [f"    xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
                            f"    xmask = xindex < {k.X}",

@@ -61,6 +61,8 @@ class Op(Enum):
     EXTERN = auto()       # args = (aten target, argument template, reason)
     SCATTER_ADD = auto()  # inputs (base, values, *indices); args = ("index", dims) | ("dim", dim)
     SCATTER_SET = auto()  # the same, each value written over its element (duplicates: one wins)
+    # scans: inclusive, along the last dim (lowering moves the scanned dim last)
+    CUMSUM = auto(); CUMPROD = auto()
 
 
 class GroupOp:
@@ -94,11 +96,15 @@ class GroupOp:
     LIBRARY = MATMUL | ATTENTION | RANDOM | COLLECTIVE | EXTERN
     # writes at run-time indices (atomic adds, or stores): a kernel of its own, never merged
     SCATTER = frozenset({Op.SCATTER_ADD, Op.SCATTER_SET})
+    # running sums / products along each row: a kernel of its own over (rows, row length)
+    SCAN = frozenset({Op.CUMSUM, Op.CUMPROD})
+    # what always runs in a kernel of its own (pointwise producers inlined, never merged)
+    ALONE = SCATTER | SCAN
 
 
 def kind_of(op: Op) -> str:
     for name in ("ELEMENTWISE", "REDUCTION", "MOVEMENT", "MATMUL", "ATTENTION", "RANDOM",
-                 "COLLECTIVE", "EXTERN"):
+                 "COLLECTIVE", "EXTERN", "SCATTER", "SCAN"):
         if op in getattr(GroupOp, name):
             return name.lower()
     return "structural"

@@ -1,7 +1,7 @@
 """Checks of the graph IR's invariants, run after lowering when `strict` is on.
 
 - elementwise operands have the result's shape, or are 0-d constants;
-- movement and reduction results have the shapes their args imply;
+- movement, reduction and scan results have the shapes their args imply;
 - every node's metadata is present and its dtype is a torch dtype.
 """
 from __future__ import annotations
@@ -32,3 +32,5 @@ def verify(graph: Graph) -> None:
             src = node.inputs[0]
             if tuple(src.shape[: len(src.shape) - node.args[0]]) != node.shape:
                 raise VerificationError(f"{where}: kept dims {node.shape} do not match input")
+        if node.op in GroupOp.SCAN and (not node.shape or node.inputs[0].shape != node.shape):
+            raise VerificationError(f"{where}: a scan keeps its input's shape (at least 1-d)")

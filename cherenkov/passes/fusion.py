@@ -1,7 +1,7 @@
 """Fusion: decide which IR values are materialized and which kernels compute them together.
 
-1. Realize: reductions, values read by library ops (matmul, attention, extern), and graph
-   outputs get buffers; other elementwise and movement nodes are inlined into the kernels that
+1. Realize: reductions, scans, scatters, values read by library ops (matmul, attention,
+   extern), and graph outputs get buffers; other elementwise and movement nodes are inlined into the kernels that
    read them (views become index arithmetic). Pure views of a buffer read by a library op or
    returned are passed as PyTorch views, never copied. A value read by several consumers is
    realized too when inlining it would cost more than storing it once: each consumer would
@@ -16,7 +16,8 @@
    once, intermediates never written, but recomputed work counted. A pointwise value joined
    to a column reduction that reads it (a bias gradient: the input gradient and its column
    sums) is computed, stored and summed in the reduction's lanes, so it is never read back.
-   A merge that would create a cycle (directly, or through another group that both needs and
+   A scan or a scatter keeps a kernel of its own (its producers inlined). A merge that
+   would create a cycle (directly, or through another group that both needs and
    feeds the pair), that the kernel builder cannot express (a reduction read at another
    index), or that would walk memory both along and across rows, is skipped.
 """
@@ -86,9 +87,16 @@ def is_scatter(group: "Group") -> bool:
     return any(m.op in GroupOp.SCATTER for m in group.members)
 
 
+def stands_alone(group: "Group") -> bool:
+    """A scatter's or a scan's group: never merged with another (GroupOp.ALONE)."""
+    return any(m.op in GroupOp.ALONE for m in group.members)
+
+
 def domain_of(node: Node) -> tuple[int, int]:
     if node.op in GroupOp.SCATTER:
         return numel(node.inputs[1].shape), 1
+    if node.op in GroupOp.SCAN:
+        return numel(node.shape) // node.shape[-1], node.shape[-1]
     if node.op in GroupOp.REDUCTION:
         src = node.inputs[0]
         return numel(node.shape), numel(src.shape[len(src.shape) - node.args[0]:])
@@ -172,7 +180,7 @@ def fuse(graph: Graph, enable: bool = True, device=None, row_loops: bool = False
                     views[base] = view_base(base)
                 else:
                     realized.add(base)
-        elif n.op in GroupOp.REDUCTION:
+        elif n.op in GroupOp.REDUCTION or n.op in GroupOp.SCAN:
             realized.add(n)
         elif needed_outside:
             base = view_base(n)
@@ -350,7 +358,7 @@ def _merge(groups, realized, views, users, outputs, order, device, row_loops=Fal
         for m in g.members:
             neighbours |= readers.get(m, set())
         for h in neighbours:
-            if h is g or h not in alive or is_scatter(g) or is_scatter(h):
+            if h is g or h not in alive or stands_alone(g) or stands_alone(h):
                 continue
             if joined_domain(g, h, row_loops, device) is None:
                 continue
@@ -407,7 +415,7 @@ def _merge(groups, realized, views, users, outputs, order, device, row_loops=Fal
 
     # Scalar kernels that share nothing (an optimizer's step counters, one per parameter) are
     # never paired above -- merging saves no bytes -- yet each is a launch: run them as one.
-    scalars = sorted((g for g in alive if g.X == 1 and g.R == 1 and not is_scatter(g)),
+    scalars = sorted((g for g in alive if g.X == 1 and g.R == 1 and not stands_alone(g)),
                      key=lambda g: min(order[m] for m in g.members))
     batch = None
     for g in scalars:
@@ -499,7 +507,7 @@ def _by_rows(group: Group) -> None:
     alone is then loaded and computed once per row of a tile, not once per element (with
     the element's row recovered by a division)."""
     if group.R != 1 or group.row_loop or halves_of(group) or any(
-            m.op in GroupOp.REDUCTION or m.op in GroupOp.SCATTER for m in group.members):
+            m.op in GroupOp.REDUCTION or m.op in GroupOp.ALONE for m in group.members):
         return
     shapes = {m.shape for m in group.members}
     if len(shapes) != 1:

@@ -1,0 +1,53 @@
+"""A scan kernel (a cumsum's) in Triton: each program walks its rows' r in RBLOCK chunks,
+in order, carrying each row's running total from one chunk to the next.
+
+    c_t2 = tl.full([XBLOCK, 1], 0, tl.float32)
+    for roffset in range(0, 4096, RBLOCK):
+        rindex = roffset + rbase
+        rmask = rindex < 4096
+        t0 = tl.load(in_0 + (rindex + xindex * 4096), xmask & rmask, other=0)
+        t1 = t0.to(tl.float32)
+        v_t2 = tl.where(xmask & rmask, t1, 0)       # lanes past the row add nothing
+        t2 = c_t2 + tl.cumsum(v_t2, 1)
+        c_t2 = c_t2 + tl.sum(v_t2, 1)[:, None]
+        tl.store(out_0 + (rindex + xindex * 4096), t2, xmask & rmask)
+
+A row that fits one tile (the usual case: `blocks.gpu_blocks` keeps rows up to 16384 whole)
+runs the loop once. Within a chunk the scan is Triton's (a tree), across chunks the carry adds
+each chunk's total: rounding differs from eager's serial CPU loop by a few ulps of the total.
+"""
+from __future__ import annotations
+
+from cherenkov.codegen.kernel_ir import Scan
+from cherenkov.codegen.triton_ops import register_type
+from cherenkov.ir.ops import Op
+
+_SCAN = {Op.CUMSUM: ("tl.cumsum", "tl.sum", "+", "0"),
+         Op.CUMPROD: ("tl.cumprod", "_prod", "*", "1")}
+
+
+def scan_rows(renderer, pid: str) -> None:
+    """Append the body of scan kernel `renderer.k` to `renderer.lines` (a triton_renderer
+    _Renderer, whose `stmt` renders every other statement)."""
+    k, lines = renderer.k, renderer.lines
+    lines += [f"    xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
+              f"    xmask = xindex < {k.X}",
+              "    rbase = tl.arange(0, RBLOCK)[None, :]"]
+    for s in k.body:
+        if isinstance(s, Scan):
+            fill = _SCAN[s.op][3]
+            lines.append(f"    c_{s.out} = tl.full([XBLOCK, 1], {fill}, "
+                         f"{register_type(k.dtypes[s.out])})")
+    lines += [f"    for roffset in range(0, {k.R}, RBLOCK):",
+              "        rindex = roffset + rbase",
+              f"        rmask = rindex < {k.R}"]
+    ind = "        "
+    for s in k.body:
+        if not isinstance(s, Scan):
+            renderer.stmt(s, ind)
+            continue
+        scan, total, combine, fill = _SCAN[s.op]
+        v, c = f"v_{s.out}", f"c_{s.out}"
+        lines += [f"{ind}{v} = tl.where(xmask & rmask, {s.src}, {fill})",
+                  f"{ind}{s.out} = {c} {combine} {scan}({v}, 1)",
+                  f"{ind}{c} = {c} {combine} {total}({v}, 1)[:, None]"]

@@ -1,0 +1,54 @@
+"""GPU: scan kernels (cumsum / cumprod) on CUDA -- every CPU case of tests/lowering/test_scan.py
+on the device, rows long enough to loop over chunks with a carry (the blocks the hardware
+model picks), and a backward -- against eager."""
+import pytest
+import torch
+
+import cherenkov
+from cherenkov import backend
+from tests.lowering.test_scan import CASES, _scans
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+def _run(fn, *args):
+    torch._dynamo.reset()
+    start = len(backend.COMPILED)
+    out = cherenkov.compile(fn, strict=True)(*args)
+    infos = [info for _, info in backend.COMPILED[start:]]
+    return out, [e for i in infos for e in i.externs], [k[3] for i in infos for k in i.kernels]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_cpu_cases_on_the_device(case):
+    fn, make = CASES[case]
+    torch.manual_seed(0)
+    args = tuple(a.cuda() for a in make())
+    out, externs, sources = _run(fn, *args)
+    assert not externs and any(_scans(s) for s in sources)
+    want = fn(*args)
+    assert out.dtype == want.dtype and out.device == want.device
+    torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape,dim", [((3, 40000), -1), ((40000, 3), 0), ((2, 70001), 1)])
+def test_long_rows_loop_with_a_carry(shape, dim):
+    """Rows past one tile (blocks.gpu_blocks keeps 16384 elements whole): the carry adds each
+    chunk's total. fp32 against fp64: the error stays that of a float sum of the row."""
+    torch.manual_seed(0)
+    x = torch.randn(shape, device="cuda")
+    out, externs, sources = _run(lambda x: (x * 2).cumsum(dim), x)
+    assert not externs and any("tl.cumsum" in s for s in sources)
+    want = (x.double() * 2).cumsum(dim)
+    scale = want.abs().amax().item()
+    assert (out.double() - want).abs().max().item() <= 1e-5 * scale + 1e-4
+
+
+def test_bf16_backward_matches_eager():
+    torch.manual_seed(0)
+    x = torch.randn(64, 3000, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    dy = torch.randn(64, 3000, device="cuda", dtype=torch.bfloat16)
+    fn = cherenkov.compile(lambda x: x.cumsum(-1) * 0.5, strict=True)
+    got = torch.autograd.grad(fn(x), x, dy)[0]
+    want = torch.autograd.grad(x.cumsum(-1) * 0.5, x, dy)[0]
+    torch.testing.assert_close(got.float(), want.float(), rtol=2e-2, atol=0.25)

@@ -1,0 +1,129 @@
+"""lowering/scan.py: cumsum and cumprod compile into a scan kernel of their own -- the scanned
+dim moved last, pointwise producers inlined, the result stored in eager's layout -- through
+both CPU renderers, forward and backward; rows longer than a tile carry their running value
+from one chunk to the next (Triton)."""
+import pytest
+import torch
+
+import cherenkov
+import cherenkov.compiler as compiler
+from cherenkov import backend
+from cherenkov.codegen.triton_renderer import BlockConfig
+from cherenkov.ir.graph import Node, TensorMeta
+from cherenkov.ir.ops import Op
+from cherenkov.ir.verifier import VerificationError, verify
+
+
+def _compiled(fn, *args, **options):
+    torch._dynamo.reset()        # one code object, many parametrizations: no recompile limit
+    start = len(backend.COMPILED)
+    out = cherenkov.compile(fn, strict=True, **options)(*args)
+    infos = [info for _, info in backend.COMPILED[start:]]
+    return out, [e for info in infos for e in info.externs], [k[3] for i in infos
+                                                               for k in i.kernels]
+
+
+def _scans(source: str) -> bool:
+    return "scan_cum" in source or "tl.cum" in source     # C++ (its kernel IR) or Triton
+
+
+CASES = {
+    "cumsum along a middle dim": (lambda x: (x * 2).cumsum(1), lambda: (torch.randn(4, 37, 5),)),
+    "cumsum along the last dim, then scaled": (lambda x: (x + 1).cumsum(-1) * 3,
+                                               lambda: (torch.randn(6, 50),)),
+    "cumprod along dim 0": (lambda x: (x * 0.5 + 1).cumprod(0), lambda: (torch.randn(9, 4),)),
+    "bool cumsum (int64 result)": (lambda x: (x > 0).cumsum(2), lambda: (torch.randn(2, 3, 11),)),
+    "bf16 cumsum (fp32 running sum)": (lambda x: x.bfloat16().cumsum(1),
+                                       lambda: (torch.randn(3, 200),)),
+    "int cumsum into float64": (lambda i: i.cumsum(0, dtype=torch.float64),
+                                lambda: (torch.randint(-5, 5, (17,)),)),
+    "position ids from a mask": (lambda m: m.long().cumsum(-1) * m - 1,
+                                 lambda: ((torch.rand(3, 21) > 0.3).long(),)),
+    "ones cumsum plus input": (lambda x: torch.ones_like(x).cumsum(1) + x,
+                               lambda: (torch.randn(3, 8),)),
+    "1-d cumprod of ints": (lambda i: i.cumprod(0), lambda: (torch.randint(1, 3, (12,)),)),
+}
+
+
+@pytest.mark.parametrize("cpu_backend", ["cpp", "triton"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_scans_compile_and_match_eager(case, cpu_backend):
+    fn, make = CASES[case]
+    torch.manual_seed(0)
+    args = make()
+    out, externs, sources = _compiled(fn, *args, cpu_backend=cpu_backend)
+    assert not externs and any(_scans(s) for s in sources), case
+    want = fn(*args)
+    assert out.dtype == want.dtype and out.shape == want.shape
+    torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_scan_over_one_element_or_a_scalar_is_the_input_and_needs_no_scan():
+    for fn, x in ((lambda x: (x + 1).cumsum(1), torch.randn(4, 1)),
+                  (lambda x: (x * 3).cumprod(0), torch.tensor(2.5))):
+        out, externs, sources = _compiled(fn, x)
+        assert not externs and not any(_scans(s) for s in sources)
+        torch.testing.assert_close(out, fn(x))
+
+
+def test_the_scan_kernel_stands_alone_and_stores_in_eagers_layout():
+    """Its producer (x + 1) is inlined, its reader (* 3) is another kernel that reads the
+    buffer contiguous: the scan along dim 1 stores each element where eager's result has it."""
+    x = torch.randn(4, 37, 5)
+    _, _, sources = _compiled(lambda x: (x + 1).cumsum(1) * 3, x, cpu_backend="cpp")
+    kernels = [s.split("extern")[0] for s in sources]
+    scan = [k for k in kernels if "scan_cumsum" in k]
+    assert len(scan) == 1 and "add" in scan[0] and "mul" not in scan[0]
+    reader = [k for k in kernels if "mul" in k]
+    assert len(reader) == 1 and "load buf" in reader[0] and "[x]" in reader[0]
+
+
+@pytest.mark.parametrize("op", ["cumsum", "cumprod"])
+def test_gradients_through_scans(op):
+    torch.manual_seed(0)
+    x = torch.randn(3, 9, requires_grad=True)
+    x.data[1, 4] = 0.0                      # cumprod's gradient has a case for zeros
+
+    def loss(x):
+        return (getattr(x * 1.5, op)(1) ** 2).sum()
+
+    torch._dynamo.reset()
+    start = len(backend.COMPILED)
+    got = torch.autograd.grad(cherenkov.compile(loss, strict=True)(x), x)[0]
+    infos = [info for _, info in backend.COMPILED[start:]]
+    assert len(infos) == 2 and not any(info.externs for info in infos)
+    torch.testing.assert_close(got, torch.autograd.grad(loss(x), x)[0], rtol=1e-4, atol=1e-5)
+
+
+@pytest.fixture
+def small_tiles(monkeypatch):
+    original = compiler.choose_blocks
+
+    def choose(kernel, interpret, device=None):
+        if kernel.R > 1:
+            return BlockConfig(XBLOCK=4, RBLOCK=16, persistent=False, num_warps=4)
+        return original(kernel, interpret, device=device)
+    monkeypatch.setattr(compiler, "choose_blocks", choose)
+
+
+@pytest.mark.parametrize("op", ["cumsum", "cumprod"])
+def test_rows_longer_than_a_tile_carry_their_running_value(small_tiles, op):
+    """301 elements in chunks of 16, 7 rows in tiles of 4: each chunk starts from the total
+    of the chunks before it (a sum, or a product: the inputs stay near 1)."""
+    torch.manual_seed(0)
+    x = torch.randn(7, 301) * 0.01 + (1.0 if op == "cumprod" else 0.0)
+    fn = lambda x: getattr(x * 1.0, op)(-1)          # noqa: E731
+    out, externs, sources = _compiled(fn, x, cpu_backend="triton")
+    assert not externs and any("for roffset in range(0, 301, RBLOCK)" in s for s in sources)
+    torch.testing.assert_close(out, fn(x), rtol=1e-5, atol=1e-5)
+
+
+def test_the_verifier_rejects_a_scan_that_changes_shape():
+    x = Node(Op.INPUT, (), (0,), TensorMeta((4, 5), torch.float32, torch.device("cpu")))
+    bad = Node(Op.CUMSUM, (x,), (), TensorMeta((4, 6), torch.float32, torch.device("cpu")))
+
+    class G:
+        def nodes(self):
+            return [x, bad]
+    with pytest.raises(VerificationError, match="scan"):
+        verify(G())
