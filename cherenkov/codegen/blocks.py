@@ -200,7 +200,7 @@ def choose_blocks(kernel: Kernel, interpret: bool,
     if interpret:
         return interpreter_blocks(kernel)
     spec = device if device is not None else hw.current_device()
-    if is_column_reduction(kernel) and not kernel.is_scan:    # (a scan's tiles run along r)
+    if is_column_reduction(kernel):
         staged = sum(b.dtype.itemsize for b in kernel.inputs if b.numel >= kernel.X * kernel.R)
         return column_blocks(kernel.X, kernel.R, element_bytes(kernel), spec, staged or None)
     if kernel.halves:

@@ -494,9 +494,10 @@ class KernelBuilder:
             out = self._new(acc, "xr")
             value = self.emit(Scan(out, node.op, value))
         self.kernel.fused_ops += 1
+        value = self._cast(value, node.dtype)
+        self.reduced[node] = (value, idx)      # a pointwise reader here reads it at idx only
         if store_as is not None:
-            self.kernel.body.append(Store(store_as[0], ix.dot(idx, node.meta.strides),
-                                          self._cast(value, node.dtype)))
+            self.kernel.body.append(Store(store_as[0], ix.dot(idx, node.meta.strides), value))
             self.kernel.outputs.append(Buffer(store_as[0], node.dtype, numel(node.shape)))
 
     def _reduce_trivial(self, node: Node, value: str) -> str:

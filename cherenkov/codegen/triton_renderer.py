@@ -513,7 +513,7 @@ class _Renderer:
 
 
 TRANSPOSE = [("[XBLOCK, RBLOCK]", "[RBLOCK, XBLOCK]"), ("[XBLOCK, 1]", "[1, XBLOCK]"),
-             (", 1)[:, None]", ", 0)[None, :]"),
+             (", 1)[:, None]", ", 0)[None, :]"), (", axis=1)", ", axis=0)"),
              ("tl.arange(0, XBLOCK)[:, None]", "tl.arange(0, XBLOCK)[None, :]"),
              ("tl.arange(0, RBLOCK)[None, :]", "tl.arange(0, RBLOCK)[:, None]")]
 

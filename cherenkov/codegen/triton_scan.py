@@ -8,12 +8,14 @@ in order, carrying each row's running total from one chunk to the next.
         t0 = tl.load(in_0 + (rindex + xindex * 4096), xmask & rmask, other=0)
         t1 = t0.to(tl.float32)
         v_t2 = tl.where(xmask & rmask, t1, 0)       # lanes past the row add nothing
-        t2 = c_t2 + tl.cumsum(v_t2, 1)
+        t2 = c_t2 + tl.cumsum(v_t2, axis=1)
         c_t2 = c_t2 + tl.sum(v_t2, 1)[:, None]
         tl.store(out_0 + (rindex + xindex * 4096), t2, xmask & rmask)
 
 A row that fits one tile (the usual case: `blocks.gpu_blocks` keeps rows up to 16384 whole)
-runs the loop once. Within a chunk the scan is Triton's (a tree), across chunks the carry adds
+runs the loop once. A scan down columns (a cumsum along dim 0 of a row-major tensor) gets
+`blocks.column_blocks`' transposed tiles -- x the fast axis, so neighbouring columns' loads
+coalesce -- and its loads software-pipelined across chunks. Within a chunk the scan is Triton's (a tree), across chunks the carry adds
 each chunk's total: rounding differs from eager's serial CPU loop by a few ulps of the total.
 """
 from __future__ import annotations
@@ -38,7 +40,7 @@ def scan_rows(renderer, pid: str) -> None:
             fill = _SCAN[s.op][3]
             lines.append(f"    c_{s.out} = tl.full([XBLOCK, 1], {fill}, "
                          f"{register_type(k.dtypes[s.out])})")
-    lines += [f"    for roffset in range(0, {k.R}, RBLOCK):",
+    lines += [f"    for roffset in {renderer.loop_range(f'0, {k.R}, RBLOCK')}:",
               "        rindex = roffset + rbase",
               f"        rmask = rindex < {k.R}"]
     ind = "        "
@@ -49,5 +51,5 @@ def scan_rows(renderer, pid: str) -> None:
         scan, total, combine, fill = _SCAN[s.op]
         v, c = f"v_{s.out}", f"c_{s.out}"
         lines += [f"{ind}{v} = tl.where(xmask & rmask, {s.src}, {fill})",
-                  f"{ind}{s.out} = {c} {combine} {scan}({v}, 1)",
+                  f"{ind}{s.out} = {c} {combine} {scan}({v}, axis=1)",
                   f"{ind}{c} = {c} {combine} {total}({v}, 1)[:, None]"]

@@ -16,7 +16,8 @@
    once, intermediates never written, but recomputed work counted. A pointwise value joined
    to a column reduction that reads it (a bias gradient: the input gradient and its column
    sums) is computed, stored and summed in the reduction's lanes, so it is never read back.
-   A scan or a scatter keeps a kernel of its own (its producers inlined). A merge that
+   A scatter keeps a kernel of its own (its producers inlined), a scan takes in only
+   pointwise work on its rows (`pairable`). A merge that
    would create a cycle (directly, or through another group that both needs and
    feeds the pair), that the kernel builder cannot express (a reduction read at another
    index), or that would walk memory both along and across rows, is skipped.
@@ -88,8 +89,22 @@ def is_scatter(group: "Group") -> bool:
 
 
 def stands_alone(group: "Group") -> bool:
-    """A scatter's or a scan's group: never merged with another (GroupOp.ALONE)."""
+    """A scatter's or a scan's group (GroupOp.ALONE; see `pairable`)."""
     return any(m.op in GroupOp.ALONE for m in group.members)
+
+
+def pairable(a: "Group", b: "Group") -> bool:
+    """Whether a merge of a and b may be tried: a scatter merges with nothing; a scan only
+    with a pointwise group (no reduction, no other scan) -- its readers at the scan's own
+    elements become an epilogue (position ids' `* mask - 1`), else the builder refuses."""
+    if is_scatter(a) or is_scatter(b):
+        return False
+    scans = [g for g in (a, b) if stands_alone(g)]
+    if not scans:
+        return True
+    other = b if scans[0] is a else a
+    return len(scans) == 1 and other.R == 1 and not other.row_loop and not any(
+        m.op in GroupOp.REDUCTION for m in other.members)
 
 
 def domain_of(node: Node) -> tuple[int, int]:
@@ -358,7 +373,7 @@ def _merge(groups, realized, views, users, outputs, order, device, row_loops=Fal
         for m in g.members:
             neighbours |= readers.get(m, set())
         for h in neighbours:
-            if h is g or h not in alive or stands_alone(g) or stands_alone(h):
+            if h is g or h not in alive or not pairable(g, h):
                 continue
             if joined_domain(g, h, row_loops, device) is None:
                 continue

@@ -26,9 +26,12 @@ def test_cpu_cases_on_the_device(case):
     args = tuple(a.cuda() for a in make())
     out, externs, sources = _run(fn, *args)
     assert not externs and any(_scans(s) for s in sources)
-    want = fn(*args)
-    assert out.dtype == want.dtype and out.device == want.device
-    torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)
+    want = fn(*(a.cpu() for a in args))
+    assert out.dtype == want.dtype and out.is_cuda
+    # against eager on the CPU, which sums 16-bit floats in fp32 as the kernel does (eager's
+    # CUDA cumsum adds them in bf16); they may still round a value differently: one ulp
+    low = want.dtype in (torch.bfloat16, torch.float16)
+    torch.testing.assert_close(out.cpu(), want, rtol=1.6e-2 if low else 1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("shape,dim", [((3, 40000), -1), ((40000, 3), 0), ((2, 70001), 1)])
@@ -44,11 +47,15 @@ def test_long_rows_loop_with_a_carry(shape, dim):
     assert (out.double() - want).abs().max().item() <= 1e-5 * scale + 1e-4
 
 
-def test_bf16_backward_matches_eager():
+def test_bf16_backward_is_as_close_to_fp64_as_eagers():
+    """dx = 0.5 * dy summed from the row's end. Eager's CUDA cumsum adds bf16 in bf16; the
+    kernel adds in fp32 and rounds once, so its error is at most eager's."""
     torch.manual_seed(0)
     x = torch.randn(64, 3000, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     dy = torch.randn(64, 3000, device="cuda", dtype=torch.bfloat16)
     fn = cherenkov.compile(lambda x: x.cumsum(-1) * 0.5, strict=True)
     got = torch.autograd.grad(fn(x), x, dy)[0]
     want = torch.autograd.grad(x.cumsum(-1) * 0.5, x, dy)[0]
-    torch.testing.assert_close(got.float(), want.float(), rtol=2e-2, atol=0.25)
+    exact = dy.double().flip(-1).cumsum(-1).flip(-1) * 0.5
+    err, eager_err = ((g.double() - exact).abs().max().item() for g in (got, want))
+    assert got.dtype == torch.bfloat16 and err <= max(eager_err, 2 ** -8 * exact.abs().max().item())

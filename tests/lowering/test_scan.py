@@ -66,9 +66,22 @@ def test_a_scan_over_one_element_or_a_scalar_is_the_input_and_needs_no_scan():
         torch.testing.assert_close(out, fn(x))
 
 
-def test_the_scan_kernel_stands_alone_and_stores_in_eagers_layout():
-    """Its producer (x + 1) is inlined, its reader (* 3) is another kernel that reads the
-    buffer contiguous: the scan along dim 1 stores each element where eager's result has it."""
+def test_a_scan_takes_in_its_readers_at_its_own_elements():
+    """Along the last dim the reader (* 3, position ids' * mask - 1) computes each element
+    where the scan does: one kernel, the scan's value never stored."""
+    for fn, x in ((lambda x: (x + 1).cumsum(-1) * 3, torch.randn(6, 50)),
+                  (lambda m: m.cumsum(-1) * m - 1, (torch.rand(3, 21) > 0.3).long())):
+        out, externs, sources = _compiled(fn, x, cpu_backend="cpp")
+        assert not externs and len(sources) == 1
+        kernel = sources[0].split("extern")[0]
+        assert "scan_cumsum" in kernel and "mul" in kernel and kernel.count("store") == 1
+        torch.testing.assert_close(out, fn(x))
+
+
+def test_the_scan_kernel_stores_in_eagers_layout():
+    """Along a middle dim the reader (* 3) walks elements in another order than the scan's
+    rows: it stays a kernel of its own and reads the scan's buffer contiguous -- the scan
+    stored each element where eager's result has it. The producer (x + 1) is inlined."""
     x = torch.randn(4, 37, 5)
     _, _, sources = _compiled(lambda x: (x + 1).cumsum(1) * 3, x, cpu_backend="cpp")
     kernels = [s.split("extern")[0] for s in sources]
@@ -95,26 +108,29 @@ def test_gradients_through_scans(op):
     torch.testing.assert_close(got, torch.autograd.grad(loss(x), x)[0], rtol=1e-4, atol=1e-5)
 
 
-@pytest.fixture
-def small_tiles(monkeypatch):
+@pytest.fixture(params=[False, True], ids=["tiles", "transposed-tiles"])
+def small_tiles(monkeypatch, request):
     original = compiler.choose_blocks
 
     def choose(kernel, interpret, device=None):
         if kernel.R > 1:
-            return BlockConfig(XBLOCK=4, RBLOCK=16, persistent=False, num_warps=4)
+            return BlockConfig(XBLOCK=4, RBLOCK=16, persistent=False, num_warps=4,
+                               transposed=request.param, stages=2 if request.param else 0)
         return original(kernel, interpret, device=device)
     monkeypatch.setattr(compiler, "choose_blocks", choose)
 
 
-@pytest.mark.parametrize("op", ["cumsum", "cumprod"])
-def test_rows_longer_than_a_tile_carry_their_running_value(small_tiles, op):
-    """301 elements in chunks of 16, 7 rows in tiles of 4: each chunk starts from the total
-    of the chunks before it (a sum, or a product: the inputs stay near 1)."""
+@pytest.mark.parametrize("op,dim", [("cumsum", -1), ("cumprod", -1), ("cumsum", 0)])
+def test_rows_longer_than_a_tile_carry_their_running_value(small_tiles, op, dim):
+    """301 elements in chunks of 16, 7 rows in tiles of 4 -- or tiles (RBLOCK, XBLOCK), as a
+    scan down columns gets on the GPU: each chunk starts from the total of the chunks before
+    it (a sum, or a product: the inputs stay near 1)."""
     torch.manual_seed(0)
     x = torch.randn(7, 301) * 0.01 + (1.0 if op == "cumprod" else 0.0)
-    fn = lambda x: getattr(x * 1.0, op)(-1)          # noqa: E731
+    x = x if dim == -1 else x.t().contiguous()
+    fn = lambda x: getattr(x * 1.0, op)(dim)          # noqa: E731
     out, externs, sources = _compiled(fn, x, cpu_backend="triton")
-    assert not externs and any("for roffset in range(0, 301, RBLOCK)" in s for s in sources)
+    assert not externs and any("for roffset in " in s and "0, 301, RBLOCK" in s for s in sources)
     torch.testing.assert_close(out, fn(x), rtol=1e-5, atol=1e-5)
 
 
