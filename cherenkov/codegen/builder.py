@@ -47,6 +47,7 @@ class KernelBuilder:
         self.counter = 0
         self.used_inputs: dict[str, Buffer] = {}
         self.reductions = list(reductions)
+        self.reversed_rows = False                 # a reversed scan here: lane r is R-1-r
 
     # ---- statements -----------------------------------------------------------------------
     def _new(self, dtype: torch.dtype, level: str) -> str:
@@ -385,7 +386,11 @@ class KernelBuilder:
             return [ix.unravel(ix.add(ix.mul(ix.floordiv(self.x, half), D), h * half,
                                       ix.mod(self.x, half)), node.shape) for h in (0, 1)]
         where = self._placement(node) if n == X * R and R > 1 else None
-        if where is None and n == X * R:
+        if where is None and n == X * R and self.reversed_rows:
+            # where a reversed scan computes its elements, so a reader of it lines up
+            where = ix.unravel(ix.add(ix.mul(self.x, R), ix.add(R - 1, ix.mul(self.r, -1))),
+                               node.shape)
+        elif where is None and n == X * R:
             where = ix.unravel(ix.add(ix.mul(self.x, R), self.r), node.shape)
             self.kernel.unplaced += R > 1
         elif where is None and n == X:
@@ -482,11 +487,15 @@ class KernelBuilder:
 
     def _scan(self, node: Node, store_as) -> None:
         """A running sum (product) along each row -- lane (x, r) holds row x's combination of
-        elements 0..r -- accumulated in fp32 for 16-bit floats (as eager's kernels do)."""
+        elements 0..r (reversed: R-1-r..R-1) -- accumulated in fp32 for 16-bit floats (as
+        eager's kernels do)."""
         X, R = self.kernel.X, self.kernel.R
         if numel(node.shape) != X * R or node.shape[-1] != R:
             raise NotFusible("scan domain differs from the kernel's")
-        idx = ix.unravel(self.x, node.shape[:-1]) + (self.r,)
+        reverse = node.args[0]          # from the row's end: lane r holds element R-1-r
+        self.reversed_rows |= bool(reverse)
+        idx = ix.unravel(self.x, node.shape[:-1]) + (
+            ix.add(R - 1, ix.mul(self.r, -1)) if reverse else self.r,)
         value = self.compute(node.inputs[0], idx)
         acc = torch.float32 if node.dtype in (torch.float16, torch.bfloat16) else node.dtype
         value = self._cast(value, acc)

@@ -61,7 +61,8 @@ class Op(Enum):
     EXTERN = auto()       # args = (aten target, argument template, reason)
     SCATTER_ADD = auto()  # inputs (base, values, *indices); args = ("index", dims) | ("dim", dim)
     SCATTER_SET = auto()  # the same, each value written over its element (duplicates: one wins)
-    # scans: inclusive, along the last dim (lowering moves the scanned dim last)
+    # scans: inclusive, along the last dim (lowering moves the scanned dim last); args =
+    # (reverse,): True scans from the row's end
     CUMSUM = auto(); CUMPROD = auto()
 
 

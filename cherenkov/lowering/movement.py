@@ -151,6 +151,10 @@ def _flip(ctx, x, dims):
     dims = tuple(sorted({d % len(x.shape) for d in dims})) if x.shape else ()
     if not dims:
         return x
+    from cherenkov.lowering.scan import reversed_scan
+    reverse = reversed_scan(x, dims)         # a cumsum's gradient: one scan from the end
+    if reverse is not None:
+        return reverse
     return Node(Op.FLIP, (x,), (dims,), ctx.out_meta())
 
 

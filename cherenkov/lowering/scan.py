@@ -9,13 +9,17 @@ row's running sum in order (codegen/triton_scan.py, the C++ row loop). Integer a
 sum as int64, eager's result type; a dtype= argument casts the input first, as eager does.
 A scan over a dim of one element is the input itself. logcumsumexp, cummax and cummin stay
 PyTorch's.
+
+A cumsum's gradient is `flip(cumsum(flip(dy, d), d), d)`: lowering the outer flip finds the
+scan of a flip and returns one scan from the row's end (`reverse`: the kernel's r walks the
+elements R-1 .. 0), no copy for either flip (`reversed_scan`).
 """
 from __future__ import annotations
 
 import torch
 
 from cherenkov.ir.graph import Node, contiguous_strides
-from cherenkov.ir.ops import Op
+from cherenkov.ir.ops import GroupOp, Op
 from cherenkov.lowering.registry import Unsupported, lowering
 
 aten = torch.ops.aten
@@ -37,8 +41,33 @@ def _cumulative(ctx, x, dim, dtype=None):
     # stored in the input's contiguous layout, so the permute back reads it contiguous
     strides = contiguous_strides(x.shape)
     meta = ctx.meta(moved.shape, out_dtype).replace(stride=tuple(strides[d] for d in order))
-    scanned = Node(op, (moved,), (), meta)
+    scanned = Node(op, (moved,), (False,), meta)
     back = [0] * ndim
     for position, d in enumerate(order):
         back[d] = position
     return ctx.permute(scanned, back)
+
+
+def reversed_scan(node: Node, dims) -> Node | None:
+    """flip(scan(flip(y, d)), d) -- `node` the scan's result as `_cumulative` built it, `dims`
+    the outer flip's -- as y's scan from the end along d; None when it is not that."""
+    if len(dims) != 1:
+        return None
+    back, scan = None, node
+    if scan.op == Op.PERMUTE:
+        back, scan = scan.args[0], scan.inputs[0]
+    if scan.op not in GroupOp.SCAN or scan.args[0]:
+        return None
+    moved = scan.inputs[0]
+    order = None
+    if moved.op == Op.PERMUTE:
+        order, moved = moved.args[0], moved.inputs[0]
+    dim = order[-1] if order is not None else len(scan.shape) - 1
+    if (back is None) != (order is None) or moved.op != Op.FLIP or moved.args[0] != (dim,) \
+            or dims[0] != dim:
+        return None
+    y = moved.inputs[0]
+    source = Node(Op.PERMUTE, (y,), (order,), moved.meta.replace(shape=scan.shape, stride=None)) \
+        if order is not None else y
+    out = Node(scan.op, (source,), (True,), scan.meta)
+    return Node(Op.PERMUTE, (out,), (back,), node.meta) if back is not None else out

@@ -143,3 +143,36 @@ def test_the_verifier_rejects_a_scan_that_changes_shape():
             return [x, bad]
     with pytest.raises(VerificationError, match="scan"):
         verify(G())
+
+
+@pytest.mark.parametrize("cpu_backend", ["cpp", "triton"])
+@pytest.mark.parametrize("shape,dim", [((6, 50), -1), ((4, 37, 5), 1), ((9, 4), 0)])
+def test_a_cumsums_gradient_is_one_scan_from_the_end(shape, dim, cpu_backend):
+    """dx = 2 * flip(cumsum(flip(dy))): no flip left -- the backward's scan walks each row
+    from its end; along the last dim the * 2 joins it (one kernel)."""
+    torch.manual_seed(0)
+    x, dy = torch.randn(*shape, requires_grad=True), torch.randn(*shape)
+    f = lambda x: (x * 2).cumsum(dim)          # noqa: E731
+    torch._dynamo.reset()
+    start = len(backend.COMPILED)
+    got = torch.autograd.grad(cherenkov.compile(f, strict=True, cpu_backend=cpu_backend)(x),
+                              x, dy)[0]
+    infos = [info for _, info in backend.COMPILED[start:]]
+    assert len(infos) == 2 and not any(i.externs for i in infos)
+    assert len(infos[1].kernels) == (1 if dim == -1 else 2)
+    if cpu_backend == "cpp":
+        ir = "".join(k[3].split("extern")[0] for k in infos[1].kernels)
+        assert "scan_cumsum" in ir and "flip" not in ir
+    torch.testing.assert_close(got, torch.autograd.grad(f(x), x, dy)[0])
+
+
+@pytest.mark.parametrize("fn", [lambda y: y.flip(1).cumsum(1).flip(1),      # one scan
+                                lambda y: y.cumsum(1).flip(1),              # no inner flip
+                                lambda y: y.flip(1).cumsum(1).flip(0),      # another dim
+                                lambda y: y.flip(1).cumprod(1).flip(1)],
+                         ids=["suffix sums", "flipped sums", "other dim", "suffix products"])
+def test_flips_around_scans(fn):
+    y = torch.randn(3, 11)
+    out, externs, _ = _compiled(fn, y, cpu_backend="cpp")
+    assert not externs
+    torch.testing.assert_close(out, fn(y))
