@@ -160,6 +160,8 @@ class KernelBuilder:
             return self._cat(node, idx, mask)
         if op == Op.PAD:
             return self._pad(node, idx, mask)
+        if op == Op.WINDOW:
+            return self._window(node, idx, mask)
         if op == Op.GATHER:
             dim = node.args[0]
             where, ok = self._index_value(node.inputs[1], idx, mask, src.shape[dim])
@@ -306,6 +308,30 @@ class KernelBuilder:
             src_idx.append(ix.within(ix.add(i, -lo), 0, src.shape[d] - 1))
             c = self._in_range(i, lo, lo + src.shape[d])
             cond = c if cond is None else self._op(Op.AND, (cond, c), torch.bool)
+        value = self.compute(src, tuple(src_idx), self._and_mask(mask, cond))
+        if cond is None:
+            return value
+        return self._op(Op.WHERE, (cond, value, self._const(fill, node.dtype)), node.dtype)
+
+    def _window(self, node: Node, idx, mask) -> str:
+        """Element k of window o along each windowed dim: the source at o*stride + k*dilation
+        - padding where that lies inside it, else the fill (no select where the index ranges
+        prove it inside, as `_pad`)."""
+        kernel, stride, dilation, padding, fill = node.args
+        src, nd = node.inputs[0], len(kernel)
+        lead = len(src.shape) - nd
+        src_idx, cond = list(idx[:lead]), None
+        for i in range(nd):
+            at = ix.add(ix.add(ix.mul(idx[lead + i], stride[i]),
+                               ix.mul(idx[lead + nd + i], dilation[i])), -padding[i])
+            size = src.shape[lead + i]
+            lo, hi = ix.rng(at)
+            if lo >= 0 and hi < size:
+                src_idx.append(at)
+                continue
+            src_idx.append(ix.within(at, 0, size - 1))
+            inside = self._in_range(at, 0, size)
+            cond = inside if cond is None else self._op(Op.AND, (cond, inside), torch.bool)
         value = self.compute(src, tuple(src_idx), self._and_mask(mask, cond))
         if cond is None:
             return value

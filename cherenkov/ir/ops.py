@@ -49,6 +49,9 @@ class Op(Enum):
     GATHER = auto()       # inputs (src, index); args = (dim,): out[i][j] = src[i][index[i][j]]
     INDEX = auto()        # inputs (src, idx...); args = (dims indexed,): advanced indexing
     AS_STRIDED = auto()   # args = (size, stride, offset) over the input's contiguous storage
+    WINDOW = auto()       # args = (kernel, stride, dilation, padding, fill) over the last
+                          # len(kernel) dims: out[..., o, k] = x[..., o*stride + k*dilation -
+                          # padding], fill outside x (a pooling's windows; shape (*lead, *O, *K))
     # matmul
     MATMUL = auto()       # args = (aten target,): mm / bmm / addmm / baddbmm
     # attention
@@ -83,7 +86,7 @@ class GroupOp:
     ELEMENTWISE = UNARY | BINARY | TERNARY | frozenset({Op.CONST, Op.IOTA})
     REDUCTION = frozenset({Op.SUM, Op.PROD, Op.MAX, Op.MIN, Op.ARGMAX, Op.ARGMIN, Op.ANY, Op.ALL})
     MOVEMENT = frozenset({Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SLICE, Op.CAT, Op.PAD, Op.FLIP,
-                          Op.GATHER, Op.INDEX, Op.AS_STRIDED})
+                          Op.GATHER, Op.INDEX, Op.AS_STRIDED, Op.WINDOW})
     # movement that reads its input's elements in place (kernels fold it into addresses)
     VIEW = frozenset({Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SLICE})
     MATMUL = frozenset({Op.MATMUL})

@@ -24,7 +24,7 @@ from cherenkov.lowering.returns import as_eager_returns
 
 # importing these fills the registry
 from cherenkov.lowering import (attention, creation, elementwise, movement, prims,  # noqa: F401
-                                reductions, scan, scatter, templates)
+                                pooling, reductions, scan, scatter, templates)
 
 log = logging.getLogger("cherenkov")
 

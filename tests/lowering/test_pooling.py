@@ -1,0 +1,102 @@
+"""lowering/pooling.py: max / avg pooling (1-3d, padding, dilation, ceil mode, divisors),
+adaptive average pooling (even and uneven windows) and their backwards compile with no
+PyTorch op left -- windows (Op.WINDOW) reduced in the forward, gathered sums in the backward
+-- through both CPU renderers, against eager."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import cherenkov
+from cherenkov import backend
+
+
+def _compiled(fn, *args, **options):
+    torch._dynamo.reset()        # one code object, many parametrizations: no recompile limit
+    start = len(backend.COMPILED)
+    out = cherenkov.compile(fn, strict=True, **options)(*args)
+    infos = [info for _, info in backend.COMPILED[start:]]
+    return out, infos
+
+
+def _externs(infos):
+    return [e for info in infos for e in info.externs]
+
+
+CASES = {
+    "max 3x3 s2 p1": lambda x: F.max_pool2d(x, 3, 2, 1),
+    "max dilated, ceil mode": lambda x: F.max_pool2d(x, 2, 2, 0, dilation=2, ceil_mode=True),
+    "max 1d": lambda x: F.max_pool1d(x.flatten(2), 4, 3, 2),
+    "max 3d": lambda x: F.max_pool3d(x.unsqueeze(2).repeat(1, 1, 3, 1, 1), 2, 1, 1),
+    "avg 3x3 s2 p1": lambda x: F.avg_pool2d(x, 3, 2, 1),
+    "avg without padding counts, ceil": lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True,
+                                                               count_include_pad=False),
+    "avg divisor override": lambda x: F.avg_pool2d(x, (2, 3), (1, 2), (1, 0), divisor_override=5),
+    "avg 3d": lambda x: F.avg_pool3d(x.unsqueeze(2).repeat(1, 1, 4, 1, 1), 2, 2),
+    "adaptive even (global)": lambda x: F.adaptive_avg_pool2d(x, 1),
+    "adaptive uneven": lambda x: F.adaptive_avg_pool2d(x, (4, 3)),
+    "adaptive larger than the input": lambda x: F.adaptive_avg_pool2d(x, (11, 13)),
+    "relu into max pool": lambda x: F.max_pool2d(F.relu(x * 2 + 1), 3, 2, 1),
+}
+
+
+@pytest.mark.parametrize("cpu_backend", ["cpp", "triton"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_pooling_and_its_gradient_compile_and_match_eager(case, cpu_backend):
+    fn = CASES[case]
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 9, 11, requires_grad=True)
+    dy = torch.randn_like(fn(x))
+
+    def step(x):
+        return torch.autograd.grad(fn(x), x, dy)[0], fn(x)
+
+    start = len(backend.COMPILED)
+    out, _ = _compiled(fn, x, cpu_backend=cpu_backend)
+    got = torch.autograd.grad(out, x, dy)[0]           # compiles the backward
+    infos = [info for _, info in backend.COMPILED[start:]]
+    assert not _externs(infos) and len(infos) == 2, _externs(infos)
+    want_grad, want = step(x)
+    torch.testing.assert_close(out, want)
+    torch.testing.assert_close(got, want_grad)
+
+
+@pytest.mark.parametrize("cpu_backend", ["cpp", "triton"])
+def test_max_pool_indices_are_eagers(cpu_backend):
+    """Flat indices into each input plane, the first of equal maxima; a window of -inf alone
+    names its first element inside the input (not its padding), as eager's does."""
+    x = torch.randint(-2, 3, (2, 2, 7, 8)).float()
+    x[0, 0, :3, :3] = float("-inf")
+    fn = lambda x: F.max_pool2d(x, 3, 2, 1, return_indices=True)       # noqa: E731
+    (values, indices), infos = _compiled(fn, x, cpu_backend=cpu_backend)
+    want_values, want_indices = fn(x)
+    assert not _externs(infos)
+    torch.testing.assert_close(values, want_values)
+    assert indices.dtype == torch.int64 and torch.equal(indices, want_indices)
+
+
+def test_channels_last_and_bf16():
+    x = torch.randn(2, 8, 10, 10).to(memory_format=torch.channels_last).bfloat16()
+    for fn in (lambda x: F.max_pool2d(x, 2), lambda x: F.avg_pool2d(x, 3, 1, 1),
+               lambda x: F.adaptive_avg_pool2d(x, (3, 3))):
+        out, infos = _compiled(fn, x, cpu_backend="cpp")
+        assert not _externs(infos) and out.dtype == torch.bfloat16
+        torch.testing.assert_close(out, fn(x))
+
+
+def test_the_max_pool_backward_gathers_instead_of_scattering():
+    """Each input element sums the gradients of the windows that chose it: a reduction over
+    the kernel's offsets, no scatter (no atomic adds, the same result on every run)."""
+    x = torch.randn(1, 2, 8, 8, requires_grad=True)
+    start = len(backend.COMPILED)
+    out, _ = _compiled(lambda x: F.max_pool2d(x, 3, 2, 1), x, cpu_backend="cpp")
+    torch.autograd.grad(out.sum(), x)
+    infos = [info for _, info in backend.COMPILED[start:]]
+    backward = "".join(k[3].split("extern")[0] for k in infos[1].kernels)
+    assert "reduce_sum" in backward and "+=" not in backward and "=@" not in backward
+
+
+def test_int_pooling_stays_pytorchs():
+    x = torch.randint(0, 9, (1, 1, 6, 6))
+    out, infos = _compiled(lambda x: F.max_pool2d(x, 2), x)
+    assert any("max_pool2d" in op and "non-float" in reason for op, reason in _externs(infos))
+    assert torch.equal(out, F.max_pool2d(x, 2))
