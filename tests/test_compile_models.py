@@ -74,6 +74,54 @@ def test_embedding_backward_scatters_with_atomics_into_repeated_rows(backend):
     assert all(not i.externs for i in infos)
 
 
+def small_cnn():
+    nn = torch.nn
+    return nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.MaxPool2d(3, 2, 1), nn.Conv2d(8, 8, 3, 1, 1), nn.BatchNorm2d(8),
+                         nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 5))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_cnn_training_step_leaves_only_convolutions_to_pytorch(backend):
+    """Training-mode BatchNorm (captured as _batch_norm_with_update), ReLU, max pooling and
+    global average pooling compile, forward and backward; running statistics update as
+    eager's (check_model compares losses and gradients)."""
+    torch.manual_seed(0)
+    x = torch.randn(4, 3, 30, 30)
+    infos = check_model(small_cnn, (x,), backend)
+    assert len(infos) == 2
+    for info in infos:
+        assert {op for op, _ in info.externs} <= {"convolution.default",
+                                                 "convolution_backward.default"}, info.externs
+
+
+def test_an_eval_mode_cnn_leaves_only_convolutions_to_pytorch():
+    torch.manual_seed(0)
+    model = small_cnn()
+    model(torch.randn(8, 3, 30, 30))               # running statistics away from 0 / 1
+    model.eval()
+    x = torch.randn(4, 3, 30, 30)
+    start = len(COMPILED)
+    with torch.no_grad():
+        out = cherenkov.compile(model, strict=True)(x)
+        torch.testing.assert_close(out, model(x))
+    assert [op for _, info in COMPILED[start:] for op, _ in info.externs] == \
+        ["convolution.default"] * 2
+
+
+def test_batch_norm_running_statistics_match_eager():
+    torch.manual_seed(0)
+    ref, ours = small_cnn(), small_cnn()
+    ours.load_state_dict(ref.state_dict())
+    compiled = cherenkov.compile(ours, strict=True)
+    for _ in range(2):
+        x = torch.randn(4, 3, 30, 30)
+        compiled(x).sum().backward()
+        ref(x).sum().backward()
+    for name, buf in ref.named_buffers():
+        torch.testing.assert_close(dict(ours.named_buffers())[name], buf, msg=name)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("arch", ["tiny", "tiny-llama"])
 def test_transformer_blocks(arch, backend):

@@ -25,6 +25,11 @@ EXTRA = [
     aten.leaky_relu, aten.elu, aten.softplus, aten.mish, aten.hardswish, aten.hardsigmoid,
     aten.glu, aten.logsumexp, aten.addcmul, aten.lerp, aten.native_group_norm,
     aten.native_batch_norm, aten._native_batch_norm_legit_functional,
+    # BatchNorm, training and eval, as recent PyTorch captures it (was extern: the OpInfo
+    # sweep; eval goes through _native_batch_norm_legit, decomposed too)
+    aten._batch_norm_with_update, aten._batch_norm_with_update_functional,
+    aten._batch_norm_no_update, aten._native_batch_norm_legit_no_training,
+    aten._native_batch_norm_legit,
     # vector norms (F.normalize, cosine_similarity, pairwise_distance, norm, renorm): PyTorch's
     # decomposition into ops we fuse (the OpInfo sweep found the family extern)
     aten.linalg_vector_norm,
