@@ -31,7 +31,8 @@ def cases(dev):
     x1_cl = x1.to(memory_format=torch.channels_last)
     x2 = torch.randn(64, 256, 56, 56, **bf)
     x3 = torch.randn(64, 2048, 7, 7, **bf)
-    params = (torch.rand(64, device=dev, generator=g) + 0.5, torch.randn(64, device=dev, generator=g),
+    params = (torch.rand(64, device=dev, generator=g) + 0.5,
+              torch.randn(64, device=dev, generator=g),
               torch.zeros(64, device=dev), torch.ones(64, device=dev))
     size = lambda t: t.numel() * t.element_size()                   # noqa: E731
     pool1 = lambda x: F.max_pool2d(x, 3, 2, 1)                      # noqa: E731

@@ -15,8 +15,9 @@ in order, carrying each row's running total from one chunk to the next.
 A row that fits one tile (the usual case: `blocks.gpu_blocks` keeps rows up to 16384 whole)
 runs the loop once. A scan down columns (a cumsum along dim 0 of a row-major tensor) gets
 `blocks.column_blocks`' transposed tiles -- x the fast axis, so neighbouring columns' loads
-coalesce -- and its loads software-pipelined across chunks. Within a chunk the scan is Triton's (a tree), across chunks the carry adds
-each chunk's total: rounding differs from eager's serial CPU loop by a few ulps of the total.
+coalesce -- and its loads software-pipelined across chunks. Within a chunk the scan is
+Triton's (a tree), across chunks the carry adds each chunk's total: rounding differs from
+eager's serial CPU loop by a few ulps of the total.
 """
 from __future__ import annotations
 

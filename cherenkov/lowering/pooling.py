@@ -214,6 +214,32 @@ def _bounds(S: int, O: int):
     return [((o * S) // O, -(-((o + 1) * S) // O)) for o in range(O)]
 
 
+def _window_of(ctx, o, S: int, O: int):
+    """Window o's [start, end) along a dim of S elements pooled into O (nodes)."""
+    times = _int(ctx, Op.MUL, o, S)
+    return (_int(ctx, Op.FLOORDIV, times, O),
+            _int(ctx, Op.FLOORDIV, _int(ctx, Op.ADD, times, S + O - 1), O))
+
+
+def _mean_of_parts(ctx, t, positions, valid, count, acc, out_dtype, forward: bool):
+    """Sum over the trailing half of the dims of t read at `positions` (masked by valid),
+    divided by the window's count: the sum (forward: count depends on the leading half
+    alone), else each part (backward), as eager divides."""
+    nd = len(positions)
+    read = _at_windows(ctx, ctx.cast(t, acc), positions, nd)
+    count = ctx.cast(count, acc)
+    if not forward:
+        read = ctx.binary(Op.DIV, read, count, acc)
+    parts = ctx.where(valid, read, 0.0, acc)
+    lead = len(read.shape) - 2 * nd
+    total = ctx.reduce(Op.SUM, parts, list(range(lead + nd, lead + 2 * nd)), False, acc)
+    if forward:
+        outer = count.shape[:nd]
+        count = ctx.reshape(ctx.slice_to_shape(count, (*outer, *(1,) * nd)), outer)
+        total = ctx.binary(Op.DIV, total, count, acc)
+    return ctx.cast(total, out_dtype)
+
+
 @lowering(aten._adaptive_avg_pool2d, aten._adaptive_avg_pool3d)
 def _adaptive_avg_pool(ctx, x, output_size):
     nd = _nd(ctx)
@@ -222,30 +248,20 @@ def _adaptive_avg_pool(ctx, x, output_size):
     k = _even(S, O)
     if k is not None:
         return _average(ctx, x, nd, k, k, (0,) * nd, True, None, acc)
-    # uneven windows: each window's elements read at run-time positions, up to the longest
+    # uneven windows: window o's elements read at run-time positions, up to the longest
     # window's count, the rest masked
     longest = [max(e - b for b, e in _bounds(S[i], O[i])) for i in range(nd)]
     B = (*O, *longest)
     valid, at, count = None, [], None
     for i in range(nd):
-        o, kk = ctx.iota(B, i), ctx.iota(B, nd + i)
-        start = _int(ctx, Op.FLOORDIV, _int(ctx, Op.MUL, o, S[i]), O[i])
-        end = _int(ctx, Op.FLOORDIV, _int(ctx, Op.ADD, _int(ctx, Op.MUL, o, S[i]), S[i] + O[i] - 1),
-                   O[i])
-        pos = _int(ctx, Op.ADD, start, kk)
+        start, end = _window_of(ctx, ctx.iota(B, i), S[i], O[i])
+        pos = _int(ctx, Op.ADD, start, ctx.iota(B, nd + i))
         ok = _cmp(ctx, Op.LT, pos, end)
         valid = ok if valid is None else _and(ctx, valid, ok)
         at.append(_int(ctx, Op.MINIMUM, pos, S[i] - 1))
         n = _int(ctx, Op.SUB, end, start)
         count = n if count is None else _int(ctx, Op.MUL, count, n)
-    lead = len(x.shape) - nd
-    read = Node(Op.INDEX, (ctx.cast(x, acc), *at), (tuple(range(lead, lead + nd)),),
-                ctx.meta((*x.shape[:lead], *B), acc))
-    parts = ctx.where(valid, read, 0.0, acc)
-    dims = list(range(lead + nd, lead + 2 * nd))
-    total = ctx.reduce(Op.SUM, parts, dims, False, acc)
-    count = ctx.reshape(ctx.slice_to_shape(count, (*O, *(1,) * nd)), O)
-    return ctx.cast(ctx.binary(Op.DIV, total, ctx.cast(count, acc), acc), ctx.out.dtype)
+    return _mean_of_parts(ctx, x, at, valid, count, acc, ctx.out.dtype, forward=True)
 
 
 @lowering(aten._adaptive_avg_pool2d_backward, aten._adaptive_avg_pool3d_backward)
@@ -256,28 +272,22 @@ def _adaptive_avg_pool_backward(ctx, grad, x):
     k = _even(S, O)
     if k is not None:
         return _average_backward(ctx, grad, x, nd, k, k, (0,) * nd, True, None, acc)
-    # input element i lies in windows o = i*O // S, ... while start(o) <= i: at most `most`
+    # input element e lies in windows o = e*O // S, ... while start(o) <= e: at most `most`
     most = []
     for i in range(nd):
         bounds = _bounds(S[i], O[i])
-        most.append(max(sum(b <= e_ < e for b, e in bounds) for e_ in range(S[i])))
+        most.append(max(sum(b <= e < f for b, f in bounds) for e in range(S[i])))
     B = (*S, *most)
     valid, outs, count = None, [], None
     for i in range(nd):
-        e, j = ctx.iota(B, i), ctx.iota(B, nd + i)
-        o = _int(ctx, Op.ADD, _int(ctx, Op.FLOORDIV, _int(ctx, Op.MUL, e, O[i]), S[i]), j)
-        start = _int(ctx, Op.FLOORDIV, _int(ctx, Op.MUL, o, S[i]), O[i])
-        end = _int(ctx, Op.FLOORDIV, _int(ctx, Op.ADD, _int(ctx, Op.MUL, o, S[i]), S[i] + O[i] - 1),
-                   O[i])
+        e = ctx.iota(B, i)
+        o = _int(ctx, Op.ADD, _int(ctx, Op.FLOORDIV, _int(ctx, Op.MUL, e, O[i]), S[i]),
+                 ctx.iota(B, nd + i))
+        start, end = _window_of(ctx, o, S[i], O[i])
         ok = _and(ctx, _cmp(ctx, Op.LT, o, O[i]),
                   _and(ctx, _cmp(ctx, Op.LE, start, e), _cmp(ctx, Op.LT, e, end)))
         valid = ok if valid is None else _and(ctx, valid, ok)
         outs.append(_int(ctx, Op.MINIMUM, o, O[i] - 1))
         n = _int(ctx, Op.SUB, end, start)
         count = n if count is None else _int(ctx, Op.MUL, count, n)
-    lead = len(x.shape) - nd
-    read = Node(Op.INDEX, (ctx.cast(grad, acc), *outs), (tuple(range(lead, lead + nd)),),
-                ctx.meta((*x.shape[:lead], *B), acc))
-    parts = ctx.where(valid, ctx.binary(Op.DIV, read, ctx.cast(count, acc), acc), 0.0, acc)
-    total = ctx.reduce(Op.SUM, parts, list(range(lead + nd, lead + 2 * nd)), False, acc)
-    return ctx.cast(total, ctx.out.dtype)
+    return _mean_of_parts(ctx, grad, outs, valid, count, acc, ctx.out.dtype, forward=False)

@@ -8,18 +8,15 @@ import torch.nn.functional as F
 
 import cherenkov
 from cherenkov import backend
-
-
-def _compiled(fn, *args, **options):
-    torch._dynamo.reset()        # one code object, many parametrizations: no recompile limit
-    start = len(backend.COMPILED)
-    out = cherenkov.compile(fn, strict=True, **options)(*args)
-    infos = [info for _, info in backend.COMPILED[start:]]
-    return out, infos
+from tests.lowering.compiled import compiled as _compiled
 
 
 def _externs(infos):
     return [e for info in infos for e in info.externs]
+
+
+def _since(start):
+    return [info for _, info in backend.COMPILED[start:]]
 
 
 CASES = {
@@ -50,10 +47,11 @@ def test_pooling_and_its_gradient_compile_and_match_eager(case, cpu_backend):
     def step(x):
         return torch.autograd.grad(fn(x), x, dy)[0], fn(x)
 
+    torch._dynamo.reset()
     start = len(backend.COMPILED)
-    out, _ = _compiled(fn, x, cpu_backend=cpu_backend)
+    out = cherenkov.compile(fn, strict=True, cpu_backend=cpu_backend)(x)
     got = torch.autograd.grad(out, x, dy)[0]           # compiles the backward
-    infos = [info for _, info in backend.COMPILED[start:]]
+    infos = _since(start)
     assert not _externs(infos) and len(infos) == 2, _externs(infos)
     want_grad, want = step(x)
     torch.testing.assert_close(out, want)
@@ -67,9 +65,9 @@ def test_max_pool_indices_are_eagers(cpu_backend):
     x = torch.randint(-2, 3, (2, 2, 7, 8)).float()
     x[0, 0, :3, :3] = float("-inf")
     fn = lambda x: F.max_pool2d(x, 3, 2, 1, return_indices=True)       # noqa: E731
-    (values, indices), infos = _compiled(fn, x, cpu_backend=cpu_backend)
+    (values, indices), externs, _ = _compiled(fn, x, cpu_backend=cpu_backend)
     want_values, want_indices = fn(x)
-    assert not _externs(infos)
+    assert not externs
     torch.testing.assert_close(values, want_values)
     assert indices.dtype == torch.int64 and torch.equal(indices, want_indices)
 
@@ -78,8 +76,8 @@ def test_channels_last_and_bf16():
     x = torch.randn(2, 8, 10, 10).to(memory_format=torch.channels_last).bfloat16()
     for fn in (lambda x: F.max_pool2d(x, 2), lambda x: F.avg_pool2d(x, 3, 1, 1),
                lambda x: F.adaptive_avg_pool2d(x, (3, 3))):
-        out, infos = _compiled(fn, x, cpu_backend="cpp")
-        assert not _externs(infos) and out.dtype == torch.bfloat16
+        out, externs, _ = _compiled(fn, x, cpu_backend="cpp")
+        assert not externs and out.dtype == torch.bfloat16
         torch.testing.assert_close(out, fn(x))
 
 
@@ -87,16 +85,18 @@ def test_the_max_pool_backward_gathers_instead_of_scattering():
     """Each input element sums the gradients of the windows that chose it: a reduction over
     the kernel's offsets, no scatter (no atomic adds, the same result on every run)."""
     x = torch.randn(1, 2, 8, 8, requires_grad=True)
+    torch._dynamo.reset()
     start = len(backend.COMPILED)
-    out, _ = _compiled(lambda x: F.max_pool2d(x, 3, 2, 1), x, cpu_backend="cpp")
+    pool = cherenkov.compile(lambda x: F.max_pool2d(x, 3, 2, 1), strict=True, cpu_backend="cpp")
+    out = pool(x)
     torch.autograd.grad(out.sum(), x)
-    infos = [info for _, info in backend.COMPILED[start:]]
+    infos = _since(start)
     backward = "".join(k[3].split("extern")[0] for k in infos[1].kernels)
     assert "reduce_sum" in backward and "+=" not in backward and "=@" not in backward
 
 
 def test_int_pooling_stays_pytorchs():
     x = torch.randint(0, 9, (1, 1, 6, 6))
-    out, infos = _compiled(lambda x: F.max_pool2d(x, 2), x)
-    assert any("max_pool2d" in op and "non-float" in reason for op, reason in _externs(infos))
+    out, externs, _ = _compiled(lambda x: F.max_pool2d(x, 2), x)
+    assert any("max_pool2d" in op and "non-float" in reason for op, reason in externs)
     assert torch.equal(out, F.max_pool2d(x, 2))

@@ -12,15 +12,7 @@ from cherenkov.codegen.triton_renderer import BlockConfig
 from cherenkov.ir.graph import Node, TensorMeta
 from cherenkov.ir.ops import Op
 from cherenkov.ir.verifier import VerificationError, verify
-
-
-def _compiled(fn, *args, **options):
-    torch._dynamo.reset()        # one code object, many parametrizations: no recompile limit
-    start = len(backend.COMPILED)
-    out = cherenkov.compile(fn, strict=True, **options)(*args)
-    infos = [info for _, info in backend.COMPILED[start:]]
-    return out, [e for info in infos for e in info.externs], [k[3] for i in infos
-                                                               for k in i.kernels]
+from tests.lowering.compiled import compiled as _compiled
 
 
 def _scans(source: str) -> bool:

@@ -13,15 +13,7 @@ import cherenkov
 from cherenkov import backend
 from cherenkov.lowering import scatter
 from cherenkov.lowering.registry import Unsupported
-
-
-def _compiled(fn, *args, **options):
-    torch._dynamo.reset()        # one code object, many parametrizations: no recompile limit
-    start = len(backend.COMPILED)
-    out = cherenkov.compile(fn, strict=True, **options)(*args)
-    infos = [info for _, info in backend.COMPILED[start:]]
-    return out, [e for info in infos for e in info.externs], [k[3] for i in infos
-                                                               for k in i.kernels]
+from tests.lowering.compiled import compiled as _compiled
 
 
 def _assign(x, v, idx):
