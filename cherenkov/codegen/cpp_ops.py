@@ -233,6 +233,11 @@ template <class T> static inline T ck_minimum(T a, T b) {
     if constexpr (std::is_floating_point_v<T>) { if (a != a) return a; if (b != b) return b; }
     return a < b ? a : b;
 }
+// logaddexp as eager's logcumsumexp combines: equal operands (infinities too) give max + log 2
+template <class T> static inline T ck_logaddexp(T a, T b) {
+    const T m = ck_maximum(a, b), n = ck_minimum(a, b);
+    return m == n ? m + T(0.6931471805599453) : m + std::log1p(std::exp(n - m));
+}
 template <class T> static inline T ck_iabs(T a) { return a < 0 ? static_cast<T>(-a) : a; }
 // integer division: 0 for a zero divisor (C would trap) and the flag set, wrapping for MIN / -1
 template <class T, class U> static inline auto ck_truncdiv_i(T a, U b) {

@@ -40,6 +40,9 @@ TRANSCENDENTAL = {Op.EXP, Op.EXP2, Op.EXPM1, Op.LOG, Op.LOG2, Op.LOG10, Op.LOG1P
                   Op.SIGMOID, Op.ERF, Op.ERFC, Op.POW, Op.SIN, Op.COS, Op.TAN, Op.SQRT, Op.RSQRT,
                   Op.DIV}
 ATOMIC_TYPES = {torch.float32, torch.float64, torch.int64, torch.int32}
+# a scan's running value: its start, and the step combining it (a) with the next element (b)
+SCAN_STEP = {Op.CUMSUM: ("0", "{a} + {b}"), Op.CUMPROD: ("1", "{a} * {b}"),
+             Op.LOGCUMSUMEXP: ("-INFINITY", "ck_logaddexp({a}, {b})")}
 # ANY/ALL fold int flags with | and &: a bool ||/&& reduction stops gcc vectorizing the loop
 _SIMD_CLAUSE = {Op.SUM: "+", Op.PROD: "*", Op.MAX: "max", Op.MIN: "min", Op.ANY: "|",
                 Op.ALL: "&"}
@@ -240,7 +243,7 @@ class _Renderer(ColumnLoops):
         scans = [s for s in k.body if isinstance(s, Scan) and s.out in needed]
         for s in scans:
             self.lines.append(f"{ind}{register_type(k.dtypes[s.out])} {s.out}_run = "
-                              f"{'1' if s.op == Op.CUMPROD else '0'};")
+                              f"{SCAN_STEP[s.op][0]};")
         if scalar:
             self.lines.append(f"{ind}// argmax/argmin: a scalar scan keeps the first extreme index")
         elif scans:
@@ -331,7 +334,7 @@ class _Renderer(ColumnLoops):
             self.declare(ind, out, cast_expr(s.src, k.dtypes[s.src], s.dtype))
         elif isinstance(s, Scan):
             run = f"{out}_run"
-            self.lines.append(f"{ind}{run} = {run} {'*' if s.op == Op.CUMPROD else '+'} {s.src};")
+            self.lines.append(f"{ind}{run} = {SCAN_STEP[s.op][1].format(a=run, b=s.src)};")
             self.declare(ind, out, run)
         elif isinstance(s, Store):
             if s.mask:                      # a run-time index out of range writes nothing

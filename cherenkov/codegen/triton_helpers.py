@@ -15,3 +15,23 @@ def _floordiv_f(a, b):
     f = tl.where(d - f > 0.5, f + 1.0, f)
     return tl.where(b == 0, a / b, tl.where(d == 0, 0.0 * (a / b), f))
 '''
+
+
+# logaddexp as eager's logcumsumexp combines (NaN-propagating; equal operands, infinities
+# included, give max + log 2), the scan and the reduction along an axis built on it
+LOGADDEXP = '''@triton.jit
+def _logaddexp(a, b):
+    m = tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+    n = tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)
+    return tl.where(m == n, m + 0.6931471805599453, m + libdevice.log1p(tl.exp(n - m)))
+
+
+@triton.jit
+def _logcumsumexp(x, axis):
+    return tl.associative_scan(x, axis, _logaddexp)
+
+
+@triton.jit
+def _logsumexp_along(x, axis):
+    return tl.reduce(x, axis, _logaddexp)
+'''

@@ -25,8 +25,11 @@ from cherenkov.codegen.kernel_ir import Scan
 from cherenkov.codegen.triton_ops import register_type
 from cherenkov.ir.ops import Op
 
-_SCAN = {Op.CUMSUM: ("tl.cumsum", "tl.sum", "+", "0"),
-         Op.CUMPROD: ("tl.cumprod", "_prod", "*", "1")}
+# op -> (scan of a chunk v, its total, combining a carry a with b, the identity)
+_SCAN = {Op.CUMSUM: ("tl.cumsum({v}, axis=1)", "tl.sum({v}, 1)[:, None]", "{a} + {b}", "0"),
+         Op.CUMPROD: ("tl.cumprod({v}, axis=1)", "_prod({v}, 1)[:, None]", "{a} * {b}", "1"),
+         Op.LOGCUMSUMEXP: ("_logcumsumexp({v}, axis=1)", "_logsumexp_along({v}, 1)[:, None]",
+                           "_logaddexp({a}, {b})", "float('-inf')")}
 
 
 def scan_rows(renderer, pid: str) -> None:
@@ -52,5 +55,5 @@ def scan_rows(renderer, pid: str) -> None:
         scan, total, combine, fill = _SCAN[s.op]
         v, c = f"v_{s.out}", f"c_{s.out}"
         lines += [f"{ind}{v} = tl.where(xmask & rmask, {s.src}, {fill})",
-                  f"{ind}{s.out} = {c} {combine} {scan}({v}, axis=1)",
-                  f"{ind}{c} = {c} {combine} {total}({v}, 1)[:, None]"]
+                  f"{ind}{s.out} = {combine.format(a=c, b=scan.format(v=v))}",
+                  f"{ind}{c} = {combine.format(a=c, b=total.format(v=v))}"]

@@ -66,7 +66,7 @@ class Op(Enum):
     SCATTER_SET = auto()  # the same, each value written over its element (duplicates: one wins)
     # scans: inclusive, along the last dim (lowering moves the scanned dim last); args =
     # (reverse,): True scans from the row's end
-    CUMSUM = auto(); CUMPROD = auto()
+    CUMSUM = auto(); CUMPROD = auto(); LOGCUMSUMEXP = auto()
 
 
 class GroupOp:
@@ -101,7 +101,7 @@ class GroupOp:
     # writes at run-time indices (atomic adds, or stores): a kernel of its own, never merged
     SCATTER = frozenset({Op.SCATTER_ADD, Op.SCATTER_SET})
     # running sums / products along each row: a kernel of its own over (rows, row length)
-    SCAN = frozenset({Op.CUMSUM, Op.CUMPROD})
+    SCAN = frozenset({Op.CUMSUM, Op.CUMPROD, Op.LOGCUMSUMEXP})
     # what always runs in a kernel of its own (pointwise producers inlined, never merged)
     ALONE = SCATTER | SCAN
 

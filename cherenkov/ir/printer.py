@@ -64,7 +64,7 @@ def _param_names(op: Op) -> tuple[str, ...]:
         Op.IOTA: ("dim",), Op.GETITEM: ("index",), Op.AS_STRIDED: ("size", "stride", "offset"),
         Op.WINDOW: ("kernel", "stride", "dilation", "padding", "fill"),
         Op.SCATTER_ADD: ("dim",), Op.SCATTER_SET: ("dim",), Op.CUMSUM: ("reverse",),
-        Op.CUMPROD: ("reverse",),
+        Op.CUMPROD: ("reverse",), Op.LOGCUMSUMEXP: ("reverse",),
     }.get(op, ("trailing",) if op.name in ("SUM", "PROD", "MAX", "MIN", "ARGMAX", "ARGMIN",
                                          "ANY", "ALL") else ())
 

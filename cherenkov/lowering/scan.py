@@ -1,4 +1,5 @@
-"""Lowerings of scans: cumsum and cumprod become an inclusive scan along the last dim.
+"""Lowerings of scans: cumsum, cumprod and logcumsumexp become an inclusive scan along the
+last dim.
 
     y = x.cumsum(1)       # x: (4, 8, 16)
     # IR: permute(x, (0, 2, 1)) -> CUMSUM over its 8 -> permute back to (4, 8, 16)
@@ -7,8 +8,8 @@ The scanned dim is moved last and back (index arithmetic, no copies; the scan's 
 out as the result, so what reads it reads it contiguous); the kernel runs each
 row's running sum in order (codegen/triton_scan.py, the C++ row loop). Integer and bool inputs
 sum as int64, eager's result type; a dtype= argument casts the input first, as eager does.
-A scan over a dim of one element is the input itself. logcumsumexp, cummax and cummin stay
-PyTorch's.
+A scan over a dim of one element is the input itself. cummax and cummin (values with
+indices) stay PyTorch's.
 
 A cumsum's gradient is `flip(cumsum(flip(dy, d), d), d)`: lowering the outer flip finds the
 scan of a flip and returns one scan from the row's end (`reverse`: the kernel's r walks the
@@ -23,14 +24,15 @@ from cherenkov.ir.ops import GroupOp, Op
 from cherenkov.lowering.registry import Unsupported, lowering
 
 aten = torch.ops.aten
+SCANS = {aten.cumsum: Op.CUMSUM, aten.cumprod: Op.CUMPROD, aten.logcumsumexp: Op.LOGCUMSUMEXP}
 
 
-@lowering(aten.cumsum, aten.cumprod)
+@lowering(aten.cumsum, aten.cumprod, aten.logcumsumexp)
 def _cumulative(ctx, x, dim, dtype=None):
-    op = Op.CUMSUM if ctx.target.overloadpacket is aten.cumsum else Op.CUMPROD
+    op = SCANS[ctx.target.overloadpacket]
     out_dtype = ctx.out.dtype
-    if out_dtype == torch.bool:
-        raise Unsupported(f"{op.name.lower()} into bool")
+    if out_dtype == torch.bool or (op == Op.LOGCUMSUMEXP and not out_dtype.is_floating_point):
+        raise Unsupported(f"{op.name.lower()} into {out_dtype}")
     x = ctx.cast(x, out_dtype)
     ndim = len(x.shape)
     dim = dim % max(ndim, 1)

@@ -1,4 +1,4 @@
-"""lowering/scan.py: cumsum and cumprod compile into a scan kernel of their own -- the scanned
+"""lowering/scan.py: cumsum, cumprod and logcumsumexp compile into a scan kernel of their own -- the scanned
 dim moved last, pointwise producers inlined, the result stored in eager's layout -- through
 both CPU renderers, forward and backward; rows longer than a tile carry their running value
 from one chunk to the next (Triton)."""
@@ -16,7 +16,9 @@ from tests.lowering.compiled import compiled as _compiled
 
 
 def _scans(source: str) -> bool:
-    return "scan_cum" in source or "tl.cum" in source     # C++ (its kernel IR) or Triton
+    """Whether a kernel source scans: C++ (its kernel IR comment) or Triton."""
+    return any(t in source for t in ("= scan_", "tl.cumsum(v_", "tl.cumprod(v_",
+                                     "_logcumsumexp(v_"))
 
 
 CASES = {
@@ -34,6 +36,15 @@ CASES = {
     "ones cumsum plus input": (lambda x: torch.ones_like(x).cumsum(1) + x,
                                lambda: (torch.randn(3, 8),)),
     "1-d cumprod of ints": (lambda i: i.cumprod(0), lambda: (torch.randint(1, 3, (12,)),)),
+    "logcumsumexp along the last dim": (lambda x: torch.logcumsumexp(x * 2, -1),
+                                        lambda: (torch.randn(5, 37),)),
+    "logcumsumexp of infinities and NaN": (lambda x: torch.logcumsumexp(x, 1), lambda: (
+        torch.tensor([[0.0, float("-inf"), 1.0, float("inf"), 2.0],
+                      [float("-inf")] * 5,
+                      [1.0, float("nan"), 0.0, -1.0, 3.0],
+                      [float("inf"), float("inf"), 0.0, 1.0, float("-inf")]]),)),
+    "bf16 logcumsumexp along dim 0": (lambda x: torch.logcumsumexp(x.bfloat16(), 0),
+                                      lambda: (torch.randn(30, 3),)),
 }
 
 
@@ -47,7 +58,7 @@ def test_scans_compile_and_match_eager(case, cpu_backend):
     assert not externs and any(_scans(s) for s in sources), case
     want = fn(*args)
     assert out.dtype == want.dtype and out.shape == want.shape
-    torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5, equal_nan=True)
 
 
 def test_a_scan_over_one_element_or_a_scalar_is_the_input_and_needs_no_scan():
@@ -83,14 +94,14 @@ def test_the_scan_kernel_stores_in_eagers_layout():
     assert len(reader) == 1 and "load buf" in reader[0] and "[x]" in reader[0]
 
 
-@pytest.mark.parametrize("op", ["cumsum", "cumprod"])
+@pytest.mark.parametrize("op", ["cumsum", "cumprod", "logcumsumexp"])
 def test_gradients_through_scans(op):
     torch.manual_seed(0)
     x = torch.randn(3, 9, requires_grad=True)
     x.data[1, 4] = 0.0                      # cumprod's gradient has a case for zeros
 
     def loss(x):
-        return (getattr(x * 1.5, op)(1) ** 2).sum()
+        return (getattr(torch, op)(x * 1.5, 1) ** 2).sum()
 
     torch._dynamo.reset()
     start = len(backend.COMPILED)
@@ -112,7 +123,8 @@ def small_tiles(monkeypatch, request):
     monkeypatch.setattr(compiler, "choose_blocks", choose)
 
 
-@pytest.mark.parametrize("op,dim", [("cumsum", -1), ("cumprod", -1), ("cumsum", 0)])
+@pytest.mark.parametrize("op,dim", [("cumsum", -1), ("cumprod", -1), ("cumsum", 0),
+                                    ("logcumsumexp", -1)])
 def test_rows_longer_than_a_tile_carry_their_running_value(small_tiles, op, dim):
     """301 elements in chunks of 16, 7 rows in tiles of 4 -- or tiles (RBLOCK, XBLOCK), as a
     scan down columns gets on the GPU: each chunk starts from the total of the chunks before
@@ -120,7 +132,7 @@ def test_rows_longer_than_a_tile_carry_their_running_value(small_tiles, op, dim)
     torch.manual_seed(0)
     x = torch.randn(7, 301) * 0.01 + (1.0 if op == "cumprod" else 0.0)
     x = x if dim == -1 else x.t().contiguous()
-    fn = lambda x: getattr(x * 1.0, op)(dim)          # noqa: E731
+    fn = lambda x: getattr(torch, op)(x * 1.0, dim)          # noqa: E731
     out, externs, sources = _compiled(fn, x, cpu_backend="triton")
     assert not externs and any("for roffset in " in s and "0, 301, RBLOCK" in s for s in sources)
     torch.testing.assert_close(out, fn(x), rtol=1e-5, atol=1e-5)
