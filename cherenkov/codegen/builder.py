@@ -513,8 +513,7 @@ class KernelBuilder:
 
     def _scan(self, node: Node, store_as) -> None:
         """A running sum (product) along each row -- lane (x, r) holds row x's combination of
-        elements 0..r (reversed: R-1-r..R-1) -- accumulated in fp32 for 16-bit floats (as
-        eager's kernels do)."""
+        elements 0..r (reversed: R-1-r..R-1) -- accumulated in the node's running dtype."""
         X, R = self.kernel.X, self.kernel.R
         if numel(node.shape) != X * R or node.shape[-1] != R:
             raise NotFusible("scan domain differs from the kernel's")
@@ -523,7 +522,7 @@ class KernelBuilder:
         idx = ix.unravel(self.x, node.shape[:-1]) + (
             ix.add(R - 1, ix.mul(self.r, -1)) if reverse else self.r,)
         value = self.compute(node.inputs[0], idx)
-        acc = torch.float32 if node.dtype in (torch.float16, torch.bfloat16) else node.dtype
+        acc = node.args[1]                  # the running value's dtype (lowering/scan.py)
         value = self._cast(value, acc)
         if R > 1:
             out = self._new(acc, "xr")

@@ -65,7 +65,7 @@ class Op(Enum):
     SCATTER_ADD = auto()  # inputs (base, values, *indices); args = ("index", dims) | ("dim", dim)
     SCATTER_SET = auto()  # the same, each value written over its element (duplicates: one wins)
     # scans: inclusive, along the last dim (lowering moves the scanned dim last); args =
-    # (reverse,): True scans from the row's end
+    # (reverse, running dtype): reverse scans from the row's end
     CUMSUM = auto(); CUMPROD = auto(); LOGCUMSUMEXP = auto()
 
 
