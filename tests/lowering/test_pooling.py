@@ -1,7 +1,7 @@
-"""lowering/pooling.py: max / avg pooling (1-3d, padding, dilation, ceil mode, divisors),
-adaptive average pooling (even and uneven windows) and their backwards compile with no
-PyTorch op left -- windows (Op.WINDOW) reduced in the forward, gathered sums in the backward
--- through both CPU renderers, against eager."""
+"""lowering/pooling.py, adaptive_pooling.py: max / avg pooling (1-3d, padding, dilation, ceil
+mode, divisors), adaptive average and max pooling (even and uneven windows) and their
+backwards compile with no PyTorch op left -- windows (Op.WINDOW) reduced in the forward,
+gathered sums in the backward -- through both CPU renderers, against eager."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -33,6 +33,9 @@ CASES = {
     "adaptive uneven": lambda x: F.adaptive_avg_pool2d(x, (4, 3)),
     "adaptive larger than the input": lambda x: F.adaptive_avg_pool2d(x, (11, 13)),
     "relu into max pool": lambda x: F.max_pool2d(F.relu(x * 2 + 1), 3, 2, 1),
+    "adaptive max even": lambda x: F.adaptive_max_pool2d(x[..., :8, :10], (4, 5)),
+    "adaptive max uneven": lambda x: F.adaptive_max_pool2d(x, (4, 3)),
+    "adaptive max 1d larger than the input": lambda x: F.adaptive_max_pool1d(x[:, :, 0], 13),
 }
 
 
@@ -70,6 +73,20 @@ def test_max_pool_indices_are_eagers(cpu_backend):
     assert not externs
     torch.testing.assert_close(values, want_values)
     assert indices.dtype == torch.int64 and torch.equal(indices, want_indices)
+
+
+@pytest.mark.parametrize("out_size", [(3, 4), (4, 4), (7, 9)], ids=["uneven", "even", "larger"])
+def test_adaptive_max_pool_indices_are_eagers(out_size):
+    """Flat indices into each input plane, the first of equal maxima; a window of -inf alone
+    names its first element."""
+    x = torch.randint(-2, 3, (2, 2, 4 if out_size == (4, 4) else 7, 8)).float()
+    x[0, 0, :3, :3] = float("-inf")
+    fn = lambda x: F.adaptive_max_pool2d(x, out_size, return_indices=True)   # noqa: E731
+    (values, indices), externs, _ = _compiled(fn, x, cpu_backend="cpp")
+    want_values, want_indices = fn(x)
+    assert not externs
+    torch.testing.assert_close(values, want_values)
+    assert torch.equal(indices, want_indices)
 
 
 def test_channels_last_and_bf16():
