@@ -217,6 +217,16 @@ def _signbit(ctx, x):
     return ctx.pointwise(Op.LT, [signed, 0.0], torch.bool, x.dtype)
 
 
+@lowering(aten.ldexp.Tensor, aten.ldexp.default)
+def _ldexp(ctx, x, other):
+    """x * 2**other, the power in the result's dtype (as eager: a float64 x times 2**200
+    stays finite; 2**-1100 underflows to 0)."""
+    dtype = ctx.out.dtype
+    if not dtype.is_floating_point:
+        raise Unsupported(f"ldexp into {dtype}")
+    return ctx.binary(Op.MUL, x, ctx.pointwise(Op.POW, [2.0, other], dtype), dtype)
+
+
 @lowering(aten.relu)
 def _relu(ctx, x):
     return ctx.binary(Op.MAXIMUM, x, 0)

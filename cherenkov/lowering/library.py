@@ -16,7 +16,7 @@ from cherenkov.ir.ops import Op
 aten = torch.ops.aten
 
 MATMUL_TARGETS = {aten.mm, aten.bmm, aten.addmm, aten.baddbmm, aten.addbmm, aten.dot, aten.mv,
-                  aten._scaled_mm}
+                  aten.addmv, aten._scaled_mm}
 ATTENTION_TARGETS = {
     aten._scaled_dot_product_flash_attention, aten._scaled_dot_product_flash_attention_backward,
     aten._scaled_dot_product_efficient_attention,

@@ -49,7 +49,7 @@ aten = torch.ops.aten
 # ops whose recomputation is never allowed: matmuls, convolutions, attention (the brief's
 # hard constraint: they are what the forward spends its time on)
 NEVER_RECOMPUTE = {
-    aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten.matmul, aten.dot, aten.mv,
+    aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten.matmul, aten.dot, aten.mv, aten.addmv,
     aten.convolution, aten._convolution, aten.convolution_backward,
     aten._scaled_dot_product_flash_attention, aten._scaled_dot_product_efficient_attention,
     aten._scaled_dot_product_cudnn_attention, aten._scaled_dot_product_attention_math,

@@ -83,3 +83,28 @@ def test_an_empty_diagonal_gives_eagers_empty_result():
     fn = lambda x: torch.diagonal(x * 2, 5) + 1      # noqa: E731 -- offset past the matrix
     out, externs, _ = _compiled(fn, x)
     assert out.shape == (0,) and torch.equal(out, fn(x))
+
+
+@pytest.mark.parametrize("cpu_backend", ["cpp", "triton"])
+def test_ldexp_computes_the_power_as_eager_does(cpu_backend):
+    """x * 2**e with the power in the result's dtype: 1e-300 * 2**200 stays finite in
+    float64, 2 * 2**-1100 underflows to 0, as in eager."""
+    x = torch.tensor([1.5, -3.0, 0.25, 1e-300, 2.0], dtype=torch.float64)
+    e = torch.tensor([3, -2, 0, 200, -1100])
+    fn = lambda x, e: (torch.ldexp(x, e), torch.ldexp(x.float(), e * 1.0))   # noqa: E731
+    torch._dynamo.reset()
+    out, externs, kernels = _compiled(fn, x, e, cpu_backend=cpu_backend)
+    assert not externs and kernels
+    for got, want in zip(out, fn(x, e)):           # (float32: 0 * 2**200 is NaN in both)
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(got, want, equal_nan=True)
+
+
+def test_addmv_is_a_library_matmul_not_a_fallback():
+    a, m, v = torch.randn(5), torch.randn(5, 7), torch.randn(7)
+    fn = lambda a, m, v: torch.addmv(a * 2, m, v, beta=0.5, alpha=3.0)   # noqa: E731
+    torch._dynamo.reset()
+    start = len(backend.COMPILED)
+    out, externs, _ = _compiled(fn, a, m, v)
+    assert not externs and backend.COMPILED[start][1].library_calls.get("matmul") == 1
+    torch.testing.assert_close(out, fn(a, m, v))
