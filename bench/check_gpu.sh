@@ -6,6 +6,8 @@
 #                                              # sweep), their summary in $OUT/gpu_tests.txt
 #     OUT=$OUT bash bench/check_gpu.sh train   # train suite: eager / torch.compile / Cherenkov,
 #                                              # and Cherenkov without dependent launches
+#     OUT=$OUT bash bench/check_gpu.sh kernels # scans and pooling: bench/scan_gpu.py,
+#                                              # bench/pooling_gpu.py (a table each)
 #
 # Results to $OUT (default bench/results). The 45 random attention problems (~3 minutes) run on
 # their own: python3 -m pytest -q tests/gpu/test_attention_sweep_gpu.py
@@ -25,6 +27,9 @@ train)
     OUT="$OUT" timeout 560 bash bench/train_gpu.sh --impls eager torch.compile cherenkov \
         cherenkov-nopdl --time-budget 420 2>&1 \
         | grep -E "^\| (eager|torch.compile|cherenkov)|^- |wrote" ;;
+kernels)
+    PYTHONPATH=. timeout 270 python3 bench/scan_gpu.py "$OUT" 2>&1 | grep -E "^\||gpu="
+    PYTHONPATH=. timeout 270 python3 bench/pooling_gpu.py "$OUT" 2>&1 | grep -E "^\||gpu=" ;;
 *)
-    echo "usage: OUT=\$OUT bash bench/check_gpu.sh tests|train" >&2; exit 2 ;;
+    echo "usage: OUT=\$OUT bash bench/check_gpu.sh tests|train|kernels" >&2; exit 2 ;;
 esac
