@@ -19,6 +19,10 @@ from cherenkov.ir.graph import Node, contiguous_strides, numel
 from cherenkov.ir.ops import GroupOp, Op
 
 
+SCATTER_MODE = {Op.SCATTER_ADD: "add", Op.SCATTER_SET: "set", Op.SCATTER_MAX: "max",
+                Op.SCATTER_MIN: "min"}
+
+
 class NotFusible(Exception):
     """These nodes cannot share one kernel (e.g. a reduction read at another index)."""
 
@@ -482,8 +486,9 @@ class KernelBuilder:
         self.kernel.outputs.append(Buffer(name, node.dtype, numel(node.shape)))
 
     def _scatter(self, node: Node, store_as) -> None:
-        """out[dest(i)] += values[i] (SCATTER_ADD) or = values[i] (SCATTER_SET) for every
-        element i of values (out pre-filled with base)."""
+        """out[dest(i)] += values[i] (SCATTER_ADD), = values[i] (SCATTER_SET), or the max / min
+        of itself and values[i] (SCATTER_MAX / MIN) for every element i of values (out
+        pre-filled with base)."""
         base, values, indices = node.inputs[0], node.inputs[1], node.inputs[2:]
         if numel(values.shape) != self.kernel.X or self.kernel.R != 1:
             raise NotFusible("scatter domain differs from the kernel's")
@@ -506,7 +511,7 @@ class KernelBuilder:
         name, meta = store_as
         self.kernel.body.append(Store(name, ix.dot(dest, contiguous_strides(node.shape)),
                                       self._cast(value, node.dtype),
-                                      scatter="add" if node.op == Op.SCATTER_ADD else "set",
+                                      scatter=SCATTER_MODE[node.op],
                                       mask=ok))
         self.kernel.outputs.append(Buffer(name, node.dtype, numel(node.shape)))
         self.kernel.fused_ops += 1

@@ -95,8 +95,9 @@ class _Renderer(ColumnLoops):
 
     def serial(self) -> bool:
         """Scatter-adds into types OpenMP cannot update atomically, and scatters that write
-        (the last write to an element wins, as in eager on the CPU), run the rows in order."""
-        return any(isinstance(s, Store) and (s.scatter == "set" or (
+        (the last write to an element wins, as in eager on the CPU) or take a max / min, run
+        the rows in order."""
+        return any(isinstance(s, Store) and (s.scatter in ("set", "max", "min") or (
             s.scatter == "add" and self.buffer_dtype[s.buffer] not in ATOMIC_TYPES))
             for s in self.k.body)
 
@@ -349,7 +350,10 @@ class _Renderer(ColumnLoops):
     def store(self, s: Store, ind: str) -> None:
         dtype = self.buffer_dtype[s.buffer]
         target = f"{self.names[s.buffer]}[{self.index(s.index)}]"
-        if not s.atomic_add:
+        if s.scatter in ("max", "min"):     # in order (`serial`, or columns owned)
+            value = f"ck_{s.scatter}imum({load_expr(target, dtype)}, {s.src})"
+            self.lines.append(f"{ind}{target} = {store_expr(value, dtype)};")
+        elif not s.atomic_add:
             self.lines.append(f"{ind}{target} = {self.stored(s.src, dtype)};")
         elif dtype in ATOMIC_TYPES and not self.owned_columns:  # rows may collide on one element: add atomically
             self.lines.append(f"{ind}#pragma omp atomic")

@@ -88,7 +88,8 @@ class Store:
     index: Lin
     src: str
     scatter: str | None = None  # at a run-time index, where two elements may meet: "add"
-                                # (atomically added) or "set" (written; one of them wins)
+                                # (atomically added), "set" (written; one of them wins),
+                                # "max" / "min" (atomically the max / min with what is there)
     mask: str | None = None     # a bool value: store only where it holds (a run-time index
                                 # out of range writes nothing)
 
@@ -239,5 +240,5 @@ def format_statement(s: Statement) -> str:
         return f"{s.out} = reduce_{s.op.name.lower()} {s.src}"
     if isinstance(s, Scan):
         return f"{s.out} = scan_{s.op.name.lower()} {s.src}"
-    op = {"add": "+=", "set": "=@"}.get(s.scatter, "=")
+    op = {"add": "+=", "set": "=@", "max": "max=", "min": "min="}.get(s.scatter, "=")
     return f"store {s.buffer}[{render(s.index, ident)}] {op} {s.src}"

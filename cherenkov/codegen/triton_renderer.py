@@ -220,9 +220,10 @@ class _Renderer:
                 index = f"({index}) + tl.zeros({self.full_shape(level)}, tl.int32)"
             if s.mask:
                 mask = f"{mask} & {s.mask}"
-            if not s.atomic_add and self.out_dtype.get(s.buffer) == torch.bfloat16:
+            if s.scatter not in ("add", "max", "min") and \
+                    self.out_dtype.get(s.buffer) == torch.bfloat16:
                 value = f"_bf16({value})"        # (the interpreter's store would truncate)
-            fn = "tl.atomic_add" if s.atomic_add else "tl.store"
+            fn = f"tl.atomic_{s.scatter}" if s.scatter in ("add", "max", "min") else "tl.store"
             self.lines.append(f"{indent}{fn}({self.names[s.buffer]} + ({index}), {value}, {mask})")
 
     def _index_level(self, e: ix.Lin) -> str:

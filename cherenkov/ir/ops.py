@@ -64,6 +64,8 @@ class Op(Enum):
     EXTERN = auto()       # args = (aten target, argument template, reason)
     SCATTER_ADD = auto()  # inputs (base, values, *indices); args = ("index", dims) | ("dim", dim)
     SCATTER_SET = auto()  # the same, each value written over its element (duplicates: one wins)
+    SCATTER_MAX = auto(); SCATTER_MIN = auto()   # the same, each element the max / min of
+                                                 # itself and the values it gets
     # scans: inclusive, along the last dim (lowering moves the scanned dim last); args =
     # (reverse, running dtype): reverse scans from the row's end
     CUMSUM = auto(); CUMPROD = auto(); LOGCUMSUMEXP = auto()
@@ -99,7 +101,7 @@ class GroupOp:
     # what runs as a call into PyTorch (cuBLAS, SDPA, RNG, NCCL, anything else)
     LIBRARY = MATMUL | ATTENTION | RANDOM | COLLECTIVE | EXTERN
     # writes at run-time indices (atomic adds, or stores): a kernel of its own, never merged
-    SCATTER = frozenset({Op.SCATTER_ADD, Op.SCATTER_SET})
+    SCATTER = frozenset({Op.SCATTER_ADD, Op.SCATTER_SET, Op.SCATTER_MAX, Op.SCATTER_MIN})
     # running sums / products along each row: a kernel of its own over (rows, row length)
     SCAN = frozenset({Op.CUMSUM, Op.CUMPROD, Op.LOGCUMSUMEXP})
     # what always runs in a kernel of its own (pointwise producers inlined, never merged)

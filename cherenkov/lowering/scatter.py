@@ -7,7 +7,8 @@
   `scatter_add` become `SCATTER_ADD`: a kernel that adds each value into a copy of base at its
   index with atomic adds.
 - `scatter_reduce` with "sum" (and "mean" of floats): scatter-adds of the values and, where
-  needed, of ones (the counts).
+  needed, of ones (the counts); "amax" / "amin": `SCATTER_MAX` / `SCATTER_MIN` (atomic max /
+  min on the GPU; the C++ kernel in order, NaN-propagating as eager's CPU loop).
 - `index_put(..., accumulate=False)` (`x[idx] = v`, index_copy, index_fill), put (on the
   flattened tensor), diagonal_scatter (at iota indices) and other scatters become
   `SCATTER_SET`: each value written over its element of a copy of base. Where
@@ -120,9 +121,12 @@ def _scatter_add(ctx, x, dim, index, src):
 def _scatter_reduce(ctx, x, dim, index, src, reduce, include_self=True):
     """sum, and mean of floating-point values, as scatter-adds: with include_self a sum is
     scatter_add itself; otherwise the values' sums go into zeros beside how many values each
-    element got (a scatter-add of ones), and untouched elements keep x. amax, amin and prod
-    stay PyTorch's."""
+    element got (a scatter-add of ones), and untouched elements keep x. amax / amin as
+    SCATTER_MAX / MIN (atomic on the GPU; without include_self the touched elements start
+    from the identity, written first). prod stays PyTorch's."""
     dtype = ctx.out.dtype
+    if reduce in ("amax", "amin"):
+        return _scatter_extreme(ctx, x, dim, index, src, reduce, include_self)
     if reduce not in ("sum", "mean"):
         raise Unsupported(f"scatter_reduce {reduce!r}")
     if dtype not in ATOMIC_DTYPES or (reduce == "mean" and not dtype.is_floating_point):
@@ -147,6 +151,28 @@ def _scatter_reduce(ctx, x, dim, index, src, reduce, include_self=True):
     if reduce == "sum":
         return ctx.where(touched, sums, x)
     return ctx.where(touched, ctx.binary(Op.DIV, sums, ctx.binary(Op.MAXIMUM, counts, 1)), x)
+
+
+def _scatter_extreme(ctx, x, dim, index, src, reduce, include_self):
+    dtype = ctx.out.dtype
+    if dtype not in ATOMIC_DTYPES or not x.shape:
+        raise Unsupported(f"scatter_reduce {reduce!r} of {dtype}{'' if x.shape else ' (0-d)'}")
+    dim = dim % len(x.shape)
+    if index.shape != src.shape:
+        src = ctx.slice_to_shape(src, index.shape)
+    x, src = ctx.cast(x, dtype), ctx.cast(src, dtype)
+    if 0 in index.shape:
+        return x
+    op = Op.SCATTER_MAX if reduce == "amax" else Op.SCATTER_MIN
+    if not include_self:           # the elements the values reach start from the identity
+        _writes_allowed(ctx)
+        if dtype.is_floating_point:
+            start = float("-inf") if reduce == "amax" else float("inf")
+        else:
+            start = torch.iinfo(dtype).min if reduce == "amax" else torch.iinfo(dtype).max
+        x = Node(Op.SCATTER_SET, (x, ctx.const(start, dtype, index.shape), index), ("dim", dim),
+                 ctx.out_meta())
+    return Node(op, (x, src, index), ("dim", dim), ctx.out_meta())
 
 
 @lowering(aten.put.default)

@@ -107,10 +107,10 @@ def test_deterministic_algorithms_keep_pytorchs_scatter_on_cuda():
 
 @pytest.mark.parametrize("cpu_backend", ["cpp", "triton"])
 @pytest.mark.parametrize("reduce,include_self", [("sum", True), ("sum", False), ("mean", True),
-                                                 ("mean", False), ("amax", True)])
+                                                 ("mean", False), ("prod", True)])
 def test_scatter_reduce_sum_and_mean_compile(reduce, include_self, cpu_backend):
     """sum / mean as scatter-adds (of the values, and of ones for the counts); untouched
-    elements keep the input; amax stays PyTorch's, with the same result."""
+    elements keep the input; prod stays PyTorch's, with the same result."""
     torch.manual_seed(0)
     x, src = torch.randn(4, 6), torch.randn(4, 5)
     idx = torch.tensor([[0, 0, 2, 5, 0], [1, 1, 1, 1, 1], [5, 4, 3, 2, 1], [3, 3, 0, 0, 3]])
@@ -119,5 +119,37 @@ def test_scatter_reduce_sum_and_mean_compile(reduce, include_self, cpu_backend):
         return (x * 2).scatter_reduce(1, i, s + 1, reduce, include_self=include_self)
 
     out, externs, _ = _compiled(fn, x, idx, src, cpu_backend=cpu_backend)
-    assert bool(externs) == (reduce == "amax")
+    assert bool(externs) == (reduce == "prod")
     torch.testing.assert_close(out, fn(x, idx, src))
+
+
+@pytest.mark.parametrize("cpu_backend", ["cpp", "triton"])
+@pytest.mark.parametrize("reduce", ["amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_scatter_reduce_max_and_min_compile(reduce, include_self, dtype, cpu_backend):
+    """SCATTER_MAX / MIN (atomic on the GPU, in order in C++); without include_self the
+    elements the values reach start from the identity (a SCATTER_SET first), so a value
+    smaller than x still wins there; untouched elements keep x. Exact, as eager."""
+    torch.manual_seed(0)
+    x, src = (torch.randn(4, 6) * 5).to(dtype), (torch.randn(4, 5) * 5).to(dtype)
+    idx = torch.tensor([[0, 0, 2, 5, 0], [1, 1, 1, 1, 1], [5, 4, 3, 2, 1], [3, 3, 0, 0, 3]])
+
+    def fn(x, i, s):
+        return (x * 2).scatter_reduce(1, i, s + 1, reduce, include_self=include_self)
+
+    out, externs, sources = _compiled(fn, x, idx, src, cpu_backend=cpu_backend)
+    assert not externs and (cpu_backend == "triton" or
+                            any(f"{reduce[1:]}=" in s for s in sources))
+    want = fn(x, idx, src)
+    assert out.dtype == want.dtype and torch.equal(out, want)
+
+
+def test_nan_propagates_through_a_scattered_max_on_the_cpu():
+    x = torch.tensor([[1.0, 2.0, float("nan")]])
+    src = torch.tensor([[float("nan"), 5.0, 0.0]])
+    idx = torch.tensor([[0, 1, 2]])
+    fn = lambda x, i, s: x.scatter_reduce(1, i, s, "amax")          # noqa: E731
+    out, externs, _ = _compiled(fn, x, idx, src, cpu_backend="cpp")
+    assert not externs
+    torch.testing.assert_close(out, fn(x, idx, src), equal_nan=True)
