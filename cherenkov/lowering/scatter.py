@@ -125,9 +125,7 @@ def _scatter_reduce(ctx, x, dim, index, src, reduce, include_self=True):
     SCATTER_MAX / MIN (atomic on the GPU; without include_self the touched elements start
     from the identity, written first). prod stays PyTorch's."""
     dtype = ctx.out.dtype
-    if reduce in ("amax", "amin"):
-        return _scatter_extreme(ctx, x, dim, index, src, reduce, include_self)
-    if reduce not in ("sum", "mean"):
+    if reduce not in ("sum", "mean", "amax", "amin"):
         raise Unsupported(f"scatter_reduce {reduce!r}")
     if dtype not in ATOMIC_DTYPES or (reduce == "mean" and not dtype.is_floating_point):
         raise Unsupported(f"scatter_reduce {reduce!r} of {dtype}")
@@ -139,6 +137,8 @@ def _scatter_reduce(ctx, x, dim, index, src, reduce, include_self=True):
     x, src = ctx.cast(x, dtype), ctx.cast(src, dtype)
     if 0 in index.shape:
         return x
+    if reduce in ("amax", "amin"):
+        return _scatter_extreme(ctx, x, dim, index, src, reduce == "amax", include_self)
     if reduce == "sum" and include_self:
         return _scatter_add(ctx, x, dim, index, src)
     zeros = ctx.const(0, dtype, x.shape)
@@ -153,26 +153,18 @@ def _scatter_reduce(ctx, x, dim, index, src, reduce, include_self=True):
     return ctx.where(touched, ctx.binary(Op.DIV, sums, ctx.binary(Op.MAXIMUM, counts, 1)), x)
 
 
-def _scatter_extreme(ctx, x, dim, index, src, reduce, include_self):
+def _scatter_extreme(ctx, x, dim, index, src, is_max: bool, include_self: bool):
     dtype = ctx.out.dtype
-    if dtype not in ATOMIC_DTYPES or not x.shape:
-        raise Unsupported(f"scatter_reduce {reduce!r} of {dtype}{'' if x.shape else ' (0-d)'}")
-    dim = dim % len(x.shape)
-    if index.shape != src.shape:
-        src = ctx.slice_to_shape(src, index.shape)
-    x, src = ctx.cast(x, dtype), ctx.cast(src, dtype)
-    if 0 in index.shape:
-        return x
-    op = Op.SCATTER_MAX if reduce == "amax" else Op.SCATTER_MIN
     if not include_self:           # the elements the values reach start from the identity
         _writes_allowed(ctx)
         if dtype.is_floating_point:
-            start = float("-inf") if reduce == "amax" else float("inf")
+            start = float("-inf") if is_max else float("inf")
         else:
-            start = torch.iinfo(dtype).min if reduce == "amax" else torch.iinfo(dtype).max
+            start = torch.iinfo(dtype).min if is_max else torch.iinfo(dtype).max
         x = Node(Op.SCATTER_SET, (x, ctx.const(start, dtype, index.shape), index), ("dim", dim),
                  ctx.out_meta())
-    return Node(op, (x, src, index), ("dim", dim), ctx.out_meta())
+    return Node(Op.SCATTER_MAX if is_max else Op.SCATTER_MIN, (x, src, index), ("dim", dim),
+                ctx.out_meta())
 
 
 @lowering(aten.put.default)
