@@ -42,7 +42,20 @@ TRANSCENDENTAL = {Op.EXP, Op.EXP2, Op.EXPM1, Op.LOG, Op.LOG2, Op.LOG10, Op.LOG1P
 ATOMIC_TYPES = {torch.float32, torch.float64, torch.int64, torch.int32}
 # a scan's running value: its start, and the step combining it (a) with the next element (b)
 SCAN_STEP = {Op.CUMSUM: ("0", "{a} + {b}"), Op.CUMPROD: ("1", "{a} * {b}"),
-             Op.LOGCUMSUMEXP: ("-INFINITY", "ck_logaddexp({a}, {b})")}
+             Op.LOGCUMSUMEXP: ("-INFINITY", "ck_logaddexp({a}, {b})"),
+             Op.CUMMAX: ("lowest", "ck_maximum({a}, {b})"),
+             Op.CUMMIN: ("highest", "ck_minimum({a}, {b})")}
+
+
+def scan_start(op: Op, dtype: torch.dtype) -> str:
+    """A scan's running value at the row's start (a max of ints from the least int)."""
+    start = SCAN_STEP[op][0]
+    if start in ("lowest", "highest"):
+        if dtype.is_floating_point:
+            return "-INFINITY" if start == "lowest" else "INFINITY"
+        limit = "min" if start == "lowest" else "max"
+        return f"std::numeric_limits<{register_type(dtype)}>::{limit}()"
+    return start
 # ANY/ALL fold int flags with | and &: a bool ||/&& reduction stops gcc vectorizing the loop
 _SIMD_CLAUSE = {Op.SUM: "+", Op.PROD: "*", Op.MAX: "max", Op.MIN: "min", Op.ANY: "|",
                 Op.ALL: "&"}
@@ -244,7 +257,7 @@ class _Renderer(ColumnLoops):
         scans = [s for s in k.body if isinstance(s, Scan) and s.out in needed]
         for s in scans:
             self.lines.append(f"{ind}{register_type(k.dtypes[s.out])} {s.out}_run = "
-                              f"{SCAN_STEP[s.op][0]};")
+                              f"{scan_start(s.op, k.dtypes[s.out])};")
         if scalar:
             self.lines.append(f"{ind}// argmax/argmin: a scalar scan keeps the first extreme index")
         elif scans:

@@ -17,9 +17,10 @@ def _floordiv_f(a, b):
 '''
 
 
-# logaddexp as eager's logcumsumexp combines (NaN-propagating; equal operands, infinities
-# included, give max + log 2), the scan and the reduction along an axis built on it
-LOGADDEXP = '''@triton.jit
+# the scans with no tl.* of their own: logaddexp as eager's logcumsumexp combines
+# (NaN-propagating; equal operands, infinities included, give max + log 2), its scan and
+# reduction along an axis; running max / min, NaN-propagating (the prelude's _maximum)
+SCAN_HELPERS = '''@triton.jit
 def _logaddexp(a, b):
     m = tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
     n = tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)
@@ -34,4 +35,14 @@ def _logcumsumexp(x, axis):
 @triton.jit
 def _logsumexp_along(x, axis):
     return tl.reduce(x, axis, _logaddexp)
+
+
+@triton.jit
+def _cummax(x, axis):
+    return tl.associative_scan(x, axis, _maximum)
+
+
+@triton.jit
+def _cummin(x, axis):
+    return tl.associative_scan(x, axis, _minimum)
 '''

@@ -16,7 +16,7 @@ from cherenkov.codegen import indexing as ix
 from cherenkov.codegen.kernel_ir import (Cast, Compute, Constant, IndexValue, Kernel, Load,
                                          Reduce, Store, inputs_of,
                                          per_element_closure)
-from cherenkov.codegen.triton_helpers import FLOORDIV_F, LOGADDEXP
+from cherenkov.codegen.triton_helpers import FLOORDIV_F, SCAN_HELPERS
 from cherenkov.codegen.triton_ops import register_type, render_op, storage_type
 from cherenkov.codegen.triton_scan import scan_rows
 from cherenkov.ir.ops import Op
@@ -582,7 +582,7 @@ def _min(x, axis):
     return tl.reduce(x, axis, _minimum)
 
 
-''' + FLOORDIV_F + "\n\n" + LOGADDEXP
+''' + FLOORDIV_F + "\n\n" + SCAN_HELPERS
 
 
 def render_triton(kernel: Kernel, config: BlockConfig) -> RenderedKernel:

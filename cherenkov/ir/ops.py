@@ -68,7 +68,7 @@ class Op(Enum):
                                                  # itself and the values it gets
     # scans: inclusive, along the last dim (lowering moves the scanned dim last); args =
     # (reverse, running dtype): reverse scans from the row's end
-    CUMSUM = auto(); CUMPROD = auto(); LOGCUMSUMEXP = auto()
+    CUMSUM = auto(); CUMPROD = auto(); LOGCUMSUMEXP = auto(); CUMMAX = auto(); CUMMIN = auto()
 
 
 class GroupOp:
@@ -103,7 +103,7 @@ class GroupOp:
     # writes at run-time indices (atomic adds, or stores): a kernel of its own, never merged
     SCATTER = frozenset({Op.SCATTER_ADD, Op.SCATTER_SET, Op.SCATTER_MAX, Op.SCATTER_MIN})
     # running sums / products along each row: a kernel of its own over (rows, row length)
-    SCAN = frozenset({Op.CUMSUM, Op.CUMPROD, Op.LOGCUMSUMEXP})
+    SCAN = frozenset({Op.CUMSUM, Op.CUMPROD, Op.LOGCUMSUMEXP, Op.CUMMAX, Op.CUMMIN})
     # what always runs in a kernel of its own (pointwise producers inlined, never merged)
     ALONE = SCATTER | SCAN
 

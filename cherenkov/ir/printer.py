@@ -65,6 +65,7 @@ def _param_names(op: Op) -> tuple[str, ...]:
         Op.WINDOW: ("kernel", "stride", "dilation", "padding", "fill"),
         Op.SCATTER_ADD: ("dim",), Op.SCATTER_MAX: ("dim",), Op.SCATTER_MIN: ("dim",), Op.SCATTER_SET: ("dim",), Op.CUMSUM: ("reverse", "acc"),
         Op.CUMPROD: ("reverse", "acc"), Op.LOGCUMSUMEXP: ("reverse", "acc"),
+        Op.CUMMAX: ("reverse", "acc"), Op.CUMMIN: ("reverse", "acc"),
     }.get(op, ("trailing",) if op.name in ("SUM", "PROD", "MAX", "MIN", "ARGMAX", "ARGMIN",
                                          "ANY", "ALL") else ())
 

@@ -9,8 +9,8 @@ out as the result, so what reads it reads it contiguous); the kernel runs each
 row's running sum in order (codegen/triton_scan.py, the C++ row loop), in eager's accumulate
 type (`_running_dtype`). Integer and bool inputs sum as int64, eager's result type; a dtype=
 argument casts the input first, as eager does.
-A scan over a dim of one element is the input itself. cummax and cummin (values with
-indices) stay PyTorch's.
+A scan over a dim of one element is the input itself. cummax / cummin: the running max / min
+and a running max of the positions where x reached it (eager's index).
 
 A cumsum's gradient is `flip(cumsum(flip(dy, d), d), d)`: lowering the outer flip finds the
 scan of a flip and returns one scan from the row's end (`reverse`: the kernel's r walks the
@@ -46,20 +46,47 @@ def _cumulative(ctx, x, dim, dtype=None):
     if out_dtype == torch.bool or (op == Op.LOGCUMSUMEXP and not out_dtype.is_floating_point):
         raise Unsupported(f"{op.name.lower()} into {out_dtype}")
     x = ctx.cast(x, out_dtype)
-    ndim = len(x.shape)
-    dim = dim % max(ndim, 1)
-    if ndim == 0 or x.shape[dim] == 1:
+    dim = dim % max(len(x.shape), 1)
+    if not x.shape or x.shape[dim] == 1:
         return x
+    return _scan(ctx, op, x, dim, _running_dtype(out_dtype, ctx.device))
+
+
+def _scan(ctx, op: Op, x, dim: int, running: torch.dtype):
+    """x (at least 1-d, dim > 1 element) scanned along dim: moved last, scanned, moved back."""
+    ndim = len(x.shape)
     order = [d for d in range(ndim) if d != dim] + [dim]
     moved = ctx.permute(x, order)
     # stored in the input's contiguous layout, so the permute back reads it contiguous
     strides = contiguous_strides(x.shape)
-    meta = ctx.meta(moved.shape, out_dtype).replace(stride=tuple(strides[d] for d in order))
-    scanned = Node(op, (moved,), (False, _running_dtype(out_dtype, ctx.device)), meta)
+    meta = ctx.meta(moved.shape, x.dtype).replace(stride=tuple(strides[d] for d in order))
+    scanned = Node(op, (moved,), (False, running), meta)
     back = [0] * ndim
     for position, d in enumerate(order):
         back[d] = position
     return ctx.permute(scanned, back)
+
+
+@lowering(aten.cummax, aten.cummin)
+def _cumulative_extreme(ctx, x, dim):
+    """(running max / min, eager's index of it): the index is the last j <= i where x[j]
+    reached the running value (eager updates on >= / <=, and on every NaN) -- a running max
+    of where(reached, j, 0)."""
+    is_max = ctx.target.overloadpacket is aten.cummax
+    dtype = ctx.out[0].dtype
+    if dtype == torch.bool:
+        raise Unsupported(f"{'cummax' if is_max else 'cummin'} of bool")
+    x = ctx.cast(x, dtype)
+    dim = dim % max(len(x.shape), 1)
+    if not x.shape or x.shape[dim] == 1:
+        return [x, ctx.const(0, torch.int64, x.shape)]
+    values = _scan(ctx, Op.CUMMAX if is_max else Op.CUMMIN, x, dim, dtype)
+    reached = ctx.pointwise(Op.EQ, [x, values], torch.bool, dtype)
+    if dtype.is_floating_point:
+        reached = ctx.pointwise(Op.OR, [reached, ctx.pointwise(Op.ISNAN, [x], torch.bool, dtype)],
+                                torch.bool)
+    at = ctx.where(reached, ctx.iota(x.shape, dim), 0, torch.int64)
+    return [values, _scan(ctx, Op.CUMMAX, at, dim, torch.int64)]
 
 
 def reversed_scan(node: Node, dims) -> Node | None:

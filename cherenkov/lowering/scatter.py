@@ -110,6 +110,8 @@ def _index_put(ctx, base, indices, values, accumulate=False):
 def _scatter_add(ctx, x, dim, index, src):
     if ctx.out.dtype not in ATOMIC_DTYPES:
         raise Unsupported(f"atomic add of {ctx.out.dtype}")
+    if not x.shape:             # (eager checks the index: 0 or it raises)
+        raise Unsupported("scatter_add into a 0-d tensor")
     dim = dim % max(len(x.shape), 1)
     if index.shape != src.shape:
         src = ctx.slice_to_shape(src, index.shape)

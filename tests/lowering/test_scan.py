@@ -1,4 +1,4 @@
-"""lowering/scan.py: cumsum, cumprod and logcumsumexp compile into a scan kernel of their own -- the scanned
+"""lowering/scan.py: cumsum, cumprod, logcumsumexp, cummax and cummin compile into a scan kernel of their own -- the scanned
 dim moved last, pointwise producers inlined, the result stored in eager's layout -- through
 both CPU renderers, forward and backward; rows longer than a tile carry their running value
 from one chunk to the next (Triton)."""
@@ -18,7 +18,7 @@ from tests.lowering.compiled import compiled as _compiled
 def _scans(source: str) -> bool:
     """Whether a kernel source scans: C++ (its kernel IR comment) or Triton."""
     return any(t in source for t in ("= scan_", "tl.cumsum(v_", "tl.cumprod(v_",
-                                     "_logcumsumexp(v_"))
+                                     "_logcumsumexp(v_", "_cummax(v_", "_cummin(v_"))
 
 
 CASES = {
@@ -180,3 +180,33 @@ def test_flips_around_scans(fn):
     out, externs, _ = _compiled(fn, y, cpu_backend="cpp")
     assert not externs
     torch.testing.assert_close(out, fn(y))
+
+
+@pytest.mark.parametrize("cpu_backend", ["cpp", "triton"])
+@pytest.mark.parametrize("op", ["cummax", "cummin"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_cummax_and_cummin_values_and_eagers_indices(op, dtype, cpu_backend):
+    """Ties take the latest index, a NaN holds the value and every later NaN takes the index,
+    as eager's loop; along the last dim and along dim 0; ints start from the least int."""
+    torch.manual_seed(0)
+    x = torch.randint(-3, 4, (4, 13)).to(dtype)
+    if dtype.is_floating_point:
+        x[1, 5] = x[1, 9] = float("nan")
+        x[2, 0] = float("-inf")
+    for dim in (1, 0):
+        fn = lambda x: getattr(torch, op)(x * 1, dim)          # noqa: E731
+        (values, indices), externs, sources = _compiled(fn, x, cpu_backend=cpu_backend)
+        want_values, want_indices = fn(x)
+        assert not externs and any(_scans(s) for s in sources)
+        torch.testing.assert_close(values, want_values, equal_nan=True)
+        assert torch.equal(indices, want_indices), (dim, indices, want_indices)
+
+
+def test_cummax_gradient_goes_to_the_index():
+    x = torch.tensor([[1.0, 3.0, 2.0, 3.0, 5.0]], requires_grad=True)
+    fn = lambda x: (torch.cummax(x * 2, 1).values * torch.arange(5.0)).sum()    # noqa: E731
+    torch._dynamo.reset()
+    start = len(backend.COMPILED)
+    got = torch.autograd.grad(cherenkov.compile(fn, strict=True)(x), x)[0]
+    assert not [e for _, i in backend.COMPILED[start:] for e in i.externs]
+    torch.testing.assert_close(got, torch.autograd.grad(fn(x), x)[0])
