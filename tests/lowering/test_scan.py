@@ -1,7 +1,7 @@
-"""lowering/scan.py: cumsum, cumprod, logcumsumexp, cummax and cummin compile into a scan kernel of their own -- the scanned
-dim moved last, pointwise producers inlined, the result stored in eager's layout -- through
-both CPU renderers, forward and backward; rows longer than a tile carry their running value
-from one chunk to the next (Triton)."""
+"""lowering/scan.py: cumsum, cumprod, logcumsumexp, cummax and cummin compile into a scan
+kernel of their own -- the scanned dim moved last, pointwise producers inlined, the result
+stored in eager's layout -- through both CPU renderers, forward and backward; rows longer
+than a tile carry their running value from one chunk to the next (Triton)."""
 import pytest
 import torch
 
