@@ -127,8 +127,8 @@ def _holding_windows(ctx, in_shape, out_spatial, nd, k, s, p, d):
         num = int_op(ctx, Op.SUB, int_op(ctx, Op.ADD, ctx.iota(B, i), p[i]),
                    int_op(ctx, Op.MUL, offset(ctx, kk, k, i), d[i]))
         o = int_op(ctx, Op.FLOORDIV, num, s[i])
-        ok = both(ctx, both(ctx, compare(ctx, Op.GE, num, 0), compare(ctx, Op.LT, o, out_spatial[i])),
-                  compare(ctx, Op.EQ, int_op(ctx, Op.REMAINDER, num, s[i]), 0))
+        ok = both(ctx, compare(ctx, Op.GE, num, 0), compare(ctx, Op.LT, o, out_spatial[i]))
+        ok = both(ctx, ok, compare(ctx, Op.EQ, int_op(ctx, Op.REMAINDER, num, s[i]), 0))
         valid = ok if valid is None else both(ctx, valid, ok)
         outs.append(clamp(ctx, o, 0, out_spatial[i] - 1))
     return valid, outs
