@@ -6,9 +6,10 @@
 - `index_put(base, indices, values, accumulate=True)` (embedding's backward) and
   `scatter_add` become `SCATTER_ADD`: a kernel that adds each value into a copy of base at its
   index with atomic adds.
-- `scatter_reduce` with "sum" (and "mean" of floats): scatter-adds of the values and, where
-  needed, of ones (the counts); "amax" / "amin": `SCATTER_MAX` / `SCATTER_MIN` (atomic max /
-  min on the GPU; the C++ kernel in order, NaN-propagating as eager's CPU loop).
+- `scatter_reduce` (and `index_reduce`, its index spread over the source's slices) with "sum"
+  (and "mean" of floats): scatter-adds of the values and, where needed, of ones (the counts);
+  "amax" / "amin": `SCATTER_MAX` / `SCATTER_MIN` (atomic max / min on the GPU; the C++ kernel
+  in order, NaN-propagating as eager's CPU loop).
 - `index_put(..., accumulate=False)` (`x[idx] = v`, index_copy, index_fill), put (on the
   flattened tensor), diagonal_scatter (at iota indices) and other scatters become
   `SCATTER_SET`: each value written over its element of a copy of base. Where
@@ -153,6 +154,19 @@ def _scatter_reduce(ctx, x, dim, index, src, reduce, include_self=True):
     if reduce == "sum":
         return ctx.where(touched, sums, x)
     return ctx.where(touched, ctx.binary(Op.DIV, sums, ctx.binary(Op.MAXIMUM, counts, 1)), x)
+
+
+@lowering(aten.index_reduce.default)
+def _index_reduce(ctx, x, dim, index, source, reduce, include_self=True):
+    """scatter_reduce with index[i] spread over source's slice i along dim (the same
+    reduction of the same values: amax, amin, mean; prod stays PyTorch's)."""
+    if not x.shape or not source.shape:
+        raise Unsupported("index_reduce of a 0-d tensor")
+    dim = dim % len(x.shape)
+    shape = [1] * len(source.shape)
+    shape[dim] = source.shape[dim]
+    spread = ctx.expand(ctx.reshape(index, tuple(shape)), source.shape)
+    return _scatter_reduce(ctx, x, dim, spread, source, reduce, include_self)
 
 
 def _scatter_extreme(ctx, x, dim, index, src, is_max: bool, include_self: bool):

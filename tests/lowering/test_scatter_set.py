@@ -153,3 +153,18 @@ def test_nan_propagates_through_a_scattered_max_on_the_cpu():
     out, externs, _ = _compiled(fn, x, idx, src, cpu_backend="cpp")
     assert not externs
     torch.testing.assert_close(out, fn(x, idx, src), equal_nan=True)
+
+
+@pytest.mark.parametrize("reduce", ["amax", "amin", "mean"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_index_reduce_is_scatter_reduce_over_slices(reduce, include_self):
+    torch.manual_seed(0)
+    x, src = torch.randn(5, 4), torch.randn(6, 4)
+    idx = torch.tensor([0, 4, 0, 2, 2, 0])              # rows hit 3 times, twice, never
+
+    def fn(x, i, s):
+        return (x * 2).index_reduce(0, i, s + 1, reduce, include_self=include_self)
+
+    out, externs, _ = _compiled(fn, x, idx, src)
+    assert not externs
+    torch.testing.assert_close(out, fn(x, idx, src))
