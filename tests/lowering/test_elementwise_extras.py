@@ -108,3 +108,21 @@ def test_addmv_is_a_library_matmul_not_a_fallback():
     out, externs, _ = _compiled(fn, a, m, v)
     assert not externs and backend.COMPILED[start][1].library_calls.get("matmul") == 1
     torch.testing.assert_close(out, fn(a, m, v))
+
+
+@pytest.mark.parametrize("cpu_backend", ["cpp", "triton"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_digamma_follows_atens_formula(dtype, cpu_backend):
+    """Poles at 0 (signed), NaN at negative integers and -inf, reflection for other
+    negatives, exactly PSI_10 at 10, the asymptotic series past it; polygamma(0, x) too."""
+    x = torch.tensor([0.0, -0.0, 1e-8, 0.5, 1.0, 2.5, 9.999, 10.0, 11.0, 1e20, float("inf"),
+                      float("-inf"), float("nan"), -0.5, -1.0, -2.7, -10.5, 3.3e-3, 123.4],
+                     dtype=dtype)
+    fn = lambda x: (torch.digamma(x * 1), torch.polygamma(0, x + 0))     # noqa: E731
+    torch._dynamo.reset()
+    out, externs, kernels = _compiled(fn, x, cpu_backend=cpu_backend)
+    assert not externs and kernels
+    for got, want in zip(out, fn(x)):
+        assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.isinf(), want.isinf())
+        torch.testing.assert_close(got, want, equal_nan=True,
+                                   rtol=0 if dtype == torch.float64 else 1e-6, atol=1e-6)
