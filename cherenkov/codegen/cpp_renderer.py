@@ -31,7 +31,7 @@ from cherenkov.codegen.cpp_ops import (LOW_PRECISION, cast_expr, literal, load_e
                                        register_type, render_op, storage_type, store_expr)
 from cherenkov.codegen.kernel_ir import (Cast, Compute, Constant, IndexValue, Kernel, Load,
                                          Reduce, Scan, Store, inputs_of,
-                                         per_element_closure)
+                                         per_element_closure, scan_identity)
 from cherenkov.ir.ops import Op
 
 _RANK = {"c": 0, "x": 1, "xr": 2}
@@ -40,22 +40,10 @@ TRANSCENDENTAL = {Op.EXP, Op.EXP2, Op.EXPM1, Op.LOG, Op.LOG2, Op.LOG10, Op.LOG1P
                   Op.SIGMOID, Op.ERF, Op.ERFC, Op.POW, Op.SIN, Op.COS, Op.TAN, Op.SQRT, Op.RSQRT,
                   Op.DIV}
 ATOMIC_TYPES = {torch.float32, torch.float64, torch.int64, torch.int32}
-# a scan's running value: its start, and the step combining it (a) with the next element (b)
-SCAN_STEP = {Op.CUMSUM: ("0", "{a} + {b}"), Op.CUMPROD: ("1", "{a} * {b}"),
-             Op.LOGCUMSUMEXP: ("-INFINITY", "ck_logaddexp({a}, {b})"),
-             Op.CUMMAX: ("lowest", "ck_maximum({a}, {b})"),
-             Op.CUMMIN: ("highest", "ck_minimum({a}, {b})")}
-
-
-def scan_start(op: Op, dtype: torch.dtype) -> str:
-    """A scan's running value at the row's start (a max of ints from the least int)."""
-    start = SCAN_STEP[op][0]
-    if start in ("lowest", "highest"):
-        if dtype.is_floating_point:
-            return "-INFINITY" if start == "lowest" else "INFINITY"
-        limit = "min" if start == "lowest" else "max"
-        return f"std::numeric_limits<{register_type(dtype)}>::{limit}()"
-    return start
+# a scan's step: combining its running value (a) with the next element (b)
+SCAN_STEP = {Op.CUMSUM: "{a} + {b}", Op.CUMPROD: "{a} * {b}",
+             Op.LOGCUMSUMEXP: "ck_logaddexp({a}, {b})", Op.CUMMAX: "ck_maximum({a}, {b})",
+             Op.CUMMIN: "ck_minimum({a}, {b})"}
 # ANY/ALL fold int flags with | and &: a bool ||/&& reduction stops gcc vectorizing the loop
 _SIMD_CLAUSE = {Op.SUM: "+", Op.PROD: "*", Op.MAX: "max", Op.MIN: "min", Op.ANY: "|",
                 Op.ALL: "&"}
@@ -256,8 +244,9 @@ class _Renderer(ColumnLoops):
         scalar = any(s.op in (Op.ARGMAX, Op.ARGMIN) for s in reductions)
         scans = [s for s in k.body if isinstance(s, Scan) and s.out in needed]
         for s in scans:
-            self.lines.append(f"{ind}{register_type(k.dtypes[s.out])} {s.out}_run = "
-                              f"{scan_start(s.op, k.dtypes[s.out])};")
+            dtype = k.dtypes[s.out]
+            self.lines.append(f"{ind}{register_type(dtype)} {s.out}_run = "
+                              f"{literal(scan_identity(s.op, dtype), dtype)};")
         if scalar:
             self.lines.append(f"{ind}// argmax/argmin: a scalar scan keeps the first extreme index")
         elif scans:
@@ -348,7 +337,7 @@ class _Renderer(ColumnLoops):
             self.declare(ind, out, cast_expr(s.src, k.dtypes[s.src], s.dtype))
         elif isinstance(s, Scan):
             run = f"{out}_run"
-            self.lines.append(f"{ind}{run} = {SCAN_STEP[s.op][1].format(a=run, b=s.src)};")
+            self.lines.append(f"{ind}{run} = {SCAN_STEP[s.op].format(a=run, b=s.src)};")
             self.declare(ind, out, run)
         elif isinstance(s, Store):
             if s.mask:                      # a run-time index out of range writes nothing

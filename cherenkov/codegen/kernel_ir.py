@@ -78,8 +78,17 @@ class Reduce:
 @dataclass(frozen=True, slots=True)
 class Scan:
     out: str
-    op: Op           # CUMSUM, CUMPROD: src combined over r = 0 .. this lane's r, per row
+    op: Op           # GroupOp.SCAN: src combined over r = 0 .. this lane's r, per row
     src: str
+
+
+def scan_identity(op: Op, dtype: torch.dtype):
+    """The value a scan's running value starts from (a max of ints from the least int)."""
+    if op in (Op.CUMMAX, Op.CUMMIN) and not dtype.is_floating_point:
+        info = torch.iinfo(dtype)
+        return info.min if op == Op.CUMMAX else info.max
+    return {Op.CUMSUM: 0, Op.CUMPROD: 1, Op.LOGCUMSUMEXP: float("-inf"),
+            Op.CUMMAX: float("-inf"), Op.CUMMIN: float("inf")}[op]
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,25 @@ from cherenkov.ir.ops import Op
 
 LIB = "libdevice"
 
+
+def const_literal(value, dtype: torch.dtype) -> str:
+    """A constant of IR dtype `dtype` as Triton source."""
+    if dtype == torch.bool:
+        return "1" if value else "0"
+    if dtype.is_floating_point:
+        v = float(value)
+        if v != v:
+            return "float('nan')"
+        if v in (float("inf"), float("-inf")):
+            return f"float('{'-' if v < 0 else ''}inf')"
+        return repr(v)
+    bits = dtype.itemsize * 8         # integers wrap to their dtype, as eager's do (int32 + 2**31)
+    v = int(value) & ((1 << bits) - 1)
+    if dtype.is_signed and v >= 1 << (bits - 1):
+        v -= 1 << bits
+    return str(v)
+
+
 UNARY = {
     Op.NEG: "-{0}", Op.ABS: "tl.abs({0})", Op.EXP: "tl.exp({0})", Op.EXP2: "tl.exp2({0})",
     Op.EXPM1: LIB + ".expm1({0})", Op.LOG: "tl.log({0})", Op.LOG2: "tl.log2({0})",

@@ -17,7 +17,7 @@ from cherenkov.codegen.kernel_ir import (Cast, Compute, Constant, IndexValue, Ke
                                          Reduce, Store, inputs_of,
                                          per_element_closure)
 from cherenkov.codegen.triton_helpers import FLOORDIV_F, SCAN_HELPERS
-from cherenkov.codegen.triton_ops import register_type, render_op, storage_type
+from cherenkov.codegen.triton_ops import const_literal, register_type, render_op, storage_type
 from cherenkov.codegen.triton_scan import scan_rows
 from cherenkov.ir.ops import Op
 
@@ -84,23 +84,6 @@ def _at_extreme(v: str, m: str) -> str:
     """Lanes of `v` at its reduced extreme `m`, a NaN being the extreme (as in PyTorch's
     argmax/argmin, which point at the first NaN)."""
     return f"(({v} == {m}) | (({v} != {v}) & ({m} != {m})))"
-
-
-def _const_literal(value, dtype: torch.dtype) -> str:
-    if dtype == torch.bool:
-        return "1" if value else "0"
-    if dtype.is_floating_point:
-        v = float(value)
-        if v != v:
-            return "float('nan')"
-        if v in (float("inf"), float("-inf")):
-            return f"float('{'-' if v < 0 else ''}inf')"
-        return repr(v)
-    bits = dtype.itemsize * 8         # integers wrap to their dtype, as eager's do (int32 + 2**31)
-    v = int(value) & ((1 << bits) - 1)
-    if dtype.is_signed and v >= 1 << (bits - 1):
-        v -= 1 << bits
-    return str(v)
 
 
 class _Renderer:
@@ -191,7 +174,7 @@ class _Renderer:
                       if level != "c" else f"tl.full({self.full_shape('c')}, {text}, tl.int64)")
         elif isinstance(s, Constant):
             self.emit(indent, out, f"tl.full({self.full_shape('c')}, "
-                                   f"{_const_literal(s.value, s.dtype)}, "
+                                   f"{const_literal(s.value, s.dtype)}, "
                                    f"{register_type(s.dtype)})")
         elif isinstance(s, Compute):
             arg_dtypes = [k.dtypes[a] for a in s.args]

@@ -21,32 +21,17 @@ eager's serial CPU loop by a few ulps of the total.
 """
 from __future__ import annotations
 
-import torch
-
-from cherenkov.codegen.kernel_ir import Scan
-from cherenkov.codegen.triton_ops import register_type
+from cherenkov.codegen.kernel_ir import Scan, scan_identity
+from cherenkov.codegen.triton_ops import const_literal, register_type
 from cherenkov.ir.ops import Op
 
-# op -> (scan of a chunk v, its total, combining a carry a with b, the identity)
-_SCAN = {Op.CUMSUM: ("tl.cumsum({v}, axis=1)", "tl.sum({v}, 1)[:, None]", "{a} + {b}", "0"),
-         Op.CUMPROD: ("tl.cumprod({v}, axis=1)", "_prod({v}, 1)[:, None]", "{a} * {b}", "1"),
+# op -> (scan of a chunk v, its total, combining a carry a with b)
+_SCAN = {Op.CUMSUM: ("tl.cumsum({v}, axis=1)", "tl.sum({v}, 1)[:, None]", "{a} + {b}"),
+         Op.CUMPROD: ("tl.cumprod({v}, axis=1)", "_prod({v}, 1)[:, None]", "{a} * {b}"),
          Op.LOGCUMSUMEXP: ("_logcumsumexp({v}, axis=1)", "_logsumexp_along({v}, 1)[:, None]",
-                           "_logaddexp({a}, {b})", "float('-inf')"),
-         Op.CUMMAX: ("_cummax({v}, axis=1)", "_max({v}, 1)[:, None]", "_maximum({a}, {b})",
-                     "lowest"),
-         Op.CUMMIN: ("_cummin({v}, axis=1)", "_min({v}, 1)[:, None]", "_minimum({a}, {b})",
-                     "highest")}
-
-
-def _fill(op: Op, dtype: torch.dtype) -> str:
-    """The scan's identity for values of `dtype` (a running max of ints starts at the least)."""
-    fill = _SCAN[op][3]
-    if fill not in ("lowest", "highest"):
-        return fill
-    if dtype.is_floating_point:
-        return "float('-inf')" if fill == "lowest" else "float('inf')"
-    info = torch.iinfo(dtype)
-    return str(info.min if fill == "lowest" else info.max)
+                           "_logaddexp({a}, {b})"),
+         Op.CUMMAX: ("_cummax({v}, axis=1)", "_max({v}, 1)[:, None]", "_maximum({a}, {b})"),
+         Op.CUMMIN: ("_cummin({v}, axis=1)", "_min({v}, 1)[:, None]", "_minimum({a}, {b})")}
 
 
 def scan_rows(renderer, pid: str) -> None:
@@ -56,11 +41,10 @@ def scan_rows(renderer, pid: str) -> None:
     lines += [f"    xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
               f"    xmask = xindex < {k.X}",
               "    rbase = tl.arange(0, RBLOCK)[None, :]"]
-    for s in k.body:
-        if isinstance(s, Scan):
-            fill = _fill(s.op, k.dtypes[s.out])
-            lines.append(f"    c_{s.out} = tl.full([XBLOCK, 1], {fill}, "
-                         f"{register_type(k.dtypes[s.out])})")
+    fills = {s.out: const_literal(scan_identity(s.op, k.dtypes[s.out]), k.dtypes[s.out])
+             for s in k.body if isinstance(s, Scan)}
+    for out, fill in fills.items():
+        lines.append(f"    c_{out} = tl.full([XBLOCK, 1], {fill}, {register_type(k.dtypes[out])})")
     lines += [f"    for roffset in {renderer.loop_range(f'0, {k.R}, RBLOCK')}:",
               "        rindex = roffset + rbase",
               f"        rmask = rindex < {k.R}"]
@@ -69,9 +53,8 @@ def scan_rows(renderer, pid: str) -> None:
         if not isinstance(s, Scan):
             renderer.stmt(s, ind)
             continue
-        scan, total, combine, _ = _SCAN[s.op]
-        fill = _fill(s.op, k.dtypes[s.out])
+        scan, total, combine = _SCAN[s.op]
         v, c = f"v_{s.out}", f"c_{s.out}"
-        lines += [f"{ind}{v} = tl.where(xmask & rmask, {s.src}, {fill})",
+        lines += [f"{ind}{v} = tl.where(xmask & rmask, {s.src}, {fills[s.out]})",
                   f"{ind}{s.out} = {combine.format(a=c, b=scan.format(v=v))}",
                   f"{ind}{c} = {combine.format(a=c, b=total.format(v=v))}"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from cherenkov.ir.graph import Graph, Node, TensorMeta
-from cherenkov.ir.ops import Op
+from cherenkov.ir.ops import GroupOp, Op
 from cherenkov.ir.placement import format_placements
 
 DTYPE_NAMES = {
@@ -57,17 +57,19 @@ def _fmt_arg(value) -> str:
 
 
 def _param_names(op: Op) -> tuple[str, ...]:
+    if op in GroupOp.REDUCTION:
+        return ("trailing",)
+    if op in GroupOp.SCATTER:
+        return ("by", "at")          # ("dim", dim) or ("index", dims)
+    if op in GroupOp.SCAN:
+        return ("reverse", "acc")
     return {
         Op.RESHAPE: ("shape",), Op.PERMUTE: ("dims",), Op.EXPAND: ("shape",),
         Op.SLICE: ("dim", "start", "step"), Op.CAT: ("dim",), Op.PAD: ("pads", "value"),
         Op.FLIP: ("dims",), Op.GATHER: ("dim",), Op.INDEX: ("dims",), Op.CAST: ("dtype",),
         Op.IOTA: ("dim",), Op.GETITEM: ("index",), Op.AS_STRIDED: ("size", "stride", "offset"),
         Op.WINDOW: ("kernel", "stride", "dilation", "padding", "fill"),
-        Op.SCATTER_ADD: ("dim",), Op.SCATTER_MAX: ("dim",), Op.SCATTER_MIN: ("dim",), Op.SCATTER_SET: ("dim",), Op.CUMSUM: ("reverse", "acc"),
-        Op.CUMPROD: ("reverse", "acc"), Op.LOGCUMSUMEXP: ("reverse", "acc"),
-        Op.CUMMAX: ("reverse", "acc"), Op.CUMMIN: ("reverse", "acc"),
-    }.get(op, ("trailing",) if op.name in ("SUM", "PROD", "MAX", "MIN", "ARGMAX", "ARGMIN",
-                                         "ANY", "ALL") else ())
+    }.get(op, ())
 
 
 def format_graph(graph: Graph) -> str:

@@ -14,8 +14,9 @@ import torch
 from cherenkov.ir.graph import numel
 from cherenkov.ir.ops import Op
 from cherenkov.lowering.pooling import (at_windows, average, average_backward, both, clamp,
-                                        compare, flat_index, gradient_of_maxima, int_op,
-                                        max_of_windows, offset, spatial_dims, sum_dtype)
+                                        compare, flat_index, floats_only, gradient_of_maxima,
+                                        int_op, max_of_windows, offset, spatial_dims,
+                                        sum_dtype)
 from cherenkov.lowering.registry import lowering
 
 aten = torch.ops.aten
@@ -119,7 +120,7 @@ def _adaptive_avg_pool_backward(ctx, grad, x):
 @lowering(aten.adaptive_max_pool2d, aten.adaptive_max_pool3d)
 def _adaptive_max_pool(ctx, x, output_size):
     nd = spatial_dims(ctx)
-    sum_dtype(x.dtype)                                  # floats only
+    floats_only(x.dtype)
     S, O = tuple(x.shape[-nd:]), tuple(ctx.out[0].shape[-nd:])
     k = _even(S, O)
     if k is not None:

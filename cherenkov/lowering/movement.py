@@ -152,7 +152,7 @@ def _flip(ctx, x, dims):
     if not dims:
         return x
     from cherenkov.lowering.scan import reversed_scan
-    reverse = reversed_scan(x, dims)         # a cumsum's gradient: one scan from the end
+    reverse = reversed_scan(ctx, x, dims)    # a cumsum's gradient: one scan from the end
     if reverse is not None:
         return reverse
     return Node(Op.FLIP, (x,), (dims,), ctx.out_meta())

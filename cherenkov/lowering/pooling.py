@@ -49,9 +49,14 @@ def spatial_dims(ctx) -> int:
     return 3 if "3d" in ctx.target.overloadpacket.__name__ else 2
 
 
-def sum_dtype(dtype: torch.dtype) -> torch.dtype:
+def floats_only(dtype: torch.dtype) -> None:
     if not dtype.is_floating_point:
         raise Unsupported("pooling of non-float tensors")
+
+
+def sum_dtype(dtype: torch.dtype) -> torch.dtype:
+    """What a pooling sums in (fp32 for 16-bit floats, as eager's kernels)."""
+    floats_only(dtype)
     return torch.float32 if dtype in LOW else dtype
 
 
@@ -86,7 +91,7 @@ def offset(ctx, kk, k, i):
 @lowering(aten.max_pool2d_with_indices, aten.max_pool3d_with_indices)
 def _max_pool(ctx, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     nd = spatial_dims(ctx)
-    sum_dtype(x.dtype)
+    floats_only(x.dtype)
     k, s, p, d = _params(nd, kernel_size, stride, padding, dilation)
     return max_of_windows(ctx, x, nd, k, s, p, d, tuple(ctx.out[0].shape[-nd:]))
 

@@ -52,15 +52,16 @@ def _cumulative(ctx, x, dim, dtype=None):
     return _scan(ctx, op, x, dim, _running_dtype(out_dtype, ctx.device))
 
 
-def _scan(ctx, op: Op, x, dim: int, running: torch.dtype):
-    """x (at least 1-d, dim > 1 element) scanned along dim: moved last, scanned, moved back."""
+def _scan(ctx, op: Op, x, dim: int, running: torch.dtype, reverse: bool = False):
+    """x (at least 1-d, dim > 1 element) scanned along dim -- from its end with `reverse` --:
+    moved last, scanned, moved back."""
     ndim = len(x.shape)
     order = [d for d in range(ndim) if d != dim] + [dim]
     moved = ctx.permute(x, order)
     # stored in the input's contiguous layout, so the permute back reads it contiguous
     strides = contiguous_strides(x.shape)
     meta = ctx.meta(moved.shape, x.dtype).replace(stride=tuple(strides[d] for d in order))
-    scanned = Node(op, (moved,), (False, running), meta)
+    scanned = Node(op, (moved,), (reverse, running), meta)
     back = [0] * ndim
     for position, d in enumerate(order):
         back[d] = position
@@ -89,9 +90,9 @@ def _cumulative_extreme(ctx, x, dim):
     return [values, _scan(ctx, Op.CUMMAX, at, dim, torch.int64)]
 
 
-def reversed_scan(node: Node, dims) -> Node | None:
-    """flip(scan(flip(y, d)), d) -- `node` the scan's result as `_cumulative` built it, `dims`
-    the outer flip's -- as y's scan from the end along d; None when it is not that."""
+def reversed_scan(ctx, node: Node, dims) -> Node | None:
+    """flip(scan(flip(y, d)), d) -- `node` the scan's result as `_scan` built it, `dims` the
+    outer flip's -- as y's scan from the end along d; None when it is not that."""
     if len(dims) != 1:
         return None
     back, scan = None, node
@@ -99,16 +100,11 @@ def reversed_scan(node: Node, dims) -> Node | None:
         back, scan = scan.args[0], scan.inputs[0]
     if scan.op not in GroupOp.SCAN or scan.args[0]:
         return None
-    moved = scan.inputs[0]
-    order = None
+    moved, order = scan.inputs[0], None
     if moved.op == Op.PERMUTE:
         order, moved = moved.args[0], moved.inputs[0]
     dim = order[-1] if order is not None else len(scan.shape) - 1
     if (back is None) != (order is None) or moved.op != Op.FLIP or moved.args[0] != (dim,) \
             or dims[0] != dim:
         return None
-    y = moved.inputs[0]
-    source = Node(Op.PERMUTE, (y,), (order,), moved.meta.replace(shape=scan.shape, stride=None)) \
-        if order is not None else y
-    out = Node(scan.op, (source,), (True, scan.args[1]), scan.meta)
-    return Node(Op.PERMUTE, (out,), (back,), node.meta) if back is not None else out
+    return _scan(ctx, scan.op, moved.inputs[0], dim, scan.args[1], reverse=True)

@@ -1,8 +1,8 @@
 """Fusion: decide which IR values are materialized and which kernels compute them together.
 
 1. Realize: reductions, scans, scatters, values read by library ops (matmul, attention,
-   extern), and graph outputs get buffers; other elementwise and movement nodes are inlined into the kernels that
-   read them (views become index arithmetic). Pure views of a buffer read by a library op or
+   extern), and graph outputs get buffers; other elementwise and movement nodes are inlined
+   into the kernels that read them (views become index arithmetic). Pure views of a buffer read by a library op or
    returned are passed as PyTorch views, never copied. A value read by several consumers is
    realized too when inlining it would cost more than storing it once: each consumer would
    re-read everything the value is computed from (its closure), so a chain such as the
@@ -17,9 +17,8 @@
    to a column reduction that reads it (a bias gradient: the input gradient and its column
    sums) is computed, stored and summed in the reduction's lanes, so it is never read back.
    A scatter keeps a kernel of its own (its producers inlined), a scan takes in only
-   pointwise work on its rows (`pairable`). A merge that
-   would create a cycle (directly, or through another group that both needs and
-   feeds the pair), that the kernel builder cannot express (a reduction read at another
+   pointwise work on its rows (`pairable`). A merge that would create a cycle (directly, or
+   through another group that both needs and feeds the pair), that the kernel builder cannot express (a reduction read at another
    index), or that would walk memory both along and across rows, is skipped.
 """
 from __future__ import annotations
@@ -99,11 +98,11 @@ def pairable(a: "Group", b: "Group") -> bool:
     elements become an epilogue (position ids' `* mask - 1`), else the builder refuses."""
     if is_scatter(a) or is_scatter(b):
         return False
-    scans = [g for g in (a, b) if stands_alone(g)]
-    if not scans:
+    a_scans, b_scans = stands_alone(a), stands_alone(b)     # (no scatters left: scans)
+    if not (a_scans or b_scans):
         return True
-    other = b if scans[0] is a else a
-    return len(scans) == 1 and other.R == 1 and not other.row_loop and not any(
+    other = a if b_scans else b
+    return not (a_scans and b_scans) and other.R == 1 and not other.row_loop and not any(
         m.op in GroupOp.REDUCTION for m in other.members)
 
 

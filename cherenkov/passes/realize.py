@@ -68,8 +68,8 @@ def realize_shared(nodes, users, realized, views) -> None:
 # the rest about one. 48 is low still for the rotary tables' pow/cos/sin of angles up to 2k
 # rad: Inductor's RoPE kernels (which inline them) ran at ~14 ns per element on the H200.
 TRANSCENDENTAL = frozenset({
-    Op.EXP, Op.EXP2, Op.EXPM1, Op.LOG, Op.LOG2, Op.LOG10, Op.LOG1P, Op.SIN, Op.COS, Op.TAN, Op.ASIN,
-    Op.ACOS, Op.ATAN, Op.SINH, Op.COSH, Op.TANH, Op.ASINH, Op.ACOSH, Op.ATANH, Op.ERF, Op.ERFC,
+    Op.EXP, Op.EXP2, Op.EXPM1, Op.LOG, Op.LOG2, Op.LOG10, Op.LOG1P, Op.SIN, Op.COS, Op.TAN,
+    Op.ASIN, Op.ACOS, Op.ATAN, Op.SINH, Op.COSH, Op.TANH, Op.ASINH, Op.ACOSH, Op.ATANH, Op.ERF, Op.ERFC,
     Op.ERFINV, Op.POW, Op.ATAN2, Op.HYPOT})
 TRANSCENDENTAL_FLOPS = 48
 BROADCAST_REUSE = 4     # consumers evaluating a value at least this many times per element
