@@ -41,6 +41,7 @@ class KernelBuilder:
         self.halves = halves
         self.loads: dict = {}                      # (buffer, index, mask) -> loaded value
         self.ranges: dict[str, tuple] = {}         # index value -> its (lo, hi) over the kernel
+        self.indices: dict[str, ix.Lin] = {}       # index value -> its expression
         self.known: dict[str, object] = {}         # constant -> its Python value
         self.buffers = buffers
         self.x = ix.var("x", X)
@@ -221,6 +222,7 @@ class KernelBuilder:
         index = ix.release(index)
         out = self._new(torch.int64, self._level(index))
         self.ranges[out] = ix.rng(index)
+        self.indices[out] = index
         return self.emit(IndexValue(out, index))
 
     def _op(self, op: Op, args, dtype) -> str:
@@ -229,6 +231,9 @@ class KernelBuilder:
             return folded
         level = self._level(*[self.kernel.levels[a] for a in args])
         out = self._new(dtype, level)
+        clamped = folding.clamped_range(op, args, self.ranges, self.known)
+        if clamped is not None:                  # max / min of an index and a constant
+            self.ranges[out] = clamped
         return self.emit(Compute(out, op, tuple(args)))
 
     def _fold(self, op: Op, args, dtype) -> str | None:
@@ -237,6 +242,12 @@ class KernelBuilder:
         if folding.is_comparison(op) and len(args) == 2:
             decided = folding.comparison(op, *args, self.ranges, self.known)
             return None if decided is None else self._const(decided, torch.bool)
+        if dtype == torch.int64 and any(a in self.indices for a in args):
+            operands = [self.indices.get(a, self.known.get(a)) for a in args]
+            if all(isinstance(o, ix.Lin) or (type(o) is int) for o in operands):
+                folded = folding.index_arithmetic(op, operands)
+                if folded is not None:
+                    return self._ranged_index(folded)
         truth = [self.known.get(a) if self.kernel.dtypes.get(a) == torch.bool else None
                  for a in args]
         if op in (Op.AND, Op.OR) and len(args) == 2:

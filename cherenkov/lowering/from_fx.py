@@ -89,14 +89,18 @@ def lower_fx(gm: torch.fx.GraphModule, inputs: list, strict: bool = False,
         return tree_map(lambda n: fake_env[n] if isinstance(n, torch.fx.Node) else n, value)
 
     transfers: dict[Node, Node] = {}
+    constants: dict[Node, torch.Tensor] = {}   # one-element CPU constants of a device graph
 
     def on_device(value):
         """`value` with every tensor on another device (a CPU scalar read by a CUDA graph's
-        kernels) replaced by its copy to the graph's device, made once per tensor."""
+        kernels) replaced by its copy to the graph's device, made once per tensor; a
+        one-element constant (`torch.tensor(-3.0)` in the traced code) by its value, there."""
         def move(n):
             if not (isinstance(n, Node) and isinstance(n.meta, TensorMeta)
                     and n.meta.device != device):
                 return n
+            if n in constants and n not in transfers:
+                transfers[n] = ctx.const(constants[n].item(), n.dtype, n.shape)
             if n not in transfers:
                 with fake_mode:
                     fake = torch.empty_strided(n.shape, n.meta.strides, dtype=n.dtype,
@@ -146,6 +150,8 @@ def lower_fx(gm: torch.fx.GraphModule, inputs: list, strict: bool = False,
             fake_env[fx_node] = fake_mode.from_tensor(tensor)
             env[fx_node] = library_node(lambda t=tensor: t, (), {}, tensor, "constant tensor",
                                         op=Op.EXTERN)
+            if tensor.device.type == "cpu" and device.type != "cpu" and tensor.numel() == 1:
+                constants[env[fx_node]] = tensor
         elif fx_node.op == "call_function":
             target = fx_node.target
             args, kwargs = ir_of(fx_node.args), ir_of(fx_node.kwargs)
@@ -187,6 +193,12 @@ def lower_fx(gm: torch.fx.GraphModule, inputs: list, strict: bool = False,
                 with fake_mode:
                     fake_out = target(*fake_args, **fake_kwargs)
             fake_env[fx_node] = fake_out
+            if target in _CONSTANT_COPIES and args[0] in constants:
+                tensor = constants[args[0]]    # a copy of the constant: the graph's own, run
+                env[fx_node] = library_node(   # on the CPU only where something reads it there
+                    lambda t=tensor: t.clone(), (), {}, tensor, "constant tensor", op=Op.EXTERN)
+                constants[env[fx_node]] = tensor
+                continue
             if _devices(fake_out) - {device}:
                 env[fx_node] = off_device(target, args, kwargs, fake_out)
                 continue
@@ -230,6 +242,11 @@ def _traced_value(fx_node: torch.fx.Node):
         elif leaf is not None:
             return None
     return val
+
+
+_CONSTANT_COPIES = {torch.ops.aten.lift_fresh_copy.default, torch.ops.aten.lift_fresh.default,
+                    torch.ops.aten.clone.default, torch.ops.aten.detach.default,
+                    torch.ops.aten.alias.default}
 
 
 def _lower_call(ctx, target, args, kwargs, fake_out, report: LoweringReport, strict: bool):

@@ -1,4 +1,5 @@
-"""Lowering of grid_sampler_2d (F.grid_sample on 4-d inputs): bilinear and nearest sampling
+"""Lowering of grid_sampler_2d (F.grid_sample on 4-d inputs; on CUDA, with bilinear sampling,
+zeros padding and align_corners, eager's cudnn_grid_sampler): bilinear and nearest sampling
 with zeros or border padding, as eager computes them; bicubic and reflection padding stay
 PyTorch's, as does the backward (eager's scatters its input gradient with atomic adds).
 
@@ -88,3 +89,10 @@ def _grid_sampler_2d(ctx, x, grid, interpolation_mode, padding_mode, align_corne
         term = mul(_corner(ctx, x, xc, yc, H, W, dtype), weight)
         out = term if out is None else ctx.binary(Op.ADD, out, term, dtype)
     return ctx.cast(out, ctx.out.dtype)
+
+
+@lowering(aten.cudnn_grid_sampler)
+def _cudnn_grid_sampler(ctx, x, grid):
+    """The form F.grid_sample takes on CUDA where cuDNN accepts it: bilinear sampling, zeros
+    padding, align_corners."""
+    return _grid_sampler_2d(ctx, x, grid, BILINEAR, ZEROS, True)

@@ -50,3 +50,26 @@ def test_cpu_scalars_in_a_cuda_graph_run_on_the_cpu_and_reach_kernels_as_copies(
     assert any("runs on cpu" in reason for _, reason in report.externs)
     # the CPU counter's update and the CUDA parameter's update are both graph mutations
     assert [i for i, _ in graph.mutations] == [0, 1]
+
+
+def test_one_element_cpu_constant_reaches_a_cuda_graph_as_its_value():
+    """`x.index_put((i,), torch.tensor(-3.0))` traced on CUDA tensors: the constant (and its
+    lift_fresh_copy) is a CPU tensor; the kernels read its value, no copy to the device and
+    no PyTorch call. Returned itself, it stays a CPU copy of the constant."""
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    const = g.call_function(aten.lift_fresh_copy.default, (g.get_attr("c"),))
+    g.output((g.call_function(aten.add.Tensor, (x, const)), const))
+    gm = torch.fx.GraphModule({"c": torch.tensor(-3.0)}, g)
+    with FakeTensorMode():
+        x = torch.empty(8, 4, device="cuda")
+    graph, report = lower_fx(gm, [x], strict=True)
+    assert not report.externs
+    nodes = list(graph.nodes())
+    assert not [n for n in nodes if n.op == Op.EXTERN and n.args[0] is aten._to_copy.default]
+    consts = [n for n in nodes if n.op == Op.CONST]
+    assert [n.args for n in consts] == [(-3.0,)] and consts[0].meta.device.type == "cuda"
+    returned = graph.outputs[1]
+    assert returned.op == Op.EXTERN and returned.meta.device.type == "cpu"
+    value = returned.args[0]()
+    assert torch.equal(value, torch.tensor(-3.0)) and value is not gm.c   # a copy
