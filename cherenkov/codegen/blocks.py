@@ -52,6 +52,9 @@ ROW_LOOP_STAGES = 3        # rows in flight per row-loop program (see row_loop_b
 COLUMN_STAGES = 3          # tiles in flight per looped column-reduction program
 COLUMN_WARPS = 8           # ... which run 64 x 64 tiles (see column_blocks)
 COLUMN_STAGED_INPUTS = 2   # inputs per tile staged when not told (a GeLU gradient's two)
+TAPS_MAX_R = 64            # window kernels: reductions over at most this many taps ...
+TAPS_MIN_X = 1 << 16       # ... of at least this many outputs (see taps_blocks)
+TAPS_XBLOCK = 512
 
 
 def next_pow2(n: int) -> int:
@@ -200,6 +203,8 @@ def choose_blocks(kernel: Kernel, interpret: bool,
     if interpret:
         return interpreter_blocks(kernel)
     spec = device if device is not None else hw.current_device()
+    if is_window(kernel):
+        return taps_blocks(kernel)
     if is_column_reduction(kernel):
         staged = sum(b.dtype.itemsize for b in kernel.inputs if b.numel >= kernel.X * kernel.R)
         return column_blocks(kernel.X, kernel.R, element_bytes(kernel), spec, staged or None)
@@ -207,6 +212,25 @@ def choose_blocks(kernel: Kernel, interpret: bool,
         return halves_blocks(kernel.X, element_bytes(kernel), spec)
     writes_rows = any(b.numel >= kernel.X * kernel.R for b in kernel.outputs)
     return gpu_blocks(kernel.X, kernel.R, element_bytes(kernel), spec, writes_rows)
+
+
+def is_window(kernel: Kernel) -> bool:
+    """A reduction over a few taps of many outputs whose loads do not walk r contiguously:
+    a pooling window (r reaches the address through // and %), a gathered pooling backward."""
+    from cherenkov.codegen.kernel_ir import r_strides
+    return (1 < kernel.R <= TAPS_MAX_R and kernel.X >= TAPS_MIN_X and not kernel.row_loop
+            and not kernel.is_scan and not kernel.halves and 1 not in r_strides(kernel))
+
+
+def taps_blocks(kernel: Kernel) -> BlockConfig:
+    """TAPS_XBLOCK outputs per program, a loop over the taps one at a time (unrolled): no tap
+    padded to a power of two, each step a coalesced row of outputs. On the H200 against one
+    (XBLOCK, RBLOCK) tile over the taps (bench/results/2026-12-01_window_blocks_gpu_h200_4087ddc.md,
+    bf16, ResNet-50 shapes): 3x3 average pool 153 us vs 261 (256 x 16 tiles, 8 warps) and
+    969 (the column tiles before); its forward+backward 937 vs 2586; a 3x3 stride-2 max pool
+    85 vs 66 (tiles) and 486; its forward+backward 1212 vs 1480."""
+    return BlockConfig(XBLOCK=TAPS_XBLOCK, RBLOCK=1, persistent=False, num_warps=POINTWISE_WARPS,
+                       unroll=kernel.R)
 
 
 def halves_blocks(X: int, elem_bytes: int, spec: hw.DeviceSpec) -> BlockConfig:

@@ -259,10 +259,12 @@ class _Renderer:
         wide = max([k.X * k.R] + [b.numel for b in k.inputs + k.outputs]) > INT32_LIMIT
         params = [self.names[b.name] for b in k.inputs + k.outputs]
         head = [f"@triton.jit", f"def {k.name}({', '.join(params + ['XBLOCK: tl.constexpr'] + ([] if self.pointwise else ['RBLOCK: tl.constexpr']))}):"]
-        # looped reductions index rows in 64 bits too: their per-row address math is
-        # amortized over a long row, and the H200 ran the cross-entropy's logsumexp 2-4%
-        # faster so (bench/results/2026-11-30_ce_variants_h200_28ed26c.txt)
-        looped = not (self.pointwise or k.row_loop or cfg.persistent or cfg.transposed)
+        # looped reductions of one row per program index rows in 64 bits too: their per-row
+        # address math is amortized over a long row, and the H200 ran the cross-entropy's
+        # logsumexp 2-4% faster so (bench/results/2026-11-30_ce_variants_h200_28ed26c.txt);
+        # a window's loop over its taps (blocks.taps_blocks) keeps 32-bit index math
+        looped = not (self.pointwise or k.row_loop or cfg.persistent or cfg.transposed) \
+            and cfg.XBLOCK == 1
         pid = "tl.program_id(0).to(tl.int64)" if wide or looped else "tl.program_id(0)"
         if self.pointwise:
             self.lines += [f"    xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)",

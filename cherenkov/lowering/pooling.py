@@ -6,13 +6,14 @@ Forward: `Op.WINDOW` views the input as (*lead, *O, K) -- window o's K elements,
 the max (with the argmax turned into eager's flat index into the input plane) or the sum,
 divided as eager divides (the window's size within the padding, or within the input).
 
-Backward, gathered (no atomics, as eager's kernels): each input element i and kernel offset k
-name at most one window, o = (i + padding - k * dilation) / stride when that divides and lies
-in the output; the element sums, over k, that window's gradient -- where the window's argmax
-is i (max) or divided by the window's divisor (avg).
+Backward, gathered (no atomics, as eager's kernels): each input element i sums, over the
+windows o that hold it, that window's gradient -- where the window's argmax is i (max) or
+divided by the window's divisor (avg). Undilated, those windows are the ceil(k / stride) per
+dim ending at o = (i + padding) // stride; dilated, one per kernel offset k, o = (i + padding -
+k * dilation) / stride where that divides and lies in the output.
 
     dx = max_pool2d_backward(dy, x, 3, 2, 1, ...)       # x: (N, C, H, W), dy: (N, C, OH, OW)
-    # IR: SUM over k of where(valid & (index[o(i, k)] == i), dy[o(i, k)], 0), (N, C, H, W, 9)
+    # IR: SUM over t of where(valid & (index[o(i, t)] == i), dy[o(i, t)], 0), (N, C, H, W, 4)
 
 16-bit inputs sum in fp32 (as eager's kernels). When a window holds several NaNs, eager's max
 index is the last, ours the first (the values agree: NaN).
@@ -122,18 +123,29 @@ def flat_index(ctx, positions, S):
 
 
 def _holding_windows(ctx, in_shape, out_spatial, nd, k, s, p, d):
-    """Over (*S, prod(k)) -- input element i, kernel offset kk --: whether a window o holds
-    i at kk, and o along each dim (clamped into the output where none does)."""
+    """Over (*S, T) -- input element i, candidate t --: whether candidate window o holds i,
+    and o along each dim (clamped into the output where none does). Undilated, the windows
+    holding i along a dim are the ceil(k / s) at most that end at o = (i + p) // s and count
+    down (a 3x3 stride-2 pool: 4 candidates, not 9 kernel offsets); dilated, one candidate
+    per kernel offset kk, o = (i + p - kk * d) / s where that divides."""
     S = tuple(in_shape[-nd:])
-    B = (*S, numel(k))
-    kk = ctx.iota(B, nd)
+    counts = tuple(-(-k[i] // s[i]) if d[i] == 1 else k[i] for i in range(nd))
+    B = (*S, numel(counts))
+    t = ctx.iota(B, nd)
     valid, outs = None, []
     for i in range(nd):
-        num = int_op(ctx, Op.SUB, int_op(ctx, Op.ADD, ctx.iota(B, i), p[i]),
-                   int_op(ctx, Op.MUL, offset(ctx, kk, k, i), d[i]))
-        o = int_op(ctx, Op.FLOORDIV, num, s[i])
-        ok = both(ctx, compare(ctx, Op.GE, num, 0), compare(ctx, Op.LT, o, out_spatial[i]))
-        ok = both(ctx, ok, compare(ctx, Op.EQ, int_op(ctx, Op.REMAINDER, num, s[i]), 0))
+        here = int_op(ctx, Op.ADD, ctx.iota(B, i), p[i])
+        j = offset(ctx, t, counts, i)
+        if d[i] == 1:
+            o = int_op(ctx, Op.SUB, int_op(ctx, Op.FLOORDIV, here, s[i]), j)
+            tap = int_op(ctx, Op.SUB, here, int_op(ctx, Op.MUL, o, s[i]))   # >= 0 by o's making
+            ok = both(ctx, compare(ctx, Op.GE, o, 0), compare(ctx, Op.LT, o, out_spatial[i]))
+            ok = both(ctx, ok, compare(ctx, Op.LT, tap, k[i]))
+        else:
+            num = int_op(ctx, Op.SUB, here, int_op(ctx, Op.MUL, j, d[i]))
+            o = int_op(ctx, Op.FLOORDIV, num, s[i])
+            ok = both(ctx, compare(ctx, Op.GE, num, 0), compare(ctx, Op.LT, o, out_spatial[i]))
+            ok = both(ctx, ok, compare(ctx, Op.EQ, int_op(ctx, Op.REMAINDER, num, s[i]), 0))
         valid = ok if valid is None else both(ctx, valid, ok)
         outs.append(clamp(ctx, o, 0, out_spatial[i] - 1))
     return valid, outs

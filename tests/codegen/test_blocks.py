@@ -140,3 +140,50 @@ def test_pipelined_column_tiles_fit_shared_memory_or_are_not_pipelined():
             <= h200.sram_per_sm_bytes / 2
     wide = column_blocks(32 * 3072, 512, 2, h200, 32)
     assert (wide.stages, wide.RBLOCK, wide.num_warps) == (0, 32, 4)   # the unpipelined tile
+
+
+def _cuda_kernels(fn, *inputs):
+    """The fused kernels of fn traced on CPU tensors like `inputs`, lowered for CUDA (fake
+    tensors: no GPU needed), as the H200 preset would fuse them."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from cherenkov.lowering.from_fx import lower_fx
+    from cherenkov.passes.fusion import fuse
+    gm = make_fx(fn, tracing_mode="fake")(*inputs)
+    for n in gm.graph.nodes:                  # recomputed on the CUDA inputs
+        n.meta.pop("val", None)
+        n.meta.pop("tensor_meta", None)
+    with FakeTensorMode():
+        cuda = [torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="cuda")
+                for t in inputs]
+    graph, report = lower_fx(gm, cuda)
+    assert not report.externs
+    return [g.kernel for g in fuse(graph, device=H200).groups if hasattr(g.kernel, "body")]
+
+
+def test_pooling_windows_loop_over_their_taps():
+    """ResNet-50's stem max pool (3x3, stride 2) and its gathered backward: 512 outputs per
+    program, one tap at a time, in 32-bit index math."""
+    from cherenkov.codegen.blocks import TAPS_XBLOCK
+    from cherenkov.codegen.triton_renderer import render_triton
+    aten = torch.ops.aten
+    x = torch.empty(64, 64, 112, 112, dtype=torch.bfloat16)
+    dy, idx = torch.empty(64, 64, 56, 56, dtype=torch.bfloat16), torch.empty(
+        64, 64, 56, 56, dtype=torch.int64)
+    forward = _cuda_kernels(lambda x: aten.max_pool2d_with_indices(x, [3, 3], [2, 2], [1, 1]), x)
+    backward = _cuda_kernels(lambda dy, x, i: aten.max_pool2d_with_indices_backward(
+        dy, x, [3, 3], [2, 2], [1, 1], [1, 1], False, i), dy, x, idx)
+    windows = [k for k in forward + backward if k.R > 1]
+    assert sorted(k.R for k in windows) == [4, 9]          # the backward: 2 x 2 candidates
+    for k in windows:
+        cfg = choose_blocks(k, False, device=H200)
+        assert (cfg.XBLOCK, cfg.RBLOCK, cfg.persistent, cfg.unroll) == (TAPS_XBLOCK, 1, False, k.R)
+        source = render_triton(k, cfg).source
+        assert "tl.program_id(0) * XBLOCK" in source and "to(tl.int64) * XBLOCK" not in source
+
+
+def test_short_contiguous_rows_keep_their_tiles():
+    k = _cuda_kernels(lambda x: x.view(-1, 16).sum(-1), torch.empty(1 << 22))[0]
+    cfg = choose_blocks(k, False, device=H200)
+    assert cfg.persistent and cfg.RBLOCK == 16 and cfg.XBLOCK > 1

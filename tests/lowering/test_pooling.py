@@ -21,6 +21,8 @@ def _since(start):
 
 CASES = {
     "max 3x3 s2 p1": lambda x: F.max_pool2d(x, 3, 2, 1),
+    "max 3x3 s2 ceil mode": lambda x: F.max_pool2d(x, 3, 2, 0, ceil_mode=True),
+    "max stride past the kernel": lambda x: F.max_pool2d(x, 2, 3, 1),     # rows in no window
     "max dilated, ceil mode": lambda x: F.max_pool2d(x, 2, 2, 0, dilation=2, ceil_mode=True),
     "max 1d": lambda x: F.max_pool1d(x.flatten(2), 4, 3, 2),
     "max 3d": lambda x: F.max_pool3d(x.unsqueeze(2).repeat(1, 1, 3, 1, 1), 2, 1, 1),
@@ -110,6 +112,8 @@ def test_the_max_pool_backward_gathers_instead_of_scattering():
     infos = _since(start)
     backward = "".join(k[3].split("extern")[0] for k in infos[1].kernels)
     assert "reduce_sum" in backward and "+=" not in backward and "=@" not in backward
+    # over the 2 x 2 windows that can hold an element (a stride-2 3x3 pool), not 9 offsets
+    assert "128 rows x 4 reduction elements" in backward
 
 
 def test_int_pooling_stays_pytorchs():
