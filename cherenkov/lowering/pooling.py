@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import torch
 
-from cherenkov.ir.graph import Node, numel
+from cherenkov.ir.graph import Node, contiguous_strides, numel
 from cherenkov.ir.ops import Op
 from cherenkov.lowering.registry import Unsupported, lowering
 
@@ -97,21 +97,53 @@ def _max_pool(ctx, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=F
     return max_of_windows(ctx, x, nd, k, s, p, d, tuple(ctx.out[0].shape[-nd:]))
 
 
+def channels_last_order(node, nd: int) -> tuple | None:
+    """(0, 2, .., nd + 1, 1) when `node` (what the pooling reads) lies channels-last: the pooling
+    then reduces over its elements in that order -- channels fastest, so neighbouring lanes
+    read neighbouring elements -- and returns the permuted-back view, channels-last as eager's
+    result. None otherwise (a value Cherenkov computes lies in its logical order)."""
+    shape, strides = node.shape, node.meta.strides
+    if nd not in (2, 3) or len(shape) != nd + 2 or shape[1] == 1:
+        return None
+    want, step = [0] * len(shape), shape[1]
+    for i in range(len(shape) - 1, 1, -1):
+        want[i], step = step, step * shape[i]
+    want[0], want[1] = step, 1
+    if tuple(strides) == contiguous_strides(shape) or any(
+            s != w for s, w, n in zip(strides, want, shape) if n > 1):
+        return None
+    return (0, *range(2, nd + 2), 1)
+
+
+def _reduced_in_order(ctx, op, t, order, dtype):
+    """Reduction `op` over t's last dim, its other dims taken in `order` (None: as they are)."""
+    last = len(t.shape) - 1
+    if order:
+        t = ctx.permute(t, (*order, last))
+    return ctx.reduce(op, t, [last], False, dtype)
+
+
+def in_eager_order(ctx, t, order):
+    """t, reduced in `order`, viewed back in eager's dims."""
+    return ctx.permute(t, tuple(order.index(i) for i in range(len(order)))) if order else t
+
+
 def max_of_windows(ctx, x, nd, k, s, p, d, out_spatial):
     """[values, eager's flat indices into each input plane] of x's windows' maxima."""
     w = _windows(ctx, x, nd, k, s, p, d, out_spatial, float("-inf"))
-    last = len(w.shape) - 1
-    values = ctx.reduce(Op.MAX, w, [last], False, x.dtype)
-    arg = ctx.reduce(Op.ARGMAX, w, [last], False, torch.int64)
+    order = channels_last_order(x, nd)
+    values = _reduced_in_order(ctx, Op.MAX, w, order, x.dtype)
+    arg = _reduced_in_order(ctx, Op.ARGMAX, w, order, torch.int64)
     lead, S = len(x.shape) - nd, x.shape[-nd:]
     at = []
     for i in range(nd):
         # the chosen element's position; clamped, so a window of -inf alone names its first
         # element inside the input, as eager's does
-        pos = int_op(ctx, Op.ADD, int_op(ctx, Op.MUL, ctx.iota(values.shape, lead + i), s[i]),
+        dim = 1 + i if order else lead + i
+        pos = int_op(ctx, Op.ADD, int_op(ctx, Op.MUL, ctx.iota(values.shape, dim), s[i]),
                    int_op(ctx, Op.MUL, offset(ctx, arg, k, i), d[i]))
         at.append(clamp(ctx, int_op(ctx, Op.SUB, pos, p[i]), 0, S[i] - 1))
-    return [values, flat_index(ctx, at, S)]
+    return [in_eager_order(ctx, values, order), in_eager_order(ctx, flat_index(ctx, at, S), order)]
 
 
 def flat_index(ctx, positions, S):
@@ -175,10 +207,12 @@ def gradient_of_maxima(ctx, grad, indices, valid, outs, S, acc):
     here = flat_index(ctx, [ctx.iota(outs[0].shape, i) for i in range(nd)], S)
     hit = both(ctx, compare(ctx, Op.EQ, at_windows(ctx, indices, outs, nd), here), valid)
     parts = ctx.where(hit, at_windows(ctx, ctx.cast(grad, acc), outs, nd), 0.0, acc)
-    inner = len(outs[0].shape) - nd              # the window dims after the input's
-    total = ctx.reduce(Op.SUM, parts, list(range(len(parts.shape) - inner, len(parts.shape))),
-                       False, acc)
-    return ctx.cast(total, ctx.out.dtype)
+    inner = len(outs[0].shape) - nd              # the candidate dims after the input's, as one
+    keep = len(parts.shape) - inner
+    parts = ctx.reshape(parts, (*parts.shape[:keep], numel(parts.shape[keep:])))
+    order = channels_last_order(grad, nd)
+    total = _reduced_in_order(ctx, Op.SUM, parts, order, acc)     # over the candidates
+    return in_eager_order(ctx, ctx.cast(total, ctx.out.dtype), order)
 
 
 def _divisor(ctx, outs, S, k, s, p, count_include_pad, divisor_override, acc):
@@ -210,11 +244,13 @@ def _avg_pool(ctx, x, kernel_size, stride=(), padding=0, ceil_mode=False,
 def average(ctx, x, nd, k, s, p, count_include_pad, divisor_override, acc):
     out_spatial = tuple(ctx.out.shape[-nd:])
     w = _windows(ctx, ctx.cast(x, acc), nd, k, s, p, (1,) * nd, out_spatial, 0.0)
-    total = ctx.reduce(Op.SUM, w, [len(w.shape) - 1], False, acc)
+    order = channels_last_order(x, nd)
+    total = _reduced_in_order(ctx, Op.SUM, w, order, acc)
     lead = len(x.shape) - nd
-    outs = [ctx.iota(total.shape, lead + i) for i in range(nd)]
+    outs = [ctx.iota(total.shape, 1 + i if order else lead + i) for i in range(nd)]
     div = _divisor(ctx, outs, x.shape[-nd:], k, s, p, count_include_pad, divisor_override, acc)
-    return ctx.cast(ctx.binary(Op.DIV, total, div, acc), ctx.out.dtype)
+    return in_eager_order(ctx, ctx.cast(ctx.binary(Op.DIV, total, div, acc), ctx.out.dtype),
+                          order)
 
 
 @lowering(aten.avg_pool2d_backward, aten.avg_pool3d_backward)
@@ -231,5 +267,6 @@ def average_backward(ctx, grad, x, nd, k, s, p, count_include_pad, divisor_overr
     div = _divisor(ctx, outs, x.shape[-nd:], k, s, p, count_include_pad, divisor_override, acc)
     share = ctx.binary(Op.DIV, at_windows(ctx, ctx.cast(grad, acc), outs, nd), div, acc)
     parts = ctx.where(valid, share, 0.0, acc)
-    total = ctx.reduce(Op.SUM, parts, [len(parts.shape) - 1], False, acc)
-    return ctx.cast(total, ctx.out.dtype)
+    order = channels_last_order(grad, nd)
+    total = _reduced_in_order(ctx, Op.SUM, parts, order, acc)
+    return in_eager_order(ctx, ctx.cast(total, ctx.out.dtype), order)

@@ -121,3 +121,38 @@ def test_int_pooling_stays_pytorchs():
     out, externs, _ = _compiled(lambda x: F.max_pool2d(x, 2), x)
     assert any("max_pool2d" in op and "non-float" in reason for op, reason in externs)
     assert torch.equal(out, F.max_pool2d(x, 2))
+
+
+@pytest.mark.parametrize("case", ["max 3x3 s2 p1", "avg 3x3 s2 p1", "max 3d"])
+def test_channels_last_pooling_runs_channels_fastest_and_returns_eagers_layout(case):
+    """A channels-last input (C = 5): each kernel's lanes walk the channels (the input's
+    fastest dim: `x % 5` steps the address by 1), and the output and the input's gradient
+    come back channels-last, as eager's. (A pooling reading a value Cherenkov computed -- a
+    ReLU saved for the backward -- reads it in its logical order, contiguous.)"""
+    import re
+    fn = CASES[case]
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 9, 11)
+    if case == "max 3d":
+        x = x.unsqueeze(2).repeat(1, 1, 3, 1, 1).contiguous(memory_format=torch.channels_last_3d)
+        fn = lambda x: F.max_pool3d(x, 2, 1, 1)      # noqa: E731 -- CASES' repeats in the fn
+    else:
+        x = x.contiguous(memory_format=torch.channels_last)
+    x.requires_grad_(True)
+    dy = torch.randn_like(fn(x))
+    torch._dynamo.reset()
+    start = len(backend.COMPILED)
+    out = cherenkov.compile(fn, strict=True, cpu_backend="triton")(x)
+    got = torch.autograd.grad(out, x, dy)[0]
+    infos = _since(start)
+    assert not _externs(infos) and len(infos) == 2
+    want = fn(x)
+    want_grad = torch.autograd.grad(want, x, dy)[0]
+    torch.testing.assert_close(out, want)
+    torch.testing.assert_close(got, want_grad)
+    assert out.stride() == want.stride() and got.stride() == want_grad.stride()
+    for info in infos:
+        pooled = [k[3] for k in info.kernels if "rindex" in k[3]]
+        # x % 5 (or x % 60, merged with the next dim's 5 * ((x // 5) % 12)) at stride 1
+        steps = [re.findall(r"\(\(xindex\) % (\d+)\)(?! \*)", s) for s in pooled]
+        assert pooled and all(any(int(n) % 5 == 0 for n in st) for st in steps), steps
