@@ -203,15 +203,22 @@ def store_r_strides(kernel: "Kernel") -> list[int]:
     return _r_steps(kernel, Store, kernel.outputs)
 
 
+RUN = 32    # r % m walks m elements at its coefficient's step: a walk when m >= a warp's lanes
+
+
 def _r_steps(kernel: "Kernel", kind, buffers) -> list[int]:
     """(A gather -- an address through a value loaded at run time, such as cross-entropy's
-    target logit -- walks nothing and does not count.)"""
-    from cherenkov.codegen.indexing import Var
+    target logit -- walks nothing and does not count. A reduction over several dims, such as
+    BatchNorm's over (N, H, W) of an NCHW tensor, walks r % (H*W) at step 1.)"""
+    from cherenkov.codegen.indexing import Mod, Var
     big = {b.name for b in buffers if b.numel * 4 >= kernel.X * kernel.R}
     out = []
     for s in kernel.body:
         if isinstance(s, kind) and s.buffer in big and variables(s.index) == {"x", "r"}:
             direct = [abs(c) for a, c in s.index.terms if isinstance(a, Var) and a.name == "r"]
+            direct = direct or [abs(c) for a, c in s.index.terms if isinstance(a, Mod)
+                                and a.divisor >= RUN and variables(a.expr) == {"r"}
+                                and a.expr.const == 0 and a.expr.terms[0][1] == 1]
             out.append(direct[0] if direct else 0)
     return out
 

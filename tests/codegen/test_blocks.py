@@ -187,3 +187,19 @@ def test_short_contiguous_rows_keep_their_tiles():
     k = _cuda_kernels(lambda x: x.view(-1, 16).sum(-1), torch.empty(1 << 22))[0]
     cfg = choose_blocks(k, False, device=H200)
     assert cfg.persistent and cfg.RBLOCK == 16 and cfg.XBLOCK > 1
+
+
+def test_a_reduction_over_n_h_w_walks_each_plane_contiguously():
+    """BatchNorm's statistics of an NCHW tensor reduce over (N, H, W): r % (H*W) steps the
+    address by 1, a walk along r, not a column reduction (whose tiles would put the channels,
+    12544 elements apart, on neighbouring lanes); a window's r % 3 walks nothing."""
+    from cherenkov.codegen.blocks import is_column_reduction
+    from cherenkov.codegen.kernel_ir import r_strides
+    x = torch.empty(64, 64, 112, 112, dtype=torch.bfloat16)
+    stats = _cuda_kernels(lambda x: x.float().sum((0, 2, 3)), x)
+    k = next(k for k in stats if k.R > 1)
+    assert (k.X, k.R) == (64, 64 * 112 * 112) and r_strides(k) == [1]
+    assert not is_column_reduction(k) and not choose_blocks(k, False, device=H200).transposed
+    window = _cuda_kernels(lambda x: torch.ops.aten.max_pool2d_with_indices(
+        x, [3, 3], [2, 2], [1, 1]), x)[0]
+    assert r_strides(window) == [0]
