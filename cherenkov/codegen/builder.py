@@ -27,6 +27,14 @@ class NotFusible(Exception):
     """These nodes cannot share one kernel (e.g. a reduction read at another index)."""
 
 
+def _in_bounds(index: ix.Lin, extent: int) -> bool:
+    """`index`, affine in the kernel's own variables, stays in [0, extent) on every lane."""
+    if not ix.variables(index) <= {"x", "r"}:
+        return False
+    lo, hi = ix.rng(index)
+    return lo >= 0 and hi < extent
+
+
 class KernelBuilder:
     def __init__(self, name: str, X: int, R: int, buffers: dict[Node, tuple[str, object]],
                  row_loop: int = 0, reductions: list[Node] = (), halves: int = 0):
@@ -95,6 +103,12 @@ class KernelBuilder:
             self.used_inputs[name] = Buffer(name, meta.dtype,
                                             extent if numel(meta.shape) else 0)
         index = ix.release(ix.dot(idx, meta.strides, meta.storage_offset))
+        if mask is not None and _in_bounds(index, self.used_inputs[name].numel):
+            # every lane's address is inside the buffer: the read needs no guard (what the
+            # caller's mask rules out it discards), so a value that does not depend on r --
+            # BatchNorm's per-channel statistics inside a pooling window -- is read and
+            # computed once per output, not once per tap
+            mask = None
         key = (name, index, mask)
         if key in self.loads:                      # the same address by another index path
             return self.loads[key]

@@ -203,3 +203,21 @@ def test_a_reduction_over_n_h_w_walks_each_plane_contiguously():
     window = _cuda_kernels(lambda x: torch.ops.aten.max_pool2d_with_indices(
         x, [3, 3], [2, 2], [1, 1]), x)[0]
     assert r_strides(window) == [0]
+
+
+def test_per_channel_values_in_a_window_are_read_once_per_output():
+    """A normalization inlined into a max pool's taps: the per-channel statistics' addresses
+    lie inside their buffers for every lane, so they are read (and rsqrt computed) once per
+    output before the loop over the taps, unguarded by the taps' padding mask; the input
+    itself is read per tap, under it."""
+    from cherenkov.codegen.triton_renderer import render_triton
+    x = torch.empty(8, 64, 56, 56)
+    m, v = torch.empty(64), torch.empty(64)
+    fn = lambda x, m, v: torch.ops.aten.max_pool2d_with_indices(            # noqa: E731
+        torch.relu((x - m[:, None, None]) * torch.rsqrt(v[:, None, None] + 1e-5)),
+        [3, 3], [2, 2], [1, 1])
+    k = next(k for k in _cuda_kernels(fn, x, m, v) if k.R == 9)
+    source = render_triton(k, choose_blocks(k, False, device=H200)).source
+    before, loop = source.split("for roffset", 1)
+    assert before.count("tl.load(") == 2 and "tl.rsqrt" in before
+    assert loop.count("tl.load(") == 1 and "rmask & " in loop.split("tl.load(", 1)[1]
