@@ -36,12 +36,45 @@ def caller(f, args, backward, dy):
     return lambda: torch.autograd.grad(f(x, *args[1:]), x, dy)[0]
 
 
+HEADER = ["| case | impl | ok | us | % copy | vs eager | vs torch.compile |",
+          "|---|---|---|---|---|---|---|"]
+
+
+def rows_of(name, times, errs, scale, nbytes, copy_bw):
+    """(rows, table lines) of one case's implementations: each ok when its max error is at
+    most 2x eager's plus 1e-6 of the result's scale; times against eager's and
+    torch.compile's."""
+    rows, lines = [], []
+    for impl in times:
+        ok = errs[impl] <= 2 * errs["eager"] + 1e-6 * scale
+        row = dict(case=name, impl=impl, ok=ok, us=times[impl] * 1e6, err=errs[impl],
+                   pct_copy=100 * nbytes / times[impl] / copy_bw,
+                   vs_eager=times["eager"] / times[impl],
+                   vs_compile=times["torch.compile"] / times[impl])
+        rows.append(row)
+        lines.append(f"| {name} | {impl} | {ok} | {row['us']:.1f} | {row['pct_copy']:.1f} "
+                     f"| {row['vs_eager']:.2f}x | {row['vs_compile']:.2f}x |")
+    return rows, lines
+
+
+def write(out_dir: str, stem: str, lines: list, rows: list) -> None:
+    """The table (headed by the GPU, versions and commit) to <stem>.md and .json."""
+    meta = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__,
+                triton=__import__("triton").__version__,
+                commit=os.environ.get("CHERENKOV_COMMIT", "unknown"))
+    lines = [" ".join(f"{k}={v}" for k, v in meta.items())] + lines
+    text = "\n".join(lines)
+    print(text)
+    with open(os.path.join(out_dir, f"{stem}.md"), "w") as f:
+        f.write(text + "\n")
+    with open(os.path.join(out_dir, f"{stem}.json"), "w") as f:
+        json.dump(dict(meta=meta, rows=rows), f, indent=1)
+
+
 def run(cases, out_dir: str, stem: str) -> list[dict]:
     dev = torch.device("cuda")
     copy_bw = copy_bandwidth(dev, 1 << 30)
-    rows, lines = [], [f"copy {copy_bw / 1e9:.0f} GB/s", "",
-                       "| case | impl | ok | us | % copy | vs eager | vs torch.compile |",
-                       "|---|---|---|---|---|---|---|"]
+    rows, lines = [], [f"copy {copy_bw / 1e9:.0f} GB/s", "", *HEADER]
     for name, fn, args, backward, nbytes in cases:
         dy = torch.randn_like(fn(*args)) if backward else None
         ref = reference(fn, args, backward, dy)
@@ -53,25 +86,10 @@ def run(cases, out_dir: str, stem: str) -> list[dict]:
             call = caller(f, args, backward, dy)
             errs[impl] = (call().double() - ref.double()).abs().max().item()
             times[impl] = cuda_median_s(call)
-        for impl in impls:
-            ok = errs[impl] <= 2 * errs["eager"] + 1e-6 * scale
-            row = dict(case=name, impl=impl, ok=ok, us=times[impl] * 1e6, err=errs[impl],
-                       pct_copy=100 * nbytes / times[impl] / copy_bw,
-                       vs_eager=times["eager"] / times[impl],
-                       vs_compile=times["torch.compile"] / times[impl])
-            rows.append(row)
-            lines.append(f"| {name} | {impl} | {ok} | {row['us']:.1f} | {row['pct_copy']:.1f} "
-                         f"| {row['vs_eager']:.2f}x | {row['vs_compile']:.2f}x |")
+        case_rows, case_lines = rows_of(name, times, errs, scale, nbytes, copy_bw)
+        rows += case_rows
+        lines += case_lines
         del impls
         torch.cuda.empty_cache()
-    meta = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__,
-                triton=__import__("triton").__version__,
-                commit=os.environ.get("CHERENKOV_COMMIT", "unknown"))
-    lines.insert(0, " ".join(f"{k}={v}" for k, v in meta.items()))
-    text = "\n".join(lines)
-    print(text)
-    with open(os.path.join(out_dir, f"{stem}.md"), "w") as f:
-        f.write(text + "\n")
-    with open(os.path.join(out_dir, f"{stem}.json"), "w") as f:
-        json.dump(dict(meta=meta, rows=rows), f, indent=1)
+    write(out_dir, stem, lines, rows)
     return rows

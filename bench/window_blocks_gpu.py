@@ -13,7 +13,6 @@ beside eager and torch.compile in one process:
 
     PYTHONPATH=. python3 bench/window_blocks_gpu.py OUT_DIR
 """
-import json
 import os
 import sys
 
@@ -25,7 +24,7 @@ from cherenkov.bench.timing import copy_bandwidth, cuda_median_s
 from cherenkov.codegen.triton_renderer import BlockConfig
 
 sys.path.insert(0, os.path.dirname(__file__))
-from compare_gpu import caller, reference  # noqa: E402
+from compare_gpu import HEADER, caller, reference, rows_of, write  # noqa: E402
 from pooling_gpu import cases as pooling_cases  # noqa: E402
 from scan_gpu import cases as scan_cases  # noqa: E402
 
@@ -67,9 +66,7 @@ def main(out_dir: str) -> None:
     dev = torch.device("cuda")
     copy_bw = copy_bandwidth(dev, 1 << 30)
     rows = []
-    lines = [f"copy {copy_bw / 1e9:.0f} GB/s", "",
-             "| case | impl | ok | us | % copy | vs eager | vs torch.compile |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [f"copy {copy_bw / 1e9:.0f} GB/s", "", *HEADER]
     groups = [(c, WINDOW_VARIANTS) for c in pooling_cases(dev)]
     groups += [(c, SCAN_VARIANTS) for c in scan_cases(dev) if "rows 32768" in c[0]
                or "position" in c[0]]
@@ -91,26 +88,12 @@ def main(out_dir: str) -> None:
                 print(f"{name} {impl}: {type(e).__name__}: {e}", flush=True)
             finally:
                 compiler.choose_blocks = DEFAULT
-        for impl in times:
-            ok = errs[impl] <= 2 * errs["eager"] + 1e-6 * scale
-            row = dict(case=name, impl=impl, ok=ok, us=times[impl] * 1e6, err=errs[impl],
-                       pct_copy=100 * nbytes / times[impl] / copy_bw,
-                       vs_eager=times["eager"] / times[impl],
-                       vs_compile=times["torch.compile"] / times[impl])
-            rows.append(row)
-            lines.append(f"| {name} | {impl} | {ok} | {row['us']:.1f} | {row['pct_copy']:.1f} "
-                         f"| {row['vs_eager']:.2f}x | {row['vs_compile']:.2f}x |")
-        print("\n".join(lines[-len(times):]), flush=True)
+        case_rows, case_lines = rows_of(name, times, errs, scale, nbytes, copy_bw)
+        rows += case_rows
+        lines += case_lines
+        print("\n".join(case_lines), flush=True)
         torch.cuda.empty_cache()
-    meta = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__,
-                triton=__import__("triton").__version__,
-                commit=os.environ.get("CHERENKOV_COMMIT", "unknown"))
-    lines.insert(0, " ".join(f"{k}={v}" for k, v in meta.items()))
-    with open(os.path.join(out_dir, "window_blocks_gpu.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    with open(os.path.join(out_dir, "window_blocks_gpu.json"), "w") as f:
-        json.dump(dict(meta=meta, rows=rows), f, indent=1)
-
+    write(out_dir, "window_blocks_gpu", lines, rows)
 
 if __name__ == "__main__":
     main(sys.argv[1] if len(sys.argv) > 1 else ".")

@@ -103,11 +103,14 @@ class KernelBuilder:
             self.used_inputs[name] = Buffer(name, meta.dtype,
                                             extent if numel(meta.shape) else 0)
         index = ix.release(ix.dot(idx, meta.strides, meta.storage_offset))
-        if mask is not None and _in_bounds(index, self.used_inputs[name].numel):
-            # every lane's address is inside the buffer: the read needs no guard (what the
-            # caller's mask rules out it discards), so a value that does not depend on r --
+        if mask is not None and self._level(index) != self.kernel.levels[mask] \
+                and _in_bounds(index, self.used_inputs[name].numel):
+            # an address coarser than its guard (constant over r where the mask varies with
+            # it) and inside the buffer on every lane: the read needs no guard (what the
+            # mask rules out, the caller discards), so a value that does not depend on r --
             # BatchNorm's per-channel statistics inside a pooling window -- is read and
-            # computed once per output, not once per tap
+            # computed once per output, not once per tap. (A guard at the address's own level,
+            # a concatenation's piece, stays: unguarded, every lane would read every piece.)
             mask = None
         key = (name, index, mask)
         if key in self.loads:                      # the same address by another index path
