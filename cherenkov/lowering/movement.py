@@ -288,3 +288,19 @@ def _select_scatter(ctx, base, src, dim, index):
     index = index + base.shape[dim] if index < 0 else index
     src = ctx.reshape(src, tuple(1 if d == dim else s for d, s in enumerate(base.shape)))
     return _slice_scatter(ctx, base, src, dim, index, index + 1, 1)
+
+
+@lowering(aten.as_strided_scatter.default)
+def _as_strided_scatter(ctx, base, src, size, stride, storage_offset=None):
+    """base with the elements its (size, stride, offset) view reads replaced by src, where that
+    view is a row-major run of a row-major base (functionalization's form of writing into a
+    view of a fresh buffer: a channels-last global pool's backward): a slice_scatter of the
+    flattened base."""
+    offset = storage_offset or 0
+    n = numel(size)
+    if not (_row_major(size, stride) and _row_major(base.meta.shape, base.meta.strides)
+            and base.meta.storage_offset == 0 and 0 <= offset and offset + n <= base.meta.numel):
+        raise Unsupported("as_strided_scatter of a view that is no row-major run")
+    flat = ctx.reshape(base, (base.meta.numel,))
+    placed = _slice_scatter(ctx, flat, ctx.reshape(src, (n,)), 0, offset, offset + n, 1)
+    return ctx.reshape(placed, tuple(base.shape))
