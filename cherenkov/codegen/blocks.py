@@ -34,6 +34,8 @@ Under the Triton interpreter (CPU) tiles are big instead, so few program instanc
 """
 from __future__ import annotations
 
+import dataclasses
+
 from cherenkov import hw
 from cherenkov.codegen.kernel_ir import Kernel
 from cherenkov.codegen.triton_renderer import BlockConfig
@@ -55,6 +57,11 @@ COLUMN_STAGED_INPUTS = 2   # inputs per tile staged when not told (a GeLU gradie
 TAPS_MAX_R = 64            # window kernels: reductions over at most this many taps ...
 TAPS_MIN_X = 1 << 16       # ... of at least this many outputs (see taps_blocks)
 TAPS_XBLOCK = 512
+# a scan's row shares its running values across warps in shared memory: int64 position ids
+# over 8192-element rows (one row a program) ran 43 us with 16 warps, 68 with the 32 a
+# reduction's row would get and 65 with 8 (bench/results/2026-12-01_window_blocks_gpu_h200_4087ddc.md,
+# torch.compile 41 us in that run)
+SCAN_MAX_WARPS = 16
 
 
 def next_pow2(n: int) -> int:
@@ -211,7 +218,10 @@ def choose_blocks(kernel: Kernel, interpret: bool,
     if kernel.halves:
         return halves_blocks(kernel.X, element_bytes(kernel), spec)
     writes_rows = any(b.numel >= kernel.X * kernel.R for b in kernel.outputs)
-    return gpu_blocks(kernel.X, kernel.R, element_bytes(kernel), spec, writes_rows)
+    cfg = gpu_blocks(kernel.X, kernel.R, element_bytes(kernel), spec, writes_rows)
+    if kernel.is_scan and cfg.num_warps > SCAN_MAX_WARPS:
+        cfg = dataclasses.replace(cfg, num_warps=SCAN_MAX_WARPS)
+    return cfg
 
 
 def is_window(kernel: Kernel) -> bool:

@@ -221,3 +221,12 @@ def test_per_channel_values_in_a_window_are_read_once_per_output():
     before, loop = source.split("for roffset", 1)
     assert before.count("tl.load(") == 2 and "tl.rsqrt" in before
     assert loop.count("tl.load(") == 1 and "rmask & " in loop.split("tl.load(", 1)[1]
+
+
+def test_scans_hold_a_row_in_at_most_16_warps():
+    from cherenkov.codegen.blocks import SCAN_MAX_WARPS
+    m = torch.zeros(256, 8192, dtype=torch.int64)
+    k = next(k for k in _cuda_kernels(lambda m: m.cumsum(-1) * m - 1, m) if k.is_scan)
+    cfg = choose_blocks(k, False, device=H200)
+    assert (cfg.XBLOCK, cfg.RBLOCK, cfg.num_warps) == (1, 8192, SCAN_MAX_WARPS)
+    assert gpu_blocks(k.X, k.R, 8, H200).num_warps == 32      # a reduction's row: more
