@@ -27,6 +27,16 @@ class NotFusible(Exception):
     """These nodes cannot share one kernel (e.g. a reduction read at another index)."""
 
 
+def _in_order(x: ix.Lin, shape: tuple, perm: tuple) -> ix.Lin:
+    """The row-major position in `shape` of the element x counts to in `shape` permuted by
+    `perm` (dim perm[0] outermost)."""
+    at = ix.unravel(x, tuple(shape[p] for p in perm))
+    idx = [None] * len(shape)
+    for j, p in enumerate(perm):
+        idx[p] = at[j]
+    return ix.ravel(tuple(idx), tuple(shape))
+
+
 def _in_bounds(index: ix.Lin, extent: int) -> bool:
     """`index`, affine in the kernel's own variables, stays in [0, extent) on every lane."""
     if not ix.variables(index) <= {"x", "r"}:
@@ -37,12 +47,16 @@ def _in_bounds(index: ix.Lin, extent: int) -> bool:
 
 class KernelBuilder:
     def __init__(self, name: str, X: int, R: int, buffers: dict[Node, tuple[str, object]],
-                 row_loop: int = 0, reductions: list[Node] = (), halves: int = 0):
+                 row_loop: int = 0, reductions: list[Node] = (), halves: int = 0,
+                 x_order: tuple | None = None):
         """`buffers`: node -> (buffer name, TensorMeta) for every value materialized outside;
         `row_loop` > 0: each program loops over that many rows (see kernel_ir.Kernel);
         `reductions`: the reduction members to come (they place pointwise members);
         `halves` = D > 0 (pointwise only): lane x computes the elements j and j + D/2 of row
-        x // (D/2), j = x % (D/2), of every member (X/2 lanes; see `add_member`)."""
+        x // (D/2), j = x % (D/2), of every member (X/2 lanes; see `add_member`);
+        `x_order` = (shape, perm) (pointwise only): lane x takes the element at position x of
+        `shape` permuted by `perm` -- a channels-last tensor's memory order -- instead of the
+        row-major one (passes/memory_order.py)."""
         if halves:
             X //= 2
         self.kernel = Kernel(name, X, R, row_loop=row_loop, halves=halves)
@@ -52,7 +66,7 @@ class KernelBuilder:
         self.indices: dict[str, ix.Lin] = {}       # index value -> its expression
         self.known: dict[str, object] = {}         # constant -> its Python value
         self.buffers = buffers
-        self.x = ix.var("x", X)
+        self.x = ix.var("x", X) if x_order is None else _in_order(ix.var("x", X), *x_order)
         self.r = ix.var("r", R)
         self.memo: dict = {}
         self.reduced: dict[Node, tuple] = {}       # reduction member -> (value, its x-index)

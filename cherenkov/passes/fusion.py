@@ -32,6 +32,7 @@ from cherenkov.codegen.kernel_ir import Kernel
 from cherenkov.ir.graph import Graph, Node, TensorMeta, numel, view_root
 from cherenkov.ir.ops import GroupOp, Op
 from cherenkov.ir.views import final_layout, torch_view
+from cherenkov.passes import memory_order
 from cherenkov.passes.realize import (is_buffer_source, is_library, node_bytes,
                                       realize_broadcast_work, realize_shared)
 
@@ -543,12 +544,18 @@ def build_kernel(group: Group, needed: set[Node], name: str) -> Kernel:
                          f"{[m.op.name.lower() for m in group.members]} (a graph pass created an "
                          "empty node; the graph runs in eager)")
     buffers = {r: (buffer_name(r), r.meta) for r in group.reads}
-    builder = KernelBuilder(name, group.X, group.R, buffers, group.row_loop,
-                            [m for m in group.members if m.op in GroupOp.REDUCTION],
-                            halves_of(group))
-    for m in group.members:
-        builder.add_member(m, (buffer_name(m), m.meta) if m in needed else None)
-    return builder.finish()
+    halves = halves_of(group)
+
+    def build(x_order) -> Kernel:
+        builder = KernelBuilder(name, group.X, group.R, buffers, group.row_loop,
+                                [m for m in group.members if m.op in GroupOp.REDUCTION],
+                                halves, x_order)
+        for m in group.members:
+            builder.add_member(m, (buffer_name(m), m.meta) if m in needed else None)
+        return builder.finish()
+    if halves:
+        return build(None)
+    return memory_order.build_in_best_order(group, needed, build)
 
 
 def buffer_name(node: Node) -> str:
