@@ -25,7 +25,7 @@ from cherenkov.lowering.returns import as_eager_returns
 # importing these fills the registry
 from cherenkov.lowering import (attention, creation, elementwise, movement, prims,  # noqa: F401
                                 adaptive_pooling, pooling, reductions, sampling, scan,
-                                scatter, special, templates)
+                                scatter, search, special, templates)
 
 log = logging.getLogger("cherenkov")
 

@@ -304,3 +304,22 @@ def _as_strided_scatter(ctx, base, src, size, stride, storage_offset=None):
     flat = ctx.reshape(base, (base.meta.numel,))
     placed = _slice_scatter(ctx, flat, ctx.reshape(src, (n,)), 0, offset, offset + n, 1)
     return ctx.reshape(placed, tuple(base.shape))
+
+
+@lowering(aten.unfold.default, aten.unfold_copy.default)
+def _unfold(ctx, x, dimension, size, step):
+    """x.unfold(dim, size, step): the windows of `size` elements every `step` along dim, that
+    dim now counting the windows and a last dim their elements -- the dim moved last and
+    windowed (`Op.WINDOW`, one dim, as pooling's), the window count moved back."""
+    rank = len(x.shape)
+    if rank == 0:
+        raise Unsupported("unfold of a 0-d tensor")
+    dim = dimension % rank
+    n = ctx.out.shape[dim]
+    order = [d for d in range(rank) if d != dim] + [dim]
+    moved = ctx.permute(x, order)
+    lead = tuple(moved.shape[:-1])
+    w = Node(Op.WINDOW, (moved,), ((size,), (step,), (1,), (0,), 0),
+             ctx.meta((*lead, n, size), x.dtype))
+    back = list(range(dim)) + [rank - 1] + list(range(dim, rank - 1)) + [rank]
+    return ctx.permute(w, back)
