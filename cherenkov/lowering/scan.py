@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import torch
 
-from cherenkov.ir.graph import Node, contiguous_strides
+from cherenkov.ir.graph import Node, contiguous_strides, numel
 from cherenkov.ir.ops import GroupOp, Op
 from cherenkov.lowering.registry import Unsupported, lowering
+from cherenkov.lowering.scatter import _writes_allowed
 
 aten = torch.ops.aten
 SCANS = {aten.cumsum: Op.CUMSUM, aten.cumprod: Op.CUMPROD, aten.logcumsumexp: Op.LOGCUMSUMEXP}
@@ -108,3 +109,44 @@ def reversed_scan(ctx, node: Node, dims) -> Node | None:
             or dims[0] != dim:
         return None
     return _scan(ctx, scan.op, moved.inputs[0], dim, scan.args[1], reverse=True)
+
+
+def _running_index(ctx, mask, shape):
+    """(mask broadcast to `shape` and flattened, each element's 0-based rank among the
+    elements where it holds: the running count less one)."""
+    n = numel(shape)
+    flat = ctx.reshape(ctx.expand(mask, shape), (n,))
+    if n == 1:
+        return flat, ctx.const(0, torch.int64, (1,))
+    taken = _scan(ctx, Op.CUMSUM, ctx.cast(flat, torch.int64), 0, torch.int64)
+    return flat, ctx.pointwise(Op.SUB, [taken, 1], torch.int64)
+
+
+@lowering(aten.masked_scatter.default)
+def _masked_scatter(ctx, x, mask, source):
+    """x with its elements where mask holds (row-major order) replaced by source's, one after
+    another: element i takes source.flatten()[k], k = the running count of mask up to i, less
+    one -- a cumsum and a gather. Floating x only: where mask holds more elements than source
+    has, eager raises and the gather reads NaN (an integer there would read a number)."""
+    if not ctx.out.dtype.is_floating_point:
+        raise Unsupported("masked_scatter into a non-float tensor")
+    n = x.meta.numel
+    flat_mask, at = _running_index(ctx, mask, x.shape)
+    src = ctx.reshape(ctx.cast(source, ctx.out.dtype), (source.meta.numel,))
+    read = Node(Op.INDEX, (src, at), ((0,),), ctx.meta((n,), ctx.out.dtype))
+    return ctx.reshape(ctx.where(flat_mask, read, ctx.reshape(x, (n,))), tuple(x.shape))
+
+
+@lowering(aten.masked_scatter_backward.default)
+def _masked_scatter_backward(ctx, grad, mask, sizes):
+    """The source's gradient: element k of the flattened source gets grad where mask holds
+    for the k-th time (0 past the last), written at those ranks (no two alike: no
+    collisions; the other elements' writes aimed past the end, written nowhere)."""
+    _writes_allowed(ctx)
+    n, m = numel(grad.shape), numel(sizes)
+    flat_mask, at = _running_index(ctx, mask, grad.shape)
+    index = ctx.where(flat_mask, at, m, torch.int64)
+    zeros = ctx.const(0, ctx.out.dtype, (m,))
+    written = Node(Op.SCATTER_SET, (zeros, ctx.cast(ctx.reshape(grad, (n,)), ctx.out.dtype),
+                                    index), ("dim", 0), ctx.meta((m,), ctx.out.dtype))
+    return ctx.reshape(written, tuple(sizes))

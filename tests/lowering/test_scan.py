@@ -210,3 +210,27 @@ def test_cummax_gradient_goes_to_the_index():
     got = torch.autograd.grad(cherenkov.compile(fn, strict=True)(x), x)[0]
     assert not [e for _, i in backend.COMPILED[start:] for e in i.externs]
     torch.testing.assert_close(got, torch.autograd.grad(fn(x), x)[0])
+
+
+@pytest.mark.parametrize("cpu_backend", ["cpp", "triton"])
+def test_masked_scatter_is_a_running_count_and_a_gather(cpu_backend):
+    """x.masked_scatter(mask, source): a cumsum of the (broadcast) mask picks each element's
+    source index, masked_scatter_backward the running count again and a scatter of the
+    gradient to those ranks; gradients of x and source as eager's. A source shorter than the
+    mask's count, where eager raises, reads NaN."""
+    torch.manual_seed(0)
+    x, source = torch.randn(3, 4, requires_grad=True), torch.randn(14, requires_grad=True)
+    fn = lambda x, m, s: (x * 2).masked_scatter(m, s * 3)                    # noqa: E731
+    for mask in (torch.rand(3, 4) > 0.5, torch.rand(4) > 0.3):
+        torch._dynamo.reset()
+        start = len(backend.COMPILED)
+        out = cherenkov.compile(fn, strict=True, cpu_backend=cpu_backend)(x, mask, source)
+        want = fn(x, mask, source)
+        assert torch.equal(out, want)
+        got = torch.autograd.grad(out.sum(), (x, source))           # compiles the backward
+        assert not [e for _, info in backend.COMPILED[start:] for e in info.externs]
+        torch.testing.assert_close(got, torch.autograd.grad(want.sum(), (x, source)))
+    short, full = torch.randn(2), torch.ones(3, 4, dtype=torch.bool)
+    out, externs, _ = _compiled(fn, x.detach(), full, short, cpu_backend=cpu_backend)
+    assert not externs and torch.equal(out.flatten()[:2], short * 3)
+    assert out.flatten()[2:].isnan().all()
