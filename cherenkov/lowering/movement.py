@@ -83,9 +83,11 @@ def _select(ctx, x, dim, index):
     return ctx.reshape(sliced, ctx.out.shape)
 
 
-@lowering(aten.narrow)
+@lowering(aten.narrow, aten.narrow_copy)
 def _narrow(ctx, x, dim, start, length):
-    return slice_node(ctx, x, dim % len(x.shape), start, start + length, 1)
+    dim = dim % len(x.shape)
+    start = start + x.shape[dim] if start < 0 else start      # narrow counts a negative start
+    return slice_node(ctx, x, dim, start, start + length, 1)  # from the end, then takes length
 
 
 @lowering(aten.split.Tensor, aten.split_with_sizes, aten.unbind.int, aten.chunk,

@@ -1,5 +1,5 @@
 """lowering/search.py: bucketize and searchsorted as counts of the boundaries below each value
-(NaN past all of them, as eager), in both CPU backends; movement.py's unfold as a window."""
+(NaN past all of them, as eager), in both CPU backends."""
 import pytest
 import torch
 
@@ -42,17 +42,3 @@ def test_long_boundaries_and_sorters_stay_pytorchs():
     torch._dynamo.reset()
     out = torch.compile(fn, backend="cherenkov")(s, v)
     assert torch.equal(out, fn(s, v))
-
-
-@pytest.mark.parametrize("cpu_backend", ["cpp", "triton"])
-def test_unfold_is_a_window_along_one_dim(cpu_backend):
-    x = torch.randn(3, 10, 4, requires_grad=True)
-    for dim, size, step in ((1, 3, 2), (0, 2, 1), (-1, 4, 4), (1, 10, 3)):
-        fn = lambda x: (x * 2).unfold(dim, size, step) + 1                  # noqa: E731
-        out, externs, _ = compiled(fn, x, cpu_backend=cpu_backend)
-        want = fn(x)
-        assert not externs and out.shape == want.shape
-        torch.testing.assert_close(out, want)
-        dy = torch.randn_like(want)
-        torch.testing.assert_close(torch.autograd.grad(out, x, dy)[0],
-                                   torch.autograd.grad(want, x, dy)[0])
