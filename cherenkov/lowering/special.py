@@ -62,3 +62,17 @@ def _polygamma(ctx, n, x):
     if n != 0:
         raise Unsupported(f"polygamma of order {n}")
     return _digamma(ctx, x)
+
+
+@lowering(aten.angle.default)
+def _angle(ctx, x):
+    """A real number's argument: pi below 0 (-inf too), 0 at or above (-0.0 too), NaN kept."""
+    out_dtype = ctx.out.dtype
+    if not out_dtype.is_floating_point:
+        raise Unsupported(f"angle into {out_dtype}")
+    below = ctx.pointwise(Op.LT, [x, 0], torch.bool, x.dtype)
+    value = ctx.where(below, math.pi, 0.0, out_dtype)
+    if not x.dtype.is_floating_point:
+        return value
+    return ctx.where(ctx.pointwise(Op.ISNAN, [x], torch.bool, x.dtype), ctx.cast(x, out_dtype),
+                     value, out_dtype)

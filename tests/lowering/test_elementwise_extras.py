@@ -126,3 +126,16 @@ def test_digamma_follows_atens_formula(dtype, cpu_backend):
         assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.isinf(), want.isinf())
         torch.testing.assert_close(got, want, equal_nan=True,
                                    rtol=0 if dtype == torch.float64 else 1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("cpu_backend", ["cpp", "triton"])
+def test_angle_of_real_numbers(cpu_backend):
+    """pi below 0 (-inf too), 0 at or above (-0.0 too), NaN kept; integers give floats."""
+    for x in (torch.tensor([-1.0, 0.0, 1.0, float("nan"), -0.0, float("-inf"), float("inf")]),
+              torch.tensor([-2, 0, 3]), torch.tensor([-1.0, 2.0], dtype=torch.bfloat16)):
+        fn = lambda x: torch.angle(x * 1)                                   # noqa: E731
+        torch._dynamo.reset()
+        out, externs, kernels = _compiled(fn, x, cpu_backend=cpu_backend)
+        want = fn(x)
+        assert not externs and kernels and out.dtype == want.dtype
+        torch.testing.assert_close(out, want, equal_nan=True, rtol=0, atol=0)
