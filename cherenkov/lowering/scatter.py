@@ -215,3 +215,28 @@ def _diagonal_scatter(ctx, x, src, offset=0, dim1=0, dim2=1):
     written = Node(Op.SCATTER_SET, (moved, ctx.cast(src, ctx.out.dtype), rows, cols),
                    ("index", (rank - 2, rank - 1)), ctx.meta(moved.shape, ctx.out.dtype))
     return ctx.permute(written, [order.index(d) for d in range(rank)])
+
+
+@lowering(aten.histc.default)
+def _histc(ctx, x, bins=100, min=0, max=0):
+    """Counts of x's elements in `bins` equal bins over [min, max] (ATen's bin: (x - min) *
+    bins / (max - min), truncated, max itself in the last), elements outside or NaN not
+    counted: a scatter-add of ones (exact integers). A range taken from the data (min ==
+    max) and 16-bit inputs (whose bin arithmetic eager rounds in 16 bits) stay PyTorch's."""
+    lo, hi, dtype = float(min), float(max), ctx.out.dtype
+    if dtype not in (torch.float32, torch.float64) or not lo < hi or bins < 1:
+        raise Unsupported("histc over the data's range, of 16-bit floats, or with no bins")
+    if dtype not in ATOMIC_DTYPES and ctx.device.type == "cuda":
+        raise Unsupported(f"atomic add of {dtype}")
+    n = x.meta.numel
+    flat = ctx.reshape(x, (n,))
+    inside = ctx.pointwise(Op.AND, [ctx.pointwise(Op.GE, [flat, lo], torch.bool, dtype),
+                                    ctx.pointwise(Op.LE, [flat, hi], torch.bool, dtype)],
+                           torch.bool)
+    scaled = ctx.pointwise(Op.DIV, [ctx.pointwise(Op.MUL, [ctx.pointwise(
+        Op.SUB, [flat, lo], dtype), float(bins)], dtype), hi - lo], dtype)
+    pos = ctx.cast(ctx.where(inside, scaled, 0.0, dtype), torch.int64)      # >= 0: truncation
+    pos = ctx.pointwise(Op.MINIMUM, [pos, bins - 1], torch.int64)           # x == max: last
+    index = ctx.where(inside, pos, bins, torch.int64)                        # outside: nowhere
+    return Node(Op.SCATTER_ADD, (ctx.const(0, dtype, (bins,)), ctx.const(1, dtype, (n,)), index),
+                ("dim", 0), ctx.meta((bins,), dtype))

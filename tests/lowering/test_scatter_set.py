@@ -168,3 +168,22 @@ def test_index_reduce_is_scatter_reduce_over_slices(reduce, include_self):
     out, externs, _ = _compiled(fn, x, idx, src)
     assert not externs
     torch.testing.assert_close(out, fn(x, idx, src))
+
+
+@pytest.mark.parametrize("cpu_backend", ["cpp", "triton"])
+def test_histc_counts_with_atens_bins(cpu_backend):
+    """Elements outside [min, max], NaN and infinities uncounted; max itself in the last bin;
+    bins whose edges fall between float neighbours as ATen rounds them. A range from the
+    data (min == max) stays PyTorch's, with the same counts."""
+    x = torch.tensor([0.0, 1.0, 2.0, 3.0, 4.0, -1.0, 5.0, 2.5, 3.999, float("nan"),
+                      float("inf"), float("-inf"), 0.9999999])
+    cases = [(x, 4, 0, 4), (x, 5, 1, 3), (x, 1, -10, 10), (x, 7, -0.3, 2.2),
+             (torch.randn(1000, dtype=torch.float64), 13, -2, 2)]
+    for t, bins, lo, hi in cases:
+        fn = lambda t: torch.histc(t * 1, bins=bins, min=lo, max=hi)         # noqa: E731
+        out, externs, _ = _compiled(fn, t, cpu_backend=cpu_backend)
+        assert not externs and torch.equal(out, fn(t)), (bins, lo, hi)
+    finite = x[x.isfinite()]
+    fn = lambda t: torch.histc(t * 1, bins=3, min=2, max=2)                  # noqa: E731
+    out, externs, _ = _compiled(fn, finite, cpu_backend=cpu_backend)
+    assert any("data's range" in r for _, r in externs) and torch.equal(out, fn(finite))
