@@ -24,7 +24,7 @@ from cherenkov.lowering.returns import as_eager_returns
 
 # importing these fills the registry
 from cherenkov.lowering import (attention, creation, elementwise, movement, prims,  # noqa: F401
-                                adaptive_pooling, pooling, reductions, sampling, scan,
+                                adaptive_pooling, distance, pooling, reductions, sampling, scan,
                                 scatter, search, special, templates)
 
 log = logging.getLogger("cherenkov")
