@@ -4,9 +4,10 @@ checks against fp64, times, writes pooling_gpu.md / .json).
 ResNet-50's pooling shapes in bf16, batch 64: the stem's max pool (3x3, stride 2, padding 1,
 64x64x112x112; also channels-last), a 3x3 stride-1 average pool (64x256x56x56), the global
 average pool (64x2048x7x7 -> 1x1), and the stem's training-mode BatchNorm + ReLU + max pool;
-forward, and forward+backward (the gradient of the input). Bytes: read x, write y; with the
-backward also read dy and write dx (x's size) and read x again (a max pool's backward needs
-the argmax: indices or x).
+forward, and forward+backward (the gradient of the input); the stem and a pointwise ReLU
+also on a channels-last input (kernels walking its memory order, passes/memory_order.py).
+Bytes: read x, write y; with the backward also read dy and write dx (x's size) and read x
+again (a max pool's backward needs the argmax: indices or x).
 
     PYTHONPATH=. python3 bench/pooling_gpu.py OUT_DIR
 """
@@ -44,7 +45,9 @@ def cases(dev):
             ("max_pool2d channels-last", pool1, x1_cl, size(x1) // 4, ()),
             ("avg_pool2d 3x3 s1 p1 64x256x56x56", avg, x2, size(x2), ()),
             ("adaptive_avg_pool2d 1x1 64x2048x7x7", glob, x3, size(x3) // 49, ()),
-            ("BN(train) + ReLU + max_pool2d 64x64x112x112", stem, x1, size(x1) // 4, params)):
+            ("BN(train) + ReLU + max_pool2d 64x64x112x112", stem, x1, size(x1) // 4, params),
+            ("BN(train) + ReLU + max_pool2d channels-last", stem, x1_cl, size(x1) // 4, params),
+            ("ReLU(2x + 1) channels-last", lambda x: F.relu(x * 2 + 1), x1_cl, size(x1), ())):
         out.append((name, fn, (x, *extra), False, size(x) + y_bytes))
         out.append((name + " fwd+bwd", fn, (x, *extra), True, 3 * size(x) + 2 * y_bytes))
     return out
