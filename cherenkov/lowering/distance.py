@@ -2,7 +2,8 @@
 computed directly -- |x1[i] - x2[j]| over the feature dim, raised, summed, rooted -- in one
 reduction over that dim, for any compute_mode (eager's p = 2 above 25 rows expands the square
 through a matmul instead; the direct sum rounds no worse). p = 0 counts the differing
-features, p = inf takes their largest difference. The backward sums ATen's per-pair terms over x2's rows.
+features, p = inf takes their largest difference. The backward sums ATen's per-pair terms
+over x2's rows.
 
     cdist(x1 (*B, P, D), x2 (*B, R, D), p)  ->  (*B, P, R)
 """
