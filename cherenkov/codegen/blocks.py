@@ -59,8 +59,8 @@ TAPS_MIN_X = 1 << 16       # ... of at least this many outputs (see taps_blocks)
 TAPS_XBLOCK = 512
 # a scan's row shares its running values across warps in shared memory: int64 position ids
 # over 8192-element rows (one row a program) ran 43 us with 16 warps, 68 with the 32 a
-# reduction's row would get and 65 with 8 (bench/results/2026-12-01_window_blocks_gpu_h200_4087ddc.md,
-# torch.compile 41 us in that run)
+# reduction's row would get and 65 with 8 (torch.compile 41 us in that run;
+# bench/results/2026-12-01_window_blocks_gpu_h200_4087ddc.md)
 SCAN_MAX_WARPS = 16
 
 
