@@ -139,3 +139,20 @@ def test_angle_of_real_numbers(cpu_backend):
         want = fn(x)
         assert not externs and kernels and out.dtype == want.dtype
         torch.testing.assert_close(out, want, equal_nan=True, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("cpu_backend", ["cpp", "triton"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_i0_and_i0e_follow_atens_series(dtype, cpu_backend):
+    """Both Chebyshev series (|x| <= 8 and beyond, the seam at 8 included), signs, the
+    overflow of i0 past ~89 in fp32, infinities and NaN, as eager's."""
+    x = torch.tensor([0.0, -0.0, 1e-8, 0.5, -3.0, 7.999, 8.0, 8.001, 20.0, -50.0, 88.0, 89.5,
+                      700.0, float("inf"), float("-inf"), float("nan")], dtype=dtype)
+    fn = lambda x: (torch.i0(x * 1), torch.special.i0e(x * 1))             # noqa: E731
+    torch._dynamo.reset()
+    out, externs, kernels = _compiled(fn, x, cpu_backend=cpu_backend)
+    assert not externs and kernels
+    for got, want in zip(out, fn(x)):
+        assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.isinf(), want.isinf())
+        torch.testing.assert_close(got, want, equal_nan=True,
+                                   rtol=1e-14 if dtype == torch.float64 else 1e-6, atol=0)
