@@ -1,11 +1,12 @@
 """Graph IR group → kernel IR: every value as a function of the kernel's (x, r) indices.
 
 `compute(node, idx)` returns the kernel value of `node` at multi-index `idx` (index
-expressions). Movement ops only rewrite `idx` (views fold into index arithmetic); elementwise
-ops recurse; values realized outside the kernel are loaded through their strides. Results are
-memoized by (node, idx, mask), so a value read twice at the same index is computed once.
-A reduction can only be consumed at the index it was computed at; anything else raises
-`NotFusible` and the fusion pass keeps the two apart.
+expressions). Movement ops only rewrite `idx` (views fold into index arithmetic; the
+selects, pads, windows and gathers are movement_reads.py's); elementwise ops recurse; values
+realized outside the kernel are loaded through their strides. Results are memoized by
+(node, idx, mask), so a value read twice at the same index is computed once. A reduction can
+only be consumed at the index it was computed at; anything else raises `NotFusible` and the
+fusion pass keeps the two apart.
 """
 from __future__ import annotations
 
@@ -15,16 +16,13 @@ from cherenkov.codegen import folding
 from cherenkov.codegen import indexing as ix
 from cherenkov.codegen.kernel_ir import (Buffer, Cast, Compute, Constant, IndexValue, Kernel,
                                          Load, Reduce, Scan, Store)
+from cherenkov.codegen.movement_reads import MovementReads, NotFusible, view_index
 from cherenkov.ir.graph import Node, contiguous_strides, numel
 from cherenkov.ir.ops import GroupOp, Op
 
 
 SCATTER_MODE = {Op.SCATTER_ADD: "add", Op.SCATTER_SET: "set", Op.SCATTER_MAX: "max",
                 Op.SCATTER_MIN: "min"}
-
-
-class NotFusible(Exception):
-    """These nodes cannot share one kernel (e.g. a reduction read at another index)."""
 
 
 def _in_order(x: ix.Lin, shape: tuple, perm: tuple) -> ix.Lin:
@@ -45,7 +43,7 @@ def _in_bounds(index: ix.Lin, extent: int) -> bool:
     return lo >= 0 and hi < extent
 
 
-class KernelBuilder:
+class KernelBuilder(MovementReads):
     def __init__(self, name: str, X: int, R: int, buffers: dict[Node, tuple[str, object]],
                  row_loop: int = 0, reductions: list[Node] = (), halves: int = 0,
                  x_order: tuple | None = None):
@@ -173,69 +171,6 @@ class KernelBuilder:
             raise NotFusible("reduction outside its kernel")
         raise NotFusible(f"{op.name} cannot be computed inside a kernel")
 
-    def _movement(self, node: Node, idx: tuple, mask) -> str:
-        op, src = node.op, node.inputs[0]
-        if op in (Op.RESHAPE, Op.PERMUTE):
-            return self.compute(src, _view_index(node, idx), mask)
-        if op == Op.EXPAND:
-            if src.shape == ():
-                return self.compute(src, (), mask)
-            src_idx = tuple(ix.const(0) if s == 1 and o != 1 else i
-                            for i, s, o in zip(idx, src.shape, node.shape))
-            return self.compute(src, src_idx, mask)
-        if op == Op.SLICE:
-            dim, start, step = node.args
-            src_idx = list(idx)
-            src_idx[dim] = ix.add(start, ix.mul(idx[dim], step))
-            return self.compute(src, tuple(src_idx), mask)
-        if op == Op.FLIP:
-            src_idx = tuple(ix.add(node.shape[d] - 1, ix.mul(i, -1)) if d in node.args[0] else i
-                            for d, i in enumerate(idx))
-            return self.compute(src, src_idx, mask)
-        if op == Op.CAT:
-            return self._cat(node, idx, mask)
-        if op == Op.PAD:
-            return self._pad(node, idx, mask)
-        if op == Op.WINDOW:
-            return self._window(node, idx, mask)
-        if op == Op.GATHER:
-            dim = node.args[0]
-            where, ok = self._index_value(node.inputs[1], idx, mask, src.shape[dim])
-            src_idx = list(idx)
-            src_idx[dim] = where
-            return self._poisoned(self.compute(src, tuple(src_idx), self._and_mask(mask, ok)),
-                                  ok, node.dtype)
-        if op == Op.INDEX:
-            return self._index(node, idx, mask)
-        if op == Op.AS_STRIDED:
-            size, stride, offset = node.args
-            name, meta = self.buffers[src]
-            fake = meta.replace(shape=tuple(size), stride=tuple(stride), storage_offset=offset)
-            self.buffers[node] = (name, fake)
-            return self.load(node, idx, mask)
-        raise NotFusible(f"movement {op.name}")
-
-    def _index_value(self, index_node: Node, idx, mask, size: int) -> tuple[ix.Lin, str]:
-        """A run-time index as an expression atom, wrapped into [0, size) like PyTorch, and
-        the bool value saying it was in [-size, size): where it was not, the caller reads
-        and writes nothing (PyTorch raises; a kernel cannot)."""
-        value = self.compute(index_node, idx, mask)
-        zero = self._const(0, torch.int64)
-        neg = self._op(Op.LT, (value, zero), torch.bool)
-        wrapped = self._op(Op.WHERE, (neg, self._op(Op.ADD, (value, self._const(size, torch.int64)),
-                                                     torch.int64), value), torch.int64)
-        ok = self._op(Op.AND, (self._op(Op.GE, (wrapped, zero), torch.bool),
-                               self._op(Op.LT, (wrapped, self._const(size, torch.int64)),
-                                        torch.bool)), torch.bool)
-        return ix.dyn(wrapped, 0, size - 1), ok
-
-    def _poisoned(self, value: str, ok: str, dtype: torch.dtype) -> str:
-        """A value read through a run-time index: NaN where the index was out of range (for
-        a floating value: a wrong index shows as NaN, never as a number from elsewhere)."""
-        if not dtype.is_floating_point:
-            return value
-        return self._op(Op.WHERE, (ok, value, self._const(float("nan"), dtype)), dtype)
-
     def _cast(self, value: str, dtype: torch.dtype) -> str:
         """`value` as `dtype` (itself when it has that dtype already)."""
         if self.kernel.dtypes[value] == dtype:
@@ -297,113 +232,6 @@ class KernelBuilder:
         if mask is None or cond is None:
             return cond if mask is None else mask
         return self._op(Op.AND, (mask, cond), torch.bool)
-
-    def _in_range(self, index: ix.Lin, lo: int, hi: int) -> str:
-        value = self._ranged_index(index)
-        ge = self._op(Op.GE, (value, self._const(lo, torch.int64)), torch.bool)
-        lt = self._op(Op.LT, (value, self._const(hi, torch.int64)), torch.bool)
-        return self._op(Op.AND, (ge, lt), torch.bool)
-
-    def _cat(self, node: Node, idx, mask) -> str:
-        """The piece idx[dim] selects; pieces its range rules out are never read, and a piece
-        its range proves is read alone, without a select."""
-        dim = node.args[0]
-        lo, hi = ix.rng(idx[dim])
-        offset, candidates = 0, []
-        for src in node.inputs:
-            size = src.shape[dim]
-            if hi >= offset and lo < offset + size:
-                candidates.append((src, offset, size))
-            offset += size
-        if len(candidates) == 1:
-            src, offset, size = candidates[0]
-            src_idx = list(idx)
-            src_idx[dim] = ix.add(idx[dim], -offset)
-            return self.compute(src, tuple(src_idx), mask)
-        pieces = []
-        for src, offset, size in candidates:
-            cond = self._in_range(idx[dim], offset, offset + size)
-            src_idx = list(idx)
-            # read only where this piece is selected: there its index lies in [0, size)
-            src_idx[dim] = ix.within(ix.add(idx[dim], -offset), 0, size - 1)
-            value = self.compute(src, tuple(src_idx), self._and_mask(mask, cond))
-            pieces.append((cond, value))
-        result = pieces[-1][1]
-        for cond, value in reversed(pieces[:-1]):
-            result = self._op(Op.WHERE, (cond, value, result), node.dtype)
-        return result
-
-    def _pad(self, node: Node, idx, mask) -> str:
-        """The source where idx lies inside it, else the fill; decided without a select where
-        the index ranges prove it."""
-        pads, fill = node.args
-        src = node.inputs[0]
-        cond = None
-        src_idx = []
-        for d, ((lo, _), i) in enumerate(zip(pads, idx)):
-            if pads[d] == (0, 0):
-                src_idx.append(ix.add(i, -lo))
-                continue
-            ilo, ihi = ix.rng(i)
-            if ihi < lo or ilo >= lo + src.shape[d]:           # always in the padding
-                return self._const(fill, node.dtype)
-            if ilo >= lo and ihi < lo + src.shape[d]:          # always inside the source
-                src_idx.append(ix.add(i, -lo))
-                continue
-            # read only where the source is selected: there its index lies in [0, size)
-            src_idx.append(ix.within(ix.add(i, -lo), 0, src.shape[d] - 1))
-            c = self._in_range(i, lo, lo + src.shape[d])
-            cond = c if cond is None else self._op(Op.AND, (cond, c), torch.bool)
-        value = self.compute(src, tuple(src_idx), self._and_mask(mask, cond))
-        if cond is None:
-            return value
-        return self._op(Op.WHERE, (cond, value, self._const(fill, node.dtype)), node.dtype)
-
-    def _window(self, node: Node, idx, mask) -> str:
-        """Element k of window o along each windowed dim: the source at o*stride + k*dilation
-        - padding where that lies inside it, else the fill (no select where the index ranges
-        prove it inside, as `_pad`)."""
-        kernel, stride, dilation, padding, fill = node.args
-        src, nd = node.inputs[0], len(kernel)
-        lead = len(src.shape) - nd
-        src_idx, cond = list(idx[:lead]), None
-        for i in range(nd):
-            at = ix.add(ix.add(ix.mul(idx[lead + i], stride[i]),
-                               ix.mul(idx[lead + nd + i], dilation[i])), -padding[i])
-            size = src.shape[lead + i]
-            lo, hi = ix.rng(at)
-            if lo >= 0 and hi < size:
-                src_idx.append(at)
-                continue
-            src_idx.append(ix.within(at, 0, size - 1))
-            inside = self._in_range(at, 0, size)
-            cond = inside if cond is None else self._op(Op.AND, (cond, inside), torch.bool)
-        value = self.compute(src, tuple(src_idx), self._and_mask(mask, cond))
-        if cond is None:
-            return value
-        return self._op(Op.WHERE, (cond, value, self._const(fill, node.dtype)), node.dtype)
-
-    def _index(self, node: Node, idx, mask) -> str:
-        src, index_nodes = node.inputs[0], node.inputs[1:]
-        dims = node.args[0]
-        bshape = index_nodes[0].shape
-        nb = len(bshape)
-        adjacent = list(dims) == list(range(dims[0], dims[0] + len(dims)))
-        start = dims[0] if adjacent else 0
-        bidx = tuple(idx[start:start + nb])
-        rest = list(idx[:start]) + list(idx[start + nb:])
-        src_idx, k, ok = [], 0, None
-        for d in range(len(src.shape)):
-            if d in dims:
-                inode = index_nodes[dims.index(d)]
-                where, in_range = self._index_value(inode, bidx, mask, src.shape[d])
-                src_idx.append(where)
-                ok = self._and_mask(ok, in_range)
-            else:
-                src_idx.append(rest[k])
-                k += 1
-        return self._poisoned(self.compute(src, tuple(src_idx), self._and_mask(mask, ok)), ok,
-                              node.dtype)
 
     # ---- members --------------------------------------------------------------------------
     def add_member(self, node: Node, store_as: tuple[str, object] | None):
@@ -495,7 +323,7 @@ class KernelBuilder:
         if depth > 64 or (n in self.buffers and n not in self.members):
             return None                               # loaded, not computed through
         if n.op in (Op.RESHAPE, Op.PERMUTE):
-            return self._through_views(n.inputs[0], _view_index(n, idx), target, depth + 1)
+            return self._through_views(n.inputs[0], view_index(n, idx), target, depth + 1)
         if n.op == Op.CAST or n.op in GroupOp.ELEMENTWISE:
             for i in n.inputs:
                 if i.shape == n.shape:
@@ -593,13 +421,3 @@ class KernelBuilder:
         self.kernel.inputs = list(self.used_inputs.values())
         return self.kernel
 
-
-def _view_index(node: Node, idx: tuple) -> tuple:
-    """The index into a reshape's or permute's source that holds its element `idx`."""
-    src = node.inputs[0]
-    if node.op == Op.RESHAPE:
-        return ix.unravel(ix.ravel(idx, node.shape), src.shape)
-    src_idx = [None] * len(idx)
-    for out_dim, src_dim in enumerate(node.args[0]):
-        src_idx[src_dim] = idx[out_dim]
-    return tuple(src_idx)

@@ -26,6 +26,15 @@ def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
+def dense_order(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The dims of a dense layout that is not row-major from outermost to innermost (by
+    decreasing stride; size-1 dims, whose stride is free, last), or None."""
+    shape, strides = tuple(shape), tuple(strides)
+    if strides == contiguous_strides(shape) or not is_dense(shape, strides):
+        return None
+    return tuple(sorted(range(len(shape)), key=lambda d: (-strides[d] if shape[d] != 1 else 0, d)))
+
+
 def is_dense(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
     """Whether a layout covers its elements exactly once with no gaps: a permutation of a
     contiguous layout (sizes-1 dims may have any stride)."""

@@ -19,20 +19,28 @@ from cherenkov.lowering.registry import Unsupported, lowering
 aten = torch.ops.aten
 
 
-@lowering(aten._cdist_forward.default)
-def _cdist_forward(ctx, x1, x2, p, compute_mode=None):
+def _pair_differences(ctx, x1, x2, p, distances):
+    """x1[..., i, :] - x2[..., j, :] over (*B, P, R, D), in the output's dtype; Unsupported
+    for 16-bit floats, a negative p, or batch dims that broadcast (`distances`: the (*B, P, R)
+    shape the pairs' distances have)."""
     dtype = ctx.out.dtype
     if dtype not in (torch.float32, torch.float64) or p < 0:
         raise Unsupported("cdist of 16-bit floats or with a negative p")
     *batch, P, D = x1.shape
     R = x2.shape[-2]
-    if tuple(x2.shape[:-2]) != tuple(batch) or tuple(ctx.out.shape) != (*batch, P, R):
+    if tuple(x2.shape[:-2]) != tuple(batch) or tuple(distances) != (*batch, P, R):
         raise Unsupported("cdist with broadcast batch dims")
     shape = (*batch, P, R, D)
     a = ctx.expand(ctx.reshape(x1, (*batch, P, 1, D)), shape)
     b = ctx.expand(ctx.reshape(x2, (*batch, 1, R, D)), shape)
-    diff = ctx.pointwise(Op.ABS, [ctx.pointwise(Op.SUB, [a, b], dtype)], dtype)
-    last = len(shape) - 1
+    return ctx.pointwise(Op.SUB, [a, b], dtype)
+
+
+@lowering(aten._cdist_forward.default)
+def _cdist_forward(ctx, x1, x2, p, compute_mode=None):
+    dtype = ctx.out.dtype
+    diff = ctx.pointwise(Op.ABS, [_pair_differences(ctx, x1, x2, p, ctx.out.shape)], dtype)
+    last = len(diff.shape) - 1
     if p == 0:
         nonzero = ctx.cast(ctx.pointwise(Op.NE, [diff, 0.0], torch.bool, dtype), dtype)
         return ctx.reduce(Op.SUM, nonzero, [last], False, dtype)
@@ -55,20 +63,12 @@ def _cdist_backward(ctx, grad, x1, x2, p, dist):
     other p sign(diff) |diff|^(p-1) / dist^(p-1) (p < 2; 0 where diff is 0 and p < 1) or
     diff |diff|^(p-2) / dist^(p-1); 0 where the distance is 0, and for p = 0."""
     dtype = ctx.out.dtype
-    if dtype not in (torch.float32, torch.float64) or p < 0:
-        raise Unsupported("cdist's backward of 16-bit floats or with a negative p")
-    *batch, P, D = x1.shape
-    R = x2.shape[-2]
-    if tuple(x2.shape[:-2]) != tuple(batch) or tuple(dist.shape) != (*batch, P, R):
-        raise Unsupported("cdist's backward with broadcast batch dims")
+    diff = _pair_differences(ctx, x1, x2, p, dist.shape)
     if p == 0:
         return ctx.const(0.0, dtype, tuple(x1.shape))
-    shape = (*batch, P, R, D)
-    a = ctx.expand(ctx.reshape(x1, (*batch, P, 1, D)), shape)
-    b = ctx.expand(ctx.reshape(x2, (*batch, 1, R, D)), shape)
-    d = ctx.expand(ctx.reshape(dist, (*batch, P, R, 1)), shape)
-    g = ctx.expand(ctx.reshape(grad, (*batch, P, R, 1)), shape)
-    diff = ctx.pointwise(Op.SUB, [a, b], dtype)
+    shape = diff.shape
+    d = ctx.expand(ctx.reshape(dist, (*dist.shape, 1)), shape)
+    g = ctx.expand(ctx.reshape(grad, (*dist.shape, 1)), shape)
     size = ctx.pointwise(Op.ABS, [diff], dtype)
     sign = ctx.pointwise(Op.SIGN, [diff], dtype)
     if p == 1:

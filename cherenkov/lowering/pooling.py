@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import torch
 
-from cherenkov.ir.graph import Node, contiguous_strides, numel
+from cherenkov.ir.graph import Node, dense_order, numel
 from cherenkov.ir.ops import Op
 from cherenkov.lowering.registry import Unsupported, lowering
 
@@ -102,17 +102,14 @@ def channels_last_order(node, nd: int) -> tuple | None:
     then reduces over its elements in that order -- channels fastest, so neighbouring lanes
     read neighbouring elements -- and returns the permuted-back view, channels-last as eager's
     result. None otherwise (a value Cherenkov computes lies in its logical order)."""
-    shape, strides = node.shape, node.meta.strides
+    shape = node.shape
     if nd not in (2, 3) or len(shape) != nd + 2 or shape[1] == 1:
         return None
-    want, step = [0] * len(shape), shape[1]
-    for i in range(len(shape) - 1, 1, -1):
-        want[i], step = step, step * shape[i]
-    want[0], want[1] = step, 1
-    if tuple(strides) == contiguous_strides(shape) or any(
-            s != w for s, w, n in zip(strides, want, shape) if n > 1):
+    order, want = dense_order(shape, node.meta.strides), (0, *range(2, nd + 2), 1)
+    if order is None or [d for d in order if shape[d] != 1] != [d for d in want
+                                                                if shape[d] != 1]:
         return None
-    return (0, *range(2, nd + 2), 1)
+    return want
 
 
 def _reduced_in_order(ctx, op, t, order, dtype):

@@ -23,7 +23,7 @@ import torch
 from cherenkov.ir.graph import Node, contiguous_strides, numel
 from cherenkov.ir.ops import GroupOp, Op
 from cherenkov.lowering.registry import Unsupported, lowering
-from cherenkov.lowering.scatter import _writes_allowed
+from cherenkov.lowering.scatter import writes_allowed
 
 aten = torch.ops.aten
 SCANS = {aten.cumsum: Op.CUMSUM, aten.cumprod: Op.CUMPROD, aten.logcumsumexp: Op.LOGCUMSUMEXP}
@@ -142,7 +142,7 @@ def _masked_scatter_backward(ctx, grad, mask, sizes):
     """The source's gradient: element k of the flattened source gets grad where mask holds
     for the k-th time (0 past the last), written at those ranks (no two alike: no
     collisions; the other elements' writes aimed past the end, written nowhere)."""
-    _writes_allowed(ctx)
+    writes_allowed(ctx)
     n, m = numel(grad.shape), numel(sizes)
     flat_mask, at = _running_index(ctx, mask, grad.shape)
     index = ctx.where(flat_mask, at, m, torch.int64)

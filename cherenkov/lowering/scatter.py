@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import torch
 
+from cherenkov.codegen.kernel_ir import scan_identity
 from cherenkov.ir.graph import Node
 from cherenkov.ir.ops import Op
 from cherenkov.lowering.movement import diagonal_indices, diagonal_last
@@ -35,14 +36,15 @@ ATOMIC_DTYPES = {torch.float32, torch.int32, torch.int64}
 def _scatter_op(ctx, accumulate: bool) -> Op:
     """SCATTER_ADD (accumulate) or SCATTER_SET for the output's dtype, or Unsupported."""
     if not accumulate:
-        _writes_allowed(ctx)
+        writes_allowed(ctx)
         return Op.SCATTER_SET
     if ctx.out.dtype not in ATOMIC_DTYPES:
         raise Unsupported(f"atomic add of {ctx.out.dtype}")
     return Op.SCATTER_ADD
 
 
-def _writes_allowed(ctx) -> None:
+def writes_allowed(ctx) -> None:
+    """Scatters that write (not add) are allowed here, or Unsupported."""
     if ctx.out.dtype.is_complex:
         raise Unsupported("complex dtypes")
     if ctx.device.type == "cuda" and torch.are_deterministic_algorithms_enabled():
@@ -70,7 +72,7 @@ def _scatter(ctx, x, dim, index, value):
 def _scatter_set(ctx, x, dim, index, value):
     """out = x; out[.., index[i], ..] = value[i] along dim, over index's elements (index and
     src no larger than x: eager's rule)."""
-    _writes_allowed(ctx)
+    writes_allowed(ctx)
     if isinstance(value, Node):
         if value.shape != index.shape:
             value = ctx.slice_to_shape(value, index.shape)
@@ -172,11 +174,8 @@ def _index_reduce(ctx, x, dim, index, source, reduce, include_self=True):
 def _scatter_extreme(ctx, x, dim, index, src, is_max: bool, include_self: bool):
     dtype = ctx.out.dtype
     if not include_self:           # the elements the values reach start from the identity
-        _writes_allowed(ctx)
-        if dtype.is_floating_point:
-            start = float("-inf") if is_max else float("inf")
-        else:
-            start = torch.iinfo(dtype).min if is_max else torch.iinfo(dtype).max
+        writes_allowed(ctx)
+        start = scan_identity(Op.CUMMAX if is_max else Op.CUMMIN, dtype)
         x = Node(Op.SCATTER_SET, (x, ctx.const(start, dtype, index.shape), index), ("dim", dim),
                  ctx.out_meta())
     return Node(Op.SCATTER_MAX if is_max else Op.SCATTER_MIN, (x, src, index), ("dim", dim),
@@ -208,7 +207,7 @@ def _diagonal_scatter(ctx, x, src, offset=0, dim1=0, dim2=1):
     length = src.shape[-1] if src.shape else 0
     if length == 0:
         return ctx.cast(x, ctx.out.dtype)
-    _writes_allowed(ctx)
+    writes_allowed(ctx)
     order = diagonal_last(rank, dim1, dim2)
     moved = ctx.permute(ctx.cast(x, ctx.out.dtype), order)
     rows, cols = diagonal_indices(ctx, length, offset)

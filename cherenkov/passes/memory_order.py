@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from cherenkov.codegen import indexing as ix
 from cherenkov.codegen.kernel_ir import Kernel, Load, Store
-from cherenkov.ir.graph import TensorMeta, contiguous_strides, is_dense, numel
+from cherenkov.ir.graph import TensorMeta, dense_order, numel
 from cherenkov.ir.ops import GroupOp
 
 
@@ -25,11 +25,10 @@ def layout_order(meta) -> tuple | None:
     stride), or None."""
     if not isinstance(meta, TensorMeta) or meta.stride is None:
         return None
-    shape, strides = tuple(meta.shape), tuple(meta.strides)
-    if strides == contiguous_strides(shape) or not is_dense(shape, strides):
+    perm = dense_order(meta.shape, meta.strides)
+    if perm is None or perm == tuple(range(len(perm))):
         return None
-    perm = tuple(sorted(range(len(shape)), key=lambda d: (-strides[d] if shape[d] != 1 else 0, d)))
-    return None if perm == tuple(range(len(shape))) else (shape, perm)
+    return tuple(meta.shape), perm
 
 
 def unit_stride_bytes(kernel: Kernel) -> int:

@@ -98,9 +98,9 @@ def test_deterministic_algorithms_keep_pytorchs_scatter_on_cuda():
     try:
         torch.use_deterministic_algorithms(True)
         with pytest.raises(Unsupported, match="deterministic"):
-            scatter._writes_allowed(ctx)
+            scatter.writes_allowed(ctx)
         ctx.device = torch.device("cpu")        # the C++ kernel writes in order anyway
-        scatter._writes_allowed(ctx)
+        scatter.writes_allowed(ctx)
     finally:
         torch.use_deterministic_algorithms(before)
 
