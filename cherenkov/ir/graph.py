@@ -35,6 +35,21 @@ def dense_order(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, 
     return tuple(sorted(range(len(shape)), key=lambda d: (-strides[d] if shape[d] != 1 else 0, d)))
 
 
+def laid_out_strides(node: "Node") -> tuple[int, ...]:
+    """The strides `node`'s elements lie by, or would were it realized: its own where recorded
+    (an input, a library result, an FX node's elementwise value in eager's layout); for an
+    elementwise value computed inside one op's lowering (var_mean's squared deviations), its
+    first same-shape operand's, through elementwise ops; row-major otherwise."""
+    seen = 0
+    while seen < 16 and node.meta.stride is None and node.op in GroupOp.ELEMENTWISE:
+        same = [i for i in node.inputs if isinstance(i.meta, TensorMeta)
+                and i.meta.shape == node.meta.shape]
+        if not same:
+            break
+        node, seen = next((i for i in same if i.meta.stride is not None), same[0]), seen + 1
+    return node.meta.strides
+
+
 def is_dense(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
     """Whether a layout covers its elements exactly once with no gaps: a permutation of a
     contiguous layout (sizes-1 dims may have any stride)."""

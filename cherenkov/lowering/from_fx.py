@@ -20,6 +20,7 @@ from cherenkov.lowering import registry
 from cherenkov.lowering.context import LoweringContext
 from cherenkov.lowering.library import library_node
 from cherenkov.lowering.registry import Unsupported
+from cherenkov.lowering.layouts import in_eager_layout
 from cherenkov.lowering.returns import as_eager_returns
 
 # importing these fills the registry
@@ -81,6 +82,7 @@ def lower_fx(gm: torch.fx.GraphModule, inputs: list, strict: bool = False,
     scalar_outputs: dict[int, object] = {}
     mutations: list = []                  # (input index, new value)
     placeholder_index = 0
+    made: set[int] = set()                # ids of the IR values earlier FX nodes lowered to
 
     def ir_of(value):
         return tree_map(lambda n: env[n] if isinstance(n, torch.fx.Node) else n, value)
@@ -202,8 +204,10 @@ def lower_fx(gm: torch.fx.GraphModule, inputs: list, strict: bool = False,
             if _devices(fake_out) - {device}:
                 env[fx_node] = off_device(target, args, kwargs, fake_out)
                 continue
-            env[fx_node] = _lower_call(ctx, target, on_device(args), on_device(kwargs),
-                                       fake_out, report, strict)
+            value = _lower_call(ctx, target, on_device(args), on_device(kwargs), fake_out,
+                                report, strict)
+            env[fx_node] = in_eager_layout(value, fake_out, made)
+            made.update(id(v) for v in tree_leaves(env[fx_node]) if isinstance(v, Node))
         elif fx_node.op == "output":
             returned = ir_of(fx_node.args[0])
             if not isinstance(returned, (list, tuple)):

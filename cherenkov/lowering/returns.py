@@ -10,7 +10,7 @@ from __future__ import annotations
 import operator
 import torch
 
-from cherenkov.ir.graph import Node, TensorMeta, is_dense, view_root
+from cherenkov.ir.graph import Node, TensorMeta, dense_order, is_dense, view_root
 from cherenkov.ir.ops import GroupOp, Op
 
 
@@ -89,12 +89,15 @@ def _in_eager_layout(value: Node, fake, i: int) -> Node:
     into. Views, inputs and library results keep theirs."""
     if not isinstance(fake, torch.Tensor) or value.op in GroupOp.VIEW or value.op == Op.INPUT \
             or value.op in GroupOp.LIBRARY or not isinstance(value.meta, TensorMeta) \
-            or tuple(fake.shape) != tuple(value.shape) or fake.is_contiguous() \
-            or not is_dense(tuple(fake.shape), tuple(fake.stride())) \
-            or value.meta.stride is not None:
+            or tuple(fake.shape) != tuple(value.shape) \
+            or not is_dense(tuple(fake.shape), tuple(fake.stride())):
         return value
-    return Node(Op.CAST, (value,), (value.dtype, "layout", i),
-                value.meta.replace(stride=tuple(fake.stride())))
+    want = None if fake.is_contiguous() else tuple(fake.stride())
+    # a value laid out as eager's (lowering/layouts.py) returned through a copy eager makes
+    # contiguous (`(x * 2).reshape(-1)` of a transposed x): stored again, contiguous
+    if dense_order(value.shape, value.meta.strides) == dense_order(value.shape, fake.stride()):
+        return value
+    return Node(Op.CAST, (value,), (value.dtype, "layout", i), value.meta.replace(stride=want))
 
 
 def _elided_copy(fx_root, env: dict) -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from cherenkov.ir.graph import Graph, Node, numel, rewritten
+from cherenkov.ir.graph import Graph, Node, TensorMeta, laid_out_strides, numel, rewritten
 from cherenkov.ir.ops import Op
 
 SPLITTABLE = {Op.SUM: Op.SUM, Op.MAX: Op.MAX, Op.MIN: Op.MIN, Op.ANY: Op.ANY, Op.ALL: Op.ALL}
@@ -65,11 +65,20 @@ def split_reductions(graph: Graph, sm_count: int, row_loops: bool = False) -> Gr
 
 def _column_wise(src: Node) -> bool:
     """Whether the reduced elements are strided in memory: the reduction's input permutes the
-    innermost dim of what it reads into the kept dims (a sum over rows, not along a row)."""
+    innermost dim of what it reads -- in that value's layout: a channels-last tensor's is C --
+    into the kept dims (a sum over rows, not along a row; BatchNorm's statistics of a
+    channels-last activation)."""
     if src.op != Op.PERMUTE:
         return False
-    dims = src.args[0]
-    return dims[-1] != len(dims) - 1
+    dims, below = src.args[0], src.inputs[0]
+    if not isinstance(below.meta, TensorMeta):
+        return dims[-1] != len(dims) - 1
+    shape, strides = below.meta.shape, laid_out_strides(below)
+    sized = [d for d in range(len(dims)) if shape[dims[d]] != 1]
+    if not sized:
+        return False
+    innermost = min(sized, key=lambda d: (strides[dims[d]], -d))
+    return innermost != sized[-1]
 
 
 def _domain(node: Node) -> tuple[int, int]:

@@ -37,3 +37,29 @@ def test_max_indices_and_bf16_channels_last():
         memory_format=torch.channels_last)
     for f in (lambda x: F.max_pool2d(x, 2), lambda x: F.adaptive_avg_pool2d(x, 1)):
         torch.testing.assert_close(cherenkov.compile(f, strict=True)(xb), f(xb))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_channels_last_stem_forward_and_backward(dtype):
+    """BatchNorm (training) + ReLU + max pool on a channels-last input: its statistics split
+    as column reductions, its saved activations channels-last (lowering/layouts.py)."""
+    torch.manual_seed(0)
+    x = torch.randn(8, 32, 28, 30, device="cuda", dtype=dtype).to(
+        memory_format=torch.channels_last)
+    w = torch.rand(32, device="cuda") + 0.5
+    b = torch.randn(32, device="cuda")
+
+    def fn(x):
+        return F.max_pool2d(F.relu(F.batch_norm(x, None, None, w, b, training=True)), 3, 2, 1)
+    xg = x.detach().requires_grad_(True)
+    want = fn(xg)
+    dy = torch.randn_like(want)
+    (want_grad,) = torch.autograd.grad(want, xg, dy)
+    torch._dynamo.reset()
+    xc = x.detach().requires_grad_(True)
+    out = cherenkov.compile(fn, strict=True)(xc)
+    (grad,) = torch.autograd.grad(out, xc, dy)
+    tol = dict(atol=2e-2, rtol=2e-2) if dtype == torch.bfloat16 else {}
+    torch.testing.assert_close(out, want, **tol)
+    torch.testing.assert_close(grad, want_grad, **tol)
+    assert out.stride() == want.stride() and grad.stride() == want_grad.stride()
