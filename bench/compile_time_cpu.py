@@ -41,6 +41,11 @@ class Recorder:
         self.gm, self.name = gm, name
 
     def __call__(self, inputs):
+        # a backward is given None for an unused output's gradient: zeros of its recorded
+        # shape stand in, to lower and run the graph with
+        holders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
+        inputs = [torch.zeros(h.meta["val"].shape, dtype=h.meta["val"].dtype)
+                  if i is None and "val" in h.meta else i for i, h in zip(inputs, holders)]
         graphs.append((self.name, self.gm, inputs))
         return self.gm(*inputs)
 

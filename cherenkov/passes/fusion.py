@@ -34,7 +34,8 @@ from cherenkov.ir.ops import GroupOp, Op
 from cherenkov.ir.views import final_layout, torch_view
 from cherenkov.passes import memory_order
 from cherenkov.passes.realize import (is_buffer_source, is_library, node_bytes,
-                                      realize_broadcast_work, realize_shared)
+                                      realize_broadcast_work, realize_narrowed,
+                                      realize_shared)
 
 VIEW_OPS = GroupOp.VIEW
 
@@ -215,6 +216,8 @@ def fuse(graph: Graph, enable: bool = True, device=None, row_loops: bool = False
 
     realize_shared(nodes, users, realized, views)
     realize_broadcast_work(nodes, users, realized, views, device)
+    realize_narrowed(nodes, users, realized,
+                     outputs | _library_read(users) | set(views.values()))
     groups = [Group([n], *domain_of(n)) for n in nodes if n in realized]
     for g in groups:
         g.reads = _reads(g.members, realized, views)

@@ -3,7 +3,8 @@ reads, outputs -- and what counts as a buffer already (inputs, library results).
 
 A value read by several consumers is stored when inlining it would cost more than storing it
 once (`realize_shared`); a value broadcast into a larger domain is stored when recomputing it
-per element costs more time than writing and re-reading it (`realize_broadcast_work`).
+per element costs more time than writing and re-reading it (`realize_broadcast_work`); a
+value every reader rounds to one narrower float type is stored rounded (`realize_narrowed`).
 """
 from __future__ import annotations
 
@@ -36,11 +37,21 @@ def _consumers(node: Node, users, realized) -> int:
     return sum(1 for _ in _readers(node, users, realized))
 
 
+def _widening(node: Node) -> bool:
+    """A cast of a float value to a wider float type."""
+    return node.op == Op.CAST and isinstance(node.meta, TensorMeta) \
+        and isinstance(node.inputs[0].meta, TensorMeta) and node.dtype.is_floating_point \
+        and node.inputs[0].dtype.is_floating_point \
+        and node.inputs[0].dtype.itemsize < node.dtype.itemsize
+
+
 def realize_shared(nodes, users, realized, views) -> None:
     """Realize computed values with k >= 2 consumers whose closure (the buffers an inlined copy
     reads) costs more to re-read k times than storing the value once and reading it k times:
     k * C > (k + 1) * bytes(value). Walks in topological order, so a realized value ends the
-    closures of the values computed from it."""
+    closures of the values computed from it. A float widening cast is stored as the value it
+    widens (the channels-last stem's backward stored the ReLU gradient as float32: 205 MB
+    written and read where 103 would do)."""
     closure: dict[Node, dict] = {}
     for n in nodes:
         if n in realized or is_buffer_source(n) or n.op == Op.CONST or n in views:
@@ -59,8 +70,16 @@ def realize_shared(nodes, users, realized, views) -> None:
         cost = sum(min(b, numel(n.shape) * r.meta.dtype.itemsize) for r, b in reads.items()
                    if isinstance(r.meta, TensorMeta))
         if k * cost > (k + 1) * size:
-            realized.add(n)
-            closure[n] = {n: size}
+            src = n.inputs[0] if _widening(n) else None
+            if src is not None and src not in realized and src not in views \
+                    and not is_buffer_source(src) and src.op != Op.CONST:
+                # a float32 copy of a bfloat16 value (a decomposition's upcast): store the
+                # value, each reader widens it as it loads -- half the bytes either way
+                realized.add(src)
+                closure[n] = {src: node_bytes(src)}
+            else:
+                realized.add(n)
+                closure[n] = {n: size}
 
 
 # FLOPs one element of an op costs when inlined: transcendental functions are tens of
@@ -115,3 +134,24 @@ def realize_broadcast_work(nodes, users, realized, views, device) -> None:
         if recompute > store:
             realized.add(n)
             work[n] = 0
+
+
+def realize_narrowed(nodes, users, realized, outside) -> None:
+    """Realize the cast of a stored value that is read only through it: one cast to a
+    narrower float type (a pooling backward's float32 sum over its candidate windows, which
+    the BatchNorm backward reads as bfloat16). The fusion then makes the cast the producer's
+    epilogue and stores the rounded value alone -- half the bytes written, and half for every
+    reader (the channels-last stem's backward wrote and read 205 MB of float32 for it).
+    `outside`: values stored for their own sake (outputs, library reads, view bases)."""
+    for n in nodes:
+        if n not in realized or n in outside or not isinstance(n.meta, TensorMeta) \
+                or not n.dtype.is_floating_point:
+            continue
+        readers = set(_readers(n, users, realized))
+        if len(readers) != 1:
+            continue
+        (cast,) = readers
+        if cast.op == Op.CAST and cast.inputs[0] is n and cast not in realized \
+                and isinstance(cast.meta, TensorMeta) and cast.dtype.is_floating_point \
+                and cast.dtype.itemsize < n.dtype.itemsize:
+            realized.add(cast)
