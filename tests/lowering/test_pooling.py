@@ -29,6 +29,10 @@ CASES = {
     "avg 3x3 s2 p1": lambda x: F.avg_pool2d(x, 3, 2, 1),
     "avg without padding counts, ceil": lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True,
                                                                count_include_pad=False),
+    # counting padding: every window spans its kernel (constant divisor), unless ceil_mode
+    # leaves the last one past the padded input (2x2 s2 over 9 rows: 1 row there)
+    "avg 3x3 s1 p1 counting padding": lambda x: F.avg_pool2d(x, 3, 1, 1),
+    "avg ceil past the padded input": lambda x: F.avg_pool2d(x, 2, 2, 0, ceil_mode=True),
     "avg divisor override": lambda x: F.avg_pool2d(x, (2, 3), (1, 2), (1, 0), divisor_override=5),
     "avg 3d": lambda x: F.avg_pool3d(x.unsqueeze(2).repeat(1, 1, 4, 1, 1), 2, 2),
     "adaptive even (global)": lambda x: F.adaptive_avg_pool2d(x, 1),
