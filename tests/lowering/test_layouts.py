@@ -62,14 +62,23 @@ def test_reduction_over_channels_last_is_column_wise():
     assert not _column_wise(rows)
 
 
-def _compiled(fn, x, dy, cpu_backend):
+def _against_eager(fn, x, cpu_backend, **tol):
+    """fn(x) and the gradient of x for a random dy, compiled against eager (values and
+    strides); the compile infos of the graphs it made."""
+    torch.manual_seed(0)
+    xg = x.detach().requires_grad_(True)
+    want = fn(xg)
+    dy = torch.randn_like(want)
+    (want_grad,) = torch.autograd.grad(want, xg, dy)
     torch._dynamo.reset()
     start = len(backend.COMPILED)
-    xg = x.detach().requires_grad_(True)
-    out = cherenkov.compile(fn, strict=True, cpu_backend=cpu_backend)(xg)
-    (grad,) = torch.autograd.grad(out, xg, dy)
-    infos = [info for _, info in backend.COMPILED[start:]]
-    return out, grad, infos
+    xc = x.detach().requires_grad_(True)
+    out = cherenkov.compile(fn, strict=True, cpu_backend=cpu_backend)(xc)
+    (grad,) = torch.autograd.grad(out, xc, dy)
+    torch.testing.assert_close(out, want)
+    torch.testing.assert_close(grad, want_grad, **tol)
+    assert out.stride() == want.stride() and grad.stride() == want_grad.stride()
+    return [info for _, info in backend.COMPILED[start:]]
 
 
 @pytest.mark.parametrize("cpu_backend", ["cpp", "triton"])
@@ -77,17 +86,8 @@ def test_saved_activation_of_a_channels_last_input_keeps_its_layout(cpu_backend)
     """relu(2x + 1) saves its result for the backward: stored channels-last, as eager's, so
     the forward's kernel walks x's memory order for both its stores and the backward's for
     its loads (each access at address xindex)."""
-    torch.manual_seed(0)
     x = torch.randn(2, 8, 4, 5).contiguous(memory_format=torch.channels_last)
-    fn = lambda x: F.relu(x * 2 + 1)                    # noqa: E731
-    want = fn(x)
-    dy = torch.randn_like(want)
-    out, grad, infos = _compiled(fn, x, dy, cpu_backend)
-    xg = x.detach().requires_grad_(True)
-    (want_grad,) = torch.autograd.grad(fn(xg), xg, dy)
-    torch.testing.assert_close(out, want)
-    torch.testing.assert_close(grad, want_grad)
-    assert out.stride() == want.stride() and grad.stride() == want_grad.stride()
+    infos = _against_eager(lambda x: F.relu(x * 2 + 1), x, cpu_backend)
     if cpu_backend == "triton":
         sources = [k[3] for info in infos for k in info.kernels]
         assert len(sources) == 2, sources
@@ -99,18 +99,10 @@ def test_saved_activation_of_a_channels_last_input_keeps_its_layout(cpu_backend)
 
 @pytest.mark.parametrize("cpu_backend", ["cpp", "triton"])
 def test_batch_norm_relu_pool_on_channels_last_matches_eager(cpu_backend):
-    torch.manual_seed(0)
     x = torch.randn(2, 8, 6, 7).contiguous(memory_format=torch.channels_last)
     w, b = torch.rand(8) + 0.5, torch.randn(8)
 
     def fn(x):
         y = F.batch_norm(x, None, None, w, b, training=True)
         return F.max_pool2d(F.relu(y), 3, 2, 1)
-    want = fn(x)
-    dy = torch.randn_like(want)
-    out, grad, _ = _compiled(fn, x, dy, cpu_backend)
-    xg = x.detach().requires_grad_(True)
-    (want_grad,) = torch.autograd.grad(fn(xg), xg, dy)
-    torch.testing.assert_close(out, want)
-    torch.testing.assert_close(grad, want_grad, atol=1e-4, rtol=1e-4)
-    assert out.stride() == want.stride()
+    _against_eager(fn, x, cpu_backend, atol=1e-4, rtol=1e-4)
