@@ -6,7 +6,8 @@ Forward: `Op.WINDOW` views the input as (*lead, *O, K) -- window o's K elements,
 the max (with the argmax turned into eager's flat index into the input plane) or the sum,
 divided as eager divides (the window's size within the padding, or within the input).
 
-Backward, gathered (no atomics, as eager's kernels): each input element i sums, over the
+Max pool backward: scattered (MAX_POOL_BACKWARD, below), or gathered. Gathered (no atomics,
+as eager's kernels, and the average pool's backward): each input element i sums, over the
 windows o that hold it, that window's gradient -- where the window's argmax is i (max) or
 divided by the window's divisor (avg). Undilated, those windows are the ceil(k / stride) per
 dim ending at o = (i + padding) // stride; dilated, one per kernel offset k, o = (i + padding -
@@ -188,10 +189,25 @@ def at_windows(ctx, t, outs, nd):
                 ctx.meta((*t.shape[:lead], *B), t.dtype))
 
 
+# The max pool backward: "gather" -- each input element sums over the candidate windows that
+# may hold it, every window's 8-byte index read by each of them (the ResNet stem's 3x3
+# stride-2 backward kernel: 262 us NCHW, 301 channels-last, 51M elements, H200) -- or
+# "scatter" -- each window adds its gradient at its maximum, an atomic add into a zeroed
+# float32 plane: its kernel ran 218-222 us, but with the zeroing and the cast after it the
+# forward+backward kernels took 524 vs 416 us NCHW, 487 vs 429 channels-last (the BN stems
+# 839 vs 798, 814 vs 832; bench/results/2026-12-01_max_pool_backward_h200_987c0ec+scatter.md),
+# and its float atomics vary the sum's order run to run. Scatter is never taken under
+# torch.use_deterministic_algorithms, nor for types without float32 atomics.
+MAX_POOL_BACKWARD = "gather"
+
+
 @lowering(aten.max_pool2d_with_indices_backward, aten.max_pool3d_with_indices_backward)
 def _max_pool_backward(ctx, grad, x, kernel_size, stride, padding, dilation, ceil_mode, indices):
     nd = spatial_dims(ctx)
     acc = sum_dtype(grad.dtype)
+    if MAX_POOL_BACKWARD == "scatter" and acc == torch.float32 \
+            and not torch.are_deterministic_algorithms_enabled():
+        return scattered_maxima(ctx, grad, indices, tuple(x.shape[-nd:]), acc)
     k, s, p, d = _params(nd, kernel_size, stride, padding, dilation)
     valid, outs = _holding_windows(ctx, x.shape, grad.shape[-nd:], nd, k, s, p, d)
     return gradient_of_maxima(ctx, grad, indices, valid, outs, x.shape[-nd:], acc)
@@ -210,6 +226,29 @@ def gradient_of_maxima(ctx, grad, indices, valid, outs, S, acc):
     order = channels_last_order(grad, nd)
     total = _reduced_in_order(ctx, Op.SUM, parts, order, acc)     # over the candidates
     return in_eager_order(ctx, ctx.cast(total, ctx.out.dtype), order)
+
+
+def scattered_maxima(ctx, grad, indices, S, acc):
+    """Each window's gradient added at its maximum (`indices`: eager's flat index into the
+    input plane) in zeros of the input's shape: a SCATTER_ADD over the windows, along the
+    plane. A channels-last gradient scatters in (N, *S, C) order -- neighbouring lanes read
+    and add at neighbouring channels -- and is returned as eager's channels-last view."""
+    nd = len(S)
+    lead, O = tuple(grad.shape[:-nd]), tuple(grad.shape[-nd:])
+    g = ctx.cast(grad, acc)
+    order = channels_last_order(grad, nd)
+    if order:
+        n, c = lead
+        g = ctx.reshape(ctx.permute(g, order), (n, numel(O), c))
+        where = ctx.reshape(ctx.permute(indices, order), (n, numel(O), c))
+        shape, dim, planes = (n, numel(S), c), 1, (n, *S, c)
+    else:
+        g = ctx.reshape(g, (*lead, numel(O)))
+        where = ctx.reshape(indices, (*lead, numel(O)))
+        shape, dim, planes = (*lead, numel(S)), len(lead), (*lead, *S)
+    total = Node(Op.SCATTER_ADD, (ctx.const(0, acc, shape), g, where), ("dim", dim),
+                 ctx.meta(shape, acc))
+    return in_eager_order(ctx, ctx.cast(ctx.reshape(total, planes), ctx.out.dtype), order)
 
 
 def _divisor(ctx, outs, S, k, s, p, count_include_pad, divisor_override, acc, out_spatial):

@@ -160,3 +160,30 @@ def test_channels_last_pooling_runs_channels_fastest_and_returns_eagers_layout(c
         # x % 5 (or x % 60, merged with the next dim's 5 * ((x // 5) % 12)) at stride 1
         steps = [re.findall(r"\(\(xindex\) % (\d+)\)(?! \*)", s) for s in pooled]
         assert pooled and all(any(int(n) % 5 == 0 for n in st) for st in steps), steps
+
+
+@pytest.mark.parametrize("cpu_backend", ["cpp", "triton"])
+@pytest.mark.parametrize("layout", ["contiguous", "channels-last", "unbatched"])
+def test_scattered_max_pool_backward_matches_eager(cpu_backend, layout, monkeypatch):
+    """pooling.MAX_POOL_BACKWARD = "scatter": each window's gradient added at its maximum."""
+    from cherenkov.lowering import pooling
+    monkeypatch.setattr(pooling, "MAX_POOL_BACKWARD", "scatter")
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 9, 11)
+    if layout == "channels-last":
+        x = x.contiguous(memory_format=torch.channels_last)
+    elif layout == "unbatched":
+        x = x[0]
+    fn = lambda x: F.max_pool2d(x, 3, 2, 1)                   # noqa: E731
+    x.requires_grad_(True)
+    dy = torch.randn_like(fn(x))
+    torch._dynamo.reset()
+    start = len(backend.COMPILED)
+    got = torch.autograd.grad(cherenkov.compile(fn, strict=True, cpu_backend=cpu_backend)(x),
+                              x, dy)[0]
+    want = torch.autograd.grad(fn(x), x, dy)[0]
+    torch.testing.assert_close(got, want)
+    assert got.stride() == want.stride()
+    backward = _since(start)[1]
+    assert not _externs([backward])
+    assert any("atomic" in k[3] or "+=" in k[3] for k in backward.kernels)
