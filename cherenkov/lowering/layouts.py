@@ -18,20 +18,31 @@ from __future__ import annotations
 
 import torch
 
-from cherenkov.ir.graph import Node, TensorMeta, dense_order
+from cherenkov.ir.graph import Node, TensorMeta, dense_order, is_dense
 from cherenkov.ir.ops import GroupOp, Op
 
 _LAID_OUT = GroupOp.ELEMENTWISE - {Op.CONST, Op.IOTA}
 
 
+def eager_strides(value, fake) -> tuple | None:
+    """`fake`'s strides where they can lay out `value`: fake (the FX node's recorded result)
+    a tensor of value's shape in a dense layout, value a computed tensor -- no view, input or
+    library result, which have layouts of their own. None otherwise."""
+    if not isinstance(value, Node) or not isinstance(fake, torch.Tensor) \
+            or value.op in GroupOp.VIEW or value.op == Op.INPUT or value.op in GroupOp.LIBRARY \
+            or not isinstance(value.meta, TensorMeta) or tuple(fake.shape) != tuple(value.shape):
+        return None
+    strides = tuple(int(s) for s in fake.stride())
+    return strides if is_dense(value.shape, strides) else None
+
+
 def in_eager_layout(value, fake, made: set[int]):
     """`value` (an FX node's lowering) with eager's layout `fake.stride()` recorded where it
     applies (see the module docstring); `made`: ids of values earlier FX nodes lowered to."""
-    if not isinstance(value, Node) or not isinstance(fake, torch.Tensor) or id(value) in made \
-            or value.op not in _LAID_OUT or not isinstance(value.meta, TensorMeta) \
-            or value.meta.stride is not None or tuple(fake.shape) != tuple(value.shape):
+    if not isinstance(value, Node) or id(value) in made or value.op not in _LAID_OUT:
         return value
-    strides = tuple(int(s) for s in fake.stride())
-    if dense_order(value.shape, strides) is None:
+    strides = eager_strides(value, fake)
+    if strides is None or value.meta.stride is not None \
+            or dense_order(value.shape, strides) is None:
         return value
     return value.replace(meta=value.meta.replace(stride=strides))

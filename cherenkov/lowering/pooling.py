@@ -261,7 +261,7 @@ def _divisor(ctx, outs, S, k, s, p, count_include_pad, divisor_override, acc, ou
     if divisor_override:
         return ctx.const(divisor_override, acc)
     if count_include_pad and all((out_spatial[i] - 1) * s[i] - p[i] + k[i] <= S[i] + p[i]
-                                 for i in range(len(outs))):
+                                 for i in range(len(k))):
         return ctx.const(float(numel(k)), acc)
     size = None
     for i, o in enumerate(outs):

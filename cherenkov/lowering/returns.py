@@ -10,8 +10,9 @@ from __future__ import annotations
 import operator
 import torch
 
-from cherenkov.ir.graph import Node, TensorMeta, dense_order, is_dense, view_root
+from cherenkov.ir.graph import Node, dense_order, view_root
 from cherenkov.ir.ops import GroupOp, Op
+from cherenkov.lowering.layouts import eager_strides
 
 
 def as_eager_returns(returned: list, fx_returned: list, env: dict, fake_env: dict,
@@ -87,16 +88,13 @@ def _in_eager_layout(value: Node, fake, i: int) -> Node:
     pointwise op on a transposed or channels_last input keeps its layout) stored in eager's
     layout by the kernel that computes it: a layout node the fusion inlines its producer
     into. Views, inputs and library results keep theirs."""
-    if not isinstance(fake, torch.Tensor) or value.op in GroupOp.VIEW or value.op == Op.INPUT \
-            or value.op in GroupOp.LIBRARY or not isinstance(value.meta, TensorMeta) \
-            or tuple(fake.shape) != tuple(value.shape) \
-            or not is_dense(tuple(fake.shape), tuple(fake.stride())):
-        return value
-    want = None if fake.is_contiguous() else tuple(fake.stride())
+    strides = eager_strides(value, fake)
     # a value laid out as eager's (lowering/layouts.py) returned through a copy eager makes
     # contiguous (`(x * 2).reshape(-1)` of a transposed x): stored again, contiguous
-    if dense_order(value.shape, value.meta.strides) == dense_order(value.shape, fake.stride()):
+    if strides is None or dense_order(value.shape, value.meta.strides) == dense_order(
+            value.shape, strides):
         return value
+    want = None if fake.is_contiguous() else strides
     return Node(Op.CAST, (value,), (value.dtype, "layout", i), value.meta.replace(stride=want))
 
 

@@ -37,12 +37,18 @@ def _consumers(node: Node, users, realized) -> int:
     return sum(1 for _ in _readers(node, users, realized))
 
 
+def _float_cast(node: Node) -> tuple[int, int] | None:
+    """(bytes per element before, after) of a cast between float types, else None."""
+    if node.op != Op.CAST or not isinstance(node.meta, TensorMeta) \
+            or not isinstance(node.inputs[0].meta, TensorMeta) \
+            or not (node.dtype.is_floating_point and node.inputs[0].dtype.is_floating_point):
+        return None
+    return node.inputs[0].dtype.itemsize, node.dtype.itemsize
+
+
 def _widening(node: Node) -> bool:
-    """A cast of a float value to a wider float type."""
-    return node.op == Op.CAST and isinstance(node.meta, TensorMeta) \
-        and isinstance(node.inputs[0].meta, TensorMeta) and node.dtype.is_floating_point \
-        and node.inputs[0].dtype.is_floating_point \
-        and node.inputs[0].dtype.itemsize < node.dtype.itemsize
+    sizes = _float_cast(node)
+    return sizes is not None and sizes[0] < sizes[1]
 
 
 def realize_shared(nodes, users, realized, views) -> None:
@@ -144,14 +150,13 @@ def realize_narrowed(nodes, users, realized, outside) -> None:
     reader (the channels-last stem's backward wrote and read 205 MB of float32 for it).
     `outside`: values stored for their own sake (outputs, library reads, view bases)."""
     for n in nodes:
-        if n not in realized or n in outside or not isinstance(n.meta, TensorMeta) \
-                or not n.dtype.is_floating_point:
+        if n not in realized or n in outside:
             continue
         readers = set(_readers(n, users, realized))
         if len(readers) != 1:
             continue
         (cast,) = readers
-        if cast.op == Op.CAST and cast.inputs[0] is n and cast not in realized \
-                and isinstance(cast.meta, TensorMeta) and cast.dtype.is_floating_point \
-                and cast.dtype.itemsize < n.dtype.itemsize:
+        sizes = _float_cast(cast)
+        if sizes is not None and sizes[1] < sizes[0] and cast.inputs[0] is n \
+                and cast not in realized:
             realized.add(cast)
