@@ -27,8 +27,8 @@ from .kernels_bwd_src import BACKWARD
 # forward, then the backward's kernels (kernels_bwd_src.py), then decode and block masks
 KERNELS = r'''
 @triton.jit
-def _fwd_tile(acc, l_i, m_i, q, K_base, V_base, KD, VD, kv_row, hk, start_n, offs_m, offs_d, b, h,
-              sm_scale, KV_LEN, stride_kn, stride_vn, __CAPS__
+def _fwd_tile(acc, l_i, m_i, q, K_base, V_base, KD, VD, kv_row, hk, start_n, start_m, offs_m,
+              offs_d, b, h, sm_scale, KV_LEN, stride_kn, stride_vn, __CAPS__
               D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
               IS_PARTIAL: tl.constexpr, EVEN_N: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
               DOT_PREC: tl.constexpr, TMA: tl.constexpr):
@@ -47,7 +47,8 @@ def _fwd_tile(acc, l_i, m_i, q, K_base, V_base, KD, VD, kv_row, hk, start_n, off
     q_idx = offs_m[:, None]
     kv_idx = offs_n[None, :]
     if HAS_SCORE_MOD:
-        s = _score_mod(qk, sm_scale, b, h, q_idx, kv_idx, __CAPS__)     # log2 domain
+        # log2 domain, less its row terms (added back to the lse by _attn_fwd)
+        s = _score_mod_q0(qk, sm_scale, b, h, q_idx, kv_idx, start_m, __CAPS__)
     else:
         s = qk * (sm_scale * 1.4426950408889634)
     if IS_PARTIAL:
@@ -134,18 +135,26 @@ def _attn_fwd(Q, K, V, O, LSE, __CAPS__
     for it in range(0, n_partial * R):
         start_n = tl.load(KV_IDX + irow + it // R) * SPARSE_N + (it % R) * BLOCK_N
         acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, K_base, V_base, KD, VD, kv_row, hk, start_n,
-                                  offs_m, offs_d, b, h, sm_scale, KV_LEN, stride_kn, stride_vn,
+                                  start_m, offs_m, offs_d, b, h, sm_scale, KV_LEN, stride_kn,
+                                  stride_vn,
                                   __CAPS__ D, D_PAD, BLOCK_N, True, EVEN_N, HAS_SCORE_MOD,
                                   DOT_PREC, TMA)
     n_full = tl.load(FULL_NUM + row)
     for it in range(0, n_full * R):
         start_n = tl.load(FULL_IDX + irow + it // R) * SPARSE_N + (it % R) * BLOCK_N
         acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, K_base, V_base, KD, VD, kv_row, hk, start_n,
-                                  offs_m, offs_d, b, h, sm_scale, KV_LEN, stride_kn, stride_vn,
+                                  start_m, offs_m, offs_d, b, h, sm_scale, KV_LEN, stride_kn,
+                                  stride_vn,
                                   __CAPS__ D, D_PAD, BLOCK_N, False, EVEN_N, HAS_SCORE_MOD,
                                   DOT_PREC, TMA)
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
     o = acc / l_safe[:, None]
+    lse = tl.where(l_i == 0.0, float("inf"), m_i + tl.log2(l_safe))
+    if HAS_SCORE_MOD:     # the row terms the tiles left out: into the lse; a row whose term
+        # is not finite (its every score is not) gets NaN, as eager's softmax gives it
+        r = _row_shift(sm_scale, b, h, offs_m, start_m, __CAPS__)
+        lse = lse + r
+        o = o + (r * 0.0)[:, None]
     if TMA == 2:
         OD.store([q_row, 0], o.to(q.dtype))
     elif TMA == 4:
@@ -154,7 +163,6 @@ def _attn_fwd(Q, K, V, O, LSE, __CAPS__
         o_ptrs = O + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :]
         tl.store(o_ptrs, o.to(O.dtype.element_ty),
                  mask=(offs_m[:, None] < Q_LEN) & (offs_d[None, :] < D))
-    lse = tl.where(l_i == 0.0, float("inf"), m_i + tl.log2(l_safe))
     tl.store(LSE + bh * Q_LEN + offs_m, lse, mask=offs_m < Q_LEN)
 
 

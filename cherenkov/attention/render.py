@@ -22,7 +22,8 @@ import math
 
 from cherenkov.codegen.triton_helpers import FLOORDIV_F
 
-from .fold import PER_SCORE, SM_SCALE, constant_divisor, finite_derivative, scaled_mods
+from .fold import SM_SCALE, constant_divisor, finite_derivative, scaled_mods
+from .row_terms import Q0, split_rows
 from .trace import LEAVES, Node, TracedMods, depends_on, partials, topo_order
 
 _INFIX = {
@@ -228,7 +229,7 @@ class _Emitter:
         return self.float_index and _index_linear(n)
 
     def _name_one(self, n: Node) -> None:
-        if n.op in LEAVES or n is SM_SCALE:
+        if n.op in LEAVES or n is SM_SCALE or n is Q0:
             name = n.op
         elif n.op == "const":
             name = _literal(n.value)
@@ -304,22 +305,40 @@ def _function(name: str, params: str, emitter: _Emitter, ret: str) -> str:
 def render_score_mod(traced: TracedMods, target: str, wide: bool = False,
                      float_index: bool = False) -> str:
     """`_score_mod(score, sm_scale, ...)`: mod(score * sm_scale) * log2(e) from the raw dot
-    product `score`, `_score_mod_grad` (that value and d mod / d score) and `_scale_ds`,
-    constants folded (fold.py)."""
+    product `score` (the decode kernel's), `_score_mod_q0` (the same less its row terms,
+    row_terms.py: the forward's), `_score_mod_grad` (that and d mod / d score: the
+    backward's), `_row_shift` (the row terms) and `_scale_ds`, constants folded (fold.py)."""
     caps = capture_params(traced)
     params = f"score, sm_scale, b, h, q_idx, kv_idx, {caps}"
     value, d = scaled_mods(traced)
     em = _Emitter(target, wide=wide, float_index=float_index)
     fwd = _function("_score_mod", params, em, _as_tile(value, em))
 
+    # the forward's and backward's tiles: the score less its row terms (row_terms.py)
+    shifted, row = split_rows(value)
+    q0_params = f"score, sm_scale, b, h, q_idx, kv_idx, q0, {caps}"
     em = _Emitter(target, wide=wide, float_index=float_index)
-    out = _as_tile(value, em)
+    fwd_q0 = _function("_score_mod_q0", q0_params, em, _as_tile(shifted, em))
+
+    em = _Emitter(target, wide=wide, float_index=float_index)
+    out = _as_tile(shifted, em)
     # A constant derivative is returned as a tile (older Triton cannot return constexprs).
     d_score = f"tl.full(score.shape, {_literal(float(d.value))}, tl.float32)" \
         if d.op == "const" else em.name(d)
-    grad = _function("_score_mod_grad", params, em, f"{out}, {d_score}")
-    return (fwd + "\n\n" + grad + "\n\n" + _render_scale_ds(d) + "\n\n"
-            + render_capture_grads(traced, target, wide))
+    grad = _function("_score_mod_grad", q0_params, em, f"{out}, {d_score}")
+    return "\n\n".join((fwd, fwd_q0, grad, _render_row_shift(row, caps, target, wide),
+                        _render_scale_ds(d), render_capture_grads(traced, target, wide)))
+
+
+def _render_row_shift(row: Node | None, caps: str, target: str, wide: bool) -> str:
+    """`_row_shift(sm_scale, b, h, q_idx, q0, ...)`: the row terms the tiles leave out, a
+    float32 vector of q_idx's shape (zeros for a mod without them)."""
+    em = _Emitter(target)
+    if wide:
+        em.lines = [f"    {x} = ({x}).to(tl.int64)" for x in ("b", "h", "q_idx")]
+    value = "0.0" if row is None else em.name(row)
+    return _function("_row_shift", f"sm_scale, b, h, q_idx, q0, {caps}", em,
+                     f"tl.zeros_like(q_idx).to(tl.float32) + {value}")
 
 
 def _render_scale_ds(d: Node) -> str:
@@ -337,8 +356,8 @@ def _render_scale_ds(d: Node) -> str:
 
 def _as_tile(node: Node, em: "_Emitter") -> str:
     """The node's name, as a tile of the scores' shape even where it folded to a constant or a
-    per-launch scalar."""
-    if not (PER_SCORE & depends_on(node)):
+    per-launch scalar, or varies along one tile axis only (a mod not reading the score)."""
+    if "score" not in depends_on(node):
         return f"(tl.zeros_like(score) + {em.name(node)})"
     return em.name(node)
 

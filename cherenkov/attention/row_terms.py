@@ -1,0 +1,144 @@
+"""Terms of the score that are constant along a query row, taken out of the per-score work.
+
+Softmax is invariant to a constant added along a row: exp(s + r) / sum exp(s + r) equals
+exp(s) / sum exp(s). So a term of the (log2-domain, folded) score that varies neither with the
+score nor with kv_idx -- a bias per head, a bias per query row -- need not be computed per
+score: the forward and backward kernels work with s' = s - r and correct the row's
+log-sum-exp by r (the forward stores lse' + r, the backward's p = exp2(s' - (lse - r))), r
+computed once per row vector (`_row_shift`).
+
+A term coef * X, coef a per-launch float (constants, sm_scale, loads at b / h) and X an
+integer sum of q_idx, kv_idx, b, h and constants -- ALiBi's slope * (kv_idx - q_idx) -- is
+split at the program's first query row q0:
+
+    X(q, kv) = X(q0, kv) + (X(q, 0) - X(q0, 0))
+
+(exact: X is linear). The first part varies with the key only, a vector the kernel computes
+once per tile column (kv_idx - q0: small near the diagonal, as precise as the original); the
+second is a row term. ALiBi's score, an int subtract or two float ops, a multiply and an add
+per score, becomes one fma, as a plain causal score costs.
+
+Values change by float reassociation only; the derivative by the score is unchanged (row terms
+do not read it), and so are the captured tensors' gradients (computed from the whole score).
+"""
+from __future__ import annotations
+
+from .trace import Node, const, depends_on, make, topo_order
+
+Q0 = Node("q0", dtype="i")                  # the program's first query row, a kernel scalar
+_INDEX_LEAVES = ("q_idx", "kv_idx", "b", "h")
+
+
+def split_rows(value: Node) -> tuple[Node, Node | None]:
+    """(value - r, r) with r the row terms of value's top-level sum (None and value itself
+    when it has none). value is a float node over score, sm_scale, b, h, q_idx, kv_idx."""
+    terms: list[tuple[int, Node]] = []
+    _flatten(value, 1, terms)
+    kept, rows = [], []
+    for sign, term in terms:
+        if not depends_on(term) & {"score", "kv_idx"}:
+            rows.append((sign, term))
+            continue
+        split = _split_linear(term)
+        if split is None:
+            kept.append((sign, term))
+        else:
+            kept.append((sign, split[0]))
+            rows.append((sign, split[1]))
+    if not rows:
+        return value, None
+    shifted = _sum(kept)
+    if shifted.dtype != "f":
+        shifted = Node("cast", (shifted,), value="f", dtype="f")
+    return shifted, _sum(rows)
+
+
+def _flatten(n: Node, sign: int, out: list, coef: Node | None = None) -> None:
+    """The float sum under n as (sign, term) pairs, through products of a sum and a
+    coefficient (log2(e) times a sum with an integer term); integer sums stay whole terms."""
+    if n.dtype == "f" and n.op in ("add", "sub", "neg"):
+        signs = (sign, -sign) if n.op == "sub" else (-sign,) if n.op == "neg" else (sign, sign)
+        for arg, s in zip(n.args, signs):
+            _flatten(arg, s, out, coef)
+        return
+    if n.op == "mul" and n.dtype == "f":
+        for x, c in (n.args, n.args[::-1]):
+            if _coefficient(c) and x.dtype == "f" and x.op in ("add", "sub", "neg"):
+                _flatten(x, sign, out, c if coef is None else make("mul", c, coef))
+                return
+    out.append((sign, n if coef is None else _scaled(n, coef)))
+
+
+def _scaled(n: Node, coef: Node) -> Node:
+    """n * coef, merged into a coefficient n already has (score * (sm_scale * log2 e): one
+    multiply per score, as fold.py makes it)."""
+    if n.op == "mul":
+        for x, c in (n.args, n.args[::-1]):
+            if _coefficient(c):
+                return make("mul", x, make("mul", c, coef))
+    return make("mul", n, coef)
+
+
+def _sum(terms: list[tuple[int, Node]]) -> Node:
+    if not terms:
+        return const(0.0)
+    sign, total = terms[0]
+    total = total if sign > 0 else make("neg", total)
+    for sign, term in terms[1:]:
+        total = make("add" if sign > 0 else "sub", total, term)
+    return total
+
+
+def _coefficient(n: Node) -> bool:
+    return n.dtype == "f" and not depends_on(n) & {"score", "q_idx", "kv_idx"}
+
+
+def _index_sum(n: Node) -> bool:
+    """An integer sum / difference of q_idx, kv_idx, b, h and integer constants, and their
+    multiples by integer constants (linear in q_idx and kv_idx)."""
+    for m in topo_order([n]):
+        if m.op in ("add", "sub", "neg") and m.dtype == "i":
+            continue
+        if m.op == "mul" and m.dtype == "i" and any(a.op == "const" for a in m.args):
+            continue
+        if m.op in _INDEX_LEAVES or (m.op == "const" and m.dtype == "i"):
+            continue
+        return False
+    return n.dtype == "i"
+
+
+def _split_linear(term: Node) -> tuple[Node, Node] | None:
+    """(coef * X(q0, kv), coef * (X(q, 0) - X(q0, 0))) for a term coef * X (or X, or X cast
+    to float) with X an index sum reading both q_idx and kv_idx; None otherwise."""
+    coef, x = None, term
+    while x.op == "mul" and x.dtype == "f":
+        a, b = x.args
+        if _coefficient(b):
+            c, x = b, a
+        elif _coefficient(a):
+            c, x = a, b
+        else:
+            return None
+        coef = c if coef is None else make("mul", c, coef)
+    if x.op == "cast" and x.value == "f":
+        x = x.args[0]
+    if not _index_sum(x) or not {"q_idx", "kv_idx"} <= depends_on(x):
+        return None
+    col = _substitute(x, {"q_idx": Q0})
+    row = make("sub", _substitute(x, {"kv_idx": const(0)}),
+               _substitute(x, {"q_idx": Q0, "kv_idx": const(0)}))
+    if coef is None:
+        return col, row
+    return make("mul", col, coef), make("mul", row, coef)
+
+
+def _substitute(n: Node, leaves: dict[str, Node]) -> Node:
+    memo: dict[int, Node] = {}
+    for m in topo_order([n]):
+        if m.op in leaves:
+            memo[id(m)] = leaves[m.op]
+        elif m.args:
+            memo[id(m)] = make(m.op, *(memo[id(a)] for a in m.args))
+        else:
+            memo[id(m)] = m
+    return memo[id(n)]
