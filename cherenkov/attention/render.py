@@ -177,9 +177,11 @@ _FLOAT_OPS = ("add", "sub", "mul", "div", "minimum", "maximum", "where")
 
 
 def _index_linear(n: Node) -> bool:
-    """An integer sum/difference of at most two q/kv indices, a few b, h and constants summing
-    below 2**22 (ALiBi's kv_idx - q_idx): its float32 value is exact when computed from
-    converted index vectors."""
+    """An integer sum/difference of at most two q/kv indices (q0, the first query row, counts
+    as one), a few b, h and constants summing below 2**22 (ALiBi's kv_idx - q_idx, or the
+    kv_idx - q0 row_terms.py makes of it): its float32 value is exact when computed from
+    converted index vectors. (kv_idx - q0 as integers cost the forward's full tiles 16
+    registers kept across the loop and spills there, on sm_90 as compiled by Triton 3.9.)"""
     if n.dtype != "i" or n.op not in ("add", "sub", "neg"):
         return False
     seq, bh, consts, stack = 0, 0, 0, [n]
@@ -187,7 +189,7 @@ def _index_linear(n: Node) -> bool:
         m = stack.pop()
         if m.op in ("add", "sub", "neg") and m.dtype == "i":
             stack.extend(m.args)
-        elif m.op in ("q_idx", "kv_idx"):
+        elif m.op in ("q_idx", "kv_idx", "q0"):
             seq += 1
         elif m.op in ("b", "h"):
             bh += 1
@@ -249,7 +251,7 @@ class _Emitter:
             return self.fnames[id(node)]
         if node.op == "const":
             return _literal(float(node.value))
-        if node.op in LEAVES:
+        if node.op in LEAVES or node is Q0:
             rhs = f"({node.op}).to(tl.float32)"
         elif node.op == "neg":
             rhs = f"(-{self.fname(node.args[0])})"
