@@ -52,8 +52,6 @@ def _dkdv_tile(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD, DS,
         qT = tl.load(qT_ptrs, mask=(offs_m[None, :] < Q_LEN) & (offs_d[:, None] < D), other=0.0)
         do = tl.load(do_ptrs, mask=(offs_m[:, None] < Q_LEN) & (offs_d[None, :] < D), other=0.0)
     lse = tl.load(LSE_base + offs_m, mask=offs_m < Q_LEN, other=float("inf"))
-    if HAS_SCORE_MOD:           # the tile's scores come less their row terms (row_terms.py)
-        lse = lse - _row_shift(sm_scale, b, h, offs_m, start_m, __CAPS__)
     delta = tl.load(DELTA_base + offs_m, mask=offs_m < Q_LEN, other=0.0)
     qkT = tl.dot(k, qT, input_precision=DOT_PREC)                         # (BLOCK_N, BLOCK_M)
     if DP_FIRST:
@@ -61,7 +59,7 @@ def _dkdv_tile(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD, DS,
     q_idx = offs_m[None, :]
     kv_idx = offs_n[:, None]
     if HAS_SCORE_MOD:
-        sT, dsdx = _score_mod_grad(qkT, sm_scale, b, h, q_idx, kv_idx, start_m, __CAPS__)
+        sT, dsdx = _score_mod_grad(qkT, sm_scale, b, h, q_idx, kv_idx, __CAPS__)
         pT = tl.exp2(sT - lse[None, :])
     else:
         pT = tl.exp2(qkT * (sm_scale * 1.4426950408889634) - lse[None, :])
@@ -161,8 +159,8 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, DELTA, __CAPS__
 
 
 @triton.jit
-def _dq_tile(dq, q, do, lse, delta, K_base, V_base, KD, VD, kv_row, start_n, q0, offs_m, offs_d,
-             b, h, sm_scale, KV_LEN, stride_kn, stride_vn, __CAPS__ __GRADS__
+def _dq_tile(dq, q, do, lse, delta, K_base, V_base, KD, VD, kv_row, start_n, offs_m, offs_d, b,
+             h, sm_scale, KV_LEN, stride_kn, stride_vn, __CAPS__ __GRADS__
              D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
              IS_PARTIAL: tl.constexpr, EVEN_N: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
              HAS_CAPTURE_GRADS: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr):
@@ -183,7 +181,7 @@ def _dq_tile(dq, q, do, lse, delta, K_base, V_base, KD, VD, kv_row, start_n, q0,
     q_idx = offs_m[:, None]
     kv_idx = offs_n[None, :]
     if HAS_SCORE_MOD:
-        s, dsdx = _score_mod_grad(qk, sm_scale, b, h, q_idx, kv_idx, q0, __CAPS__)
+        s, dsdx = _score_mod_grad(qk, sm_scale, b, h, q_idx, kv_idx, __CAPS__)
         p = tl.exp2(s - lse[:, None])
     else:
         p = tl.exp2(qk * (sm_scale * 1.4426950408889634) - lse[:, None])
@@ -232,8 +230,6 @@ def _attn_bwd_dq(Q, K, V, DO, DQ, LSE, DELTA, O, __CAPS__ __GRADS__
         tl.store(DELTA + bh * Q_LEN + offs_m, delta, mask=offs_m < Q_LEN)
     else:
         delta = tl.load(DELTA + bh * Q_LEN + offs_m, mask=offs_m < Q_LEN, other=0.0)
-    if HAS_SCORE_MOD:           # the tiles' scores come less their row terms (row_terms.py)
-        lse = lse - _row_shift(sm_scale, b, h, offs_m, start_m, __CAPS__)
     K_base = K + b * stride_kb + hk * stride_kh
     V_base = V + b * stride_vb + hk * stride_vh
     kv_row = (b * (H // GROUPS) + hk) * KV_LEN           # TMA == 2: rows of (B*HK*KV_LEN, D)
@@ -244,17 +240,15 @@ def _attn_bwd_dq(Q, K, V, DO, DQ, LSE, DELTA, O, __CAPS__ __GRADS__
     n_partial = tl.load(KV_NUM + row)
     for it in range(0, n_partial * R):
         start_n = tl.load(KV_IDX + irow + it // R) * SPARSE_N + (it % R) * BLOCK_N
-        dq = _dq_tile(dq, q, do, lse, delta, K_base, V_base, KD, VD, kv_row, start_n, start_m,
-                      offs_m, offs_d, b, h, sm_scale, KV_LEN, stride_kn, stride_vn,
-                      __CAPS__ __GRADS__
+        dq = _dq_tile(dq, q, do, lse, delta, K_base, V_base, KD, VD, kv_row, start_n, offs_m,
+                      offs_d, b, h, sm_scale, KV_LEN, stride_kn, stride_vn, __CAPS__ __GRADS__
                       D, D_PAD, BLOCK_N, True, EVEN_N, HAS_SCORE_MOD, HAS_CAPTURE_GRADS,
                       DOT_PREC, TMA)
     n_full = tl.load(FULL_NUM + row)
     for it in range(0, n_full * R):
         start_n = tl.load(FULL_IDX + irow + it // R) * SPARSE_N + (it % R) * BLOCK_N
-        dq = _dq_tile(dq, q, do, lse, delta, K_base, V_base, KD, VD, kv_row, start_n, start_m,
-                      offs_m, offs_d, b, h, sm_scale, KV_LEN, stride_kn, stride_vn,
-                      __CAPS__ __GRADS__
+        dq = _dq_tile(dq, q, do, lse, delta, K_base, V_base, KD, VD, kv_row, start_n, offs_m,
+                      offs_d, b, h, sm_scale, KV_LEN, stride_kn, stride_vn, __CAPS__ __GRADS__
                       D, D_PAD, BLOCK_N, False, EVEN_N, HAS_SCORE_MOD, HAS_CAPTURE_GRADS,
                       DOT_PREC, TMA)
     dq = dq * sm_scale

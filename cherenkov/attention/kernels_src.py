@@ -1,7 +1,7 @@
 '''Triton source of the block-sparse flash-attention kernels, with slots for the rendered mods.
 
-`codegen.py` prepends the helpers from `render.py` (`_score_mod`, `_score_mod_grad`,
-`_capture_grads`, `_mask_mod`) and replaces `__CAPS__` / `__GRADS__` with the captured-tensor
+`codegen.py` prepends the helpers from `render.py` (`_score_mod`, `_score_mod_q0`, `_row_shift`,
+`_score_mod_grad`, `_capture_grads`, `_mask_mod`) and replaces `__CAPS__` / `__GRADS__` with the captured-tensor
 parameters. Conventions shared by every kernel:
 
 * q, k, v, o are (B, H, S, D) with unit stride along D; H counts query heads, HK kv heads,

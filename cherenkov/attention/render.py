@@ -308,8 +308,8 @@ def render_score_mod(traced: TracedMods, target: str, wide: bool = False,
                      float_index: bool = False) -> str:
     """`_score_mod(score, sm_scale, ...)`: mod(score * sm_scale) * log2(e) from the raw dot
     product `score` (the decode kernel's), `_score_mod_q0` (the same less its row terms,
-    row_terms.py: the forward's), `_score_mod_grad` (that and d mod / d score: the
-    backward's), `_row_shift` (the row terms) and `_scale_ds`, constants folded (fold.py)."""
+    row_terms.py: the forward's), `_row_shift` (those row terms), `_score_mod_grad` (the whole
+    value and d mod / d score: the backward's) and `_scale_ds`, constants folded (fold.py)."""
     caps = capture_params(traced)
     params = f"score, sm_scale, b, h, q_idx, kv_idx, {caps}"
     value, d = scaled_mods(traced)
@@ -323,11 +323,11 @@ def render_score_mod(traced: TracedMods, target: str, wide: bool = False,
     fwd_q0 = _function("_score_mod_q0", q0_params, em, _as_tile(shifted, em))
 
     em = _Emitter(target, wide=wide, float_index=float_index)
-    out = _as_tile(shifted, em)
+    out = _as_tile(value, em)
     # A constant derivative is returned as a tile (older Triton cannot return constexprs).
     d_score = f"tl.full(score.shape, {_literal(float(d.value))}, tl.float32)" \
         if d.op == "const" else em.name(d)
-    grad = _function("_score_mod_grad", q0_params, em, f"{out}, {d_score}")
+    grad = _function("_score_mod_grad", params, em, f"{out}, {d_score}")
     return "\n\n".join((fwd, fwd_q0, grad, _render_row_shift(row, caps, target, wide),
                         _render_scale_ds(d), render_capture_grads(traced, target, wide)))
 
