@@ -18,11 +18,11 @@ once per tile column (kv_idx - q0: small near the diagonal, as precise as the or
 second is a row term. ALiBi's score, a subtract, a multiply and an add per score, becomes one
 fma of a key vector (computed from the converted index vectors, render._index_linear).
 
-On the H200 (B=4 H=16 S=4096 D=128 bf16, causal ALiBi) the forward took 0.620 ms, 0.640-0.641
-before (bench/results/2026-12-01_attention_alibi_h200_10875ef.md). The same split in the
-backward (dK/dV tiles of 64 query rows, q0 their first; lse - r per tile) was slower: forward +
-backward 2.524-2.529 ms vs 2.436-2.506 with the whole score there (stored-dS dK/dV at 10875ef);
-so the backward keeps it.
+On the H200 (B=4 H=16 S=4096 D=128 bf16, causal ALiBi) the forward took 0.624-0.625 ms,
+0.640-0.641 before; forward + backward 2.422-2.428 vs 2.436-2.506
+(bench/results/2026-12-01_attention_alibi_h200_6c6be76*.md). The same split in the backward
+(dK/dV tiles of 64 query rows, q0 their first, lse - r per tile) was slower: forward +
+backward 2.524-2.529 ms (..._10875ef*.md); so the backward keeps the whole score.
 
 Values change by float reassociation only.
 """
