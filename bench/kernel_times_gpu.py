@@ -4,6 +4,8 @@ from bench/<suite>_gpu.py's `cases`) compiled, run 10 times under torch.profiler
 sources, in launch order, written to OUT_DIR/kernel_sources.py.
 
     PYTHONPATH=. python3 bench/kernel_times_gpu.py pooling "max_pool2d channels-last" OUT_DIR
+
+WITH_INDUCTOR=1 profiles torch.compile's kernels of the case too (Cherenkov's sources only).
 """
 import importlib
 import os
@@ -24,11 +26,16 @@ def main(suite: str, wanted: str, out_dir: str) -> None:
     name, fn, args, backward, _ = next(c for c in cases if c[0] == wanted)
     dy = torch.randn_like(fn(*args)) if backward else None
     start = len(backend.COMPILED)
-    table = kernel_table(caller(cherenkov.compile(fn), args, backward, dy))
-    print(f"{name}: {sum(table.values()) * 1e3:.1f} us per call in its 8 slowest kernels")
-    print("| kernel | us per call |\n|---|---|")
-    for k, ms in table.items():
-        print(f"| {k} | {ms * 1e3:.1f} |")
+    impls = {"cherenkov": cherenkov.compile(fn)}
+    if os.environ.get("WITH_INDUCTOR") == "1":      # torch.compile's kernels beside ours
+        impls["torch.compile"] = torch.compile(fn)
+    for impl, compiled in impls.items():
+        table = kernel_table(caller(compiled, args, backward, dy))
+        print(f"{name} ({impl}): {sum(table.values()) * 1e3:.1f} us per call in its 8 "
+              "slowest kernels")
+        print("| kernel | us per call |\n|---|---|")
+        for k, ms in table.items():
+            print(f"| {k} | {ms * 1e3:.1f} |")
     with open(os.path.join(out_dir, "kernel_sources.py"), "w") as f:
         for _, info in backend.COMPILED[start:]:
             for kname, fused, nbytes, src in info.kernels:
