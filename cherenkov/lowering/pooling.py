@@ -153,17 +153,22 @@ def _maxima(ctx, x, nd, k, s, p, d, out_spatial):
     return values, starts, at, order
 
 
-@lowering(torch.ops.cherenkov.max_pool2d_taps.default,
-          torch.ops.cherenkov.max_pool3d_taps.default)
-def _max_pool_taps(ctx, x, kernel_size, stride, padding, ceil_mode):
-    """[values, per spatial dim the int8 position of each window's (clamped) argmax in it]:
-    what capture/max_pool_offsets.py saves for the backward in place of eager's int64 index."""
+@lowering(torch.ops.cherenkov.max_pool_offsets.default)
+def _max_pool_offsets(ctx, x, kernel_size, stride, padding, dilation, ceil_mode):
+    """[values, int8 row-major kernel position of each window's (clamped) argmax]: what
+    capture/max_pool_offsets.py saves for the backward in place of eager's int64 index."""
     nd = len(kernel_size)
     floats_only(x.dtype)
-    k, s, p, d = _params(nd, kernel_size, stride, padding)
+    k, s, p, d = _params(nd, kernel_size, stride, padding, dilation)
+    if any(e != 1 for e in d):
+        raise Unsupported("max pool offsets of a dilated pool")
     values, starts, at, order = _maxima(ctx, x, nd, k, s, p, d, tuple(ctx.out[0].shape[-nd:]))
-    taps = [ctx.cast(int_op(ctx, Op.SUB, at[i], starts[i]), torch.int8) for i in range(nd)]
-    return [in_eager_order(ctx, t, order) for t in (values, *taps)]
+    flat = None
+    for i in range(nd):
+        tap = int_op(ctx, Op.SUB, at[i], starts[i])
+        flat = tap if flat is None else int_op(ctx, Op.ADD, int_op(ctx, Op.MUL, flat, k[i]), tap)
+    return [in_eager_order(ctx, values, order),
+            in_eager_order(ctx, ctx.cast(flat, torch.int8), order)]
 
 
 def flat_index(ctx, positions, S):
