@@ -25,7 +25,6 @@ import cherenkov.backend as backend  # noqa: E402
 from cherenkov import hw  # noqa: E402
 from cherenkov.bench.report import commit, md_table  # noqa: E402
 from cherenkov.capture.decompositions import decomposition_table  # noqa: E402
-from cherenkov.config import current  # noqa: E402
 from cherenkov.codegen.blocks import choose_blocks  # noqa: E402
 from cherenkov.lowering.from_fx import lower_fx  # noqa: E402
 from cherenkov.models import ModelConfig, build_model  # noqa: E402
@@ -72,8 +71,7 @@ def stem_graphs() -> list:
         memory_format=torch.channels_last).requires_grad_()
     params = (torch.rand(64) + 0.5, torch.randn(64), torch.zeros(64), torch.ones(64))
     out = aot_function(stem, fw_compiler=keep("forward"), bw_compiler=keep("backward"),
-                       decompositions=decomposition_table(),
-                       partition_fn=backend._partition_fn(current()))(x, *params)
+                       decompositions=decomposition_table())(x, *params)
     out.backward(torch.randn_like(out))
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     result = []
@@ -81,8 +79,6 @@ def stem_graphs() -> list:
         for n in gm.graph.nodes:
             n.meta.pop("val", None)
             n.meta.pop("tensor_meta", None)
-            if n.kwargs.get("device") == torch.device("cpu"):    # traced on the CPU: the
-                n.kwargs = {**n.kwargs, "device": torch.device("cuda")}   # graph's creations
         if name == "forward":
             gm.meta["cherenkov_caller_outputs"] = 1
         with mode:

@@ -12,7 +12,6 @@ import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 
 from cherenkov.capture.foreach import foreach_decompositions
-from cherenkov.capture.max_pool_offsets import max_pool_decompositions
 
 aten = torch.ops.aten
 
@@ -79,7 +78,6 @@ def decomposition_table() -> dict:
     for op in KEEP:
         table.pop(op, None)
     table.update(foreach_decompositions())
-    table.update(max_pool_decompositions())     # int8 argmax offsets saved for the backward
     for op, fn in ((aten.gelu.default, gelu), (aten.gelu_backward.default, gelu_backward)):
         table[op] = functools.partial(fn, _fallback=table[op])
     return table

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import torch
 
-from cherenkov.capture import max_pool_offsets  # noqa: F401  (defines the op lowered here)
 from cherenkov.ir.graph import Node, dense_order, numel
 from cherenkov.ir.ops import Op
 from cherenkov.lowering.registry import Unsupported, lowering
@@ -129,46 +128,20 @@ def in_eager_order(ctx, t, order):
 
 def max_of_windows(ctx, x, nd, k, s, p, d, out_spatial):
     """[values, eager's flat indices into each input plane] of x's windows' maxima."""
-    values, starts, at, order = _maxima(ctx, x, nd, k, s, p, d, out_spatial)
-    return [in_eager_order(ctx, values, order),
-            in_eager_order(ctx, flat_index(ctx, at, x.shape[-nd:]), order)]
-
-
-def _maxima(ctx, x, nd, k, s, p, d, out_spatial):
-    """(values, each window's first position and its argmax's position per dim -- clamped
-    into the input, so a window of -inf alone names its first element inside the input, as
-    eager's index does --, the order they were reduced in)."""
     w = _windows(ctx, x, nd, k, s, p, d, out_spatial, float("-inf"))
     order = channels_last_order(x, nd)
     values = _reduced_in_order(ctx, Op.MAX, w, order, x.dtype)
     arg = _reduced_in_order(ctx, Op.ARGMAX, w, order, torch.int64)
     lead, S = len(x.shape) - nd, x.shape[-nd:]
-    starts, at = [], []
+    at = []
     for i in range(nd):
+        # the chosen element's position; clamped, so a window of -inf alone names its first
+        # element inside the input, as eager's does
         dim = 1 + i if order else lead + i
-        start = int_op(ctx, Op.SUB, int_op(ctx, Op.MUL, ctx.iota(values.shape, dim), s[i]), p[i])
-        pos = int_op(ctx, Op.ADD, start, int_op(ctx, Op.MUL, offset(ctx, arg, k, i), d[i]))
-        starts.append(start)
-        at.append(clamp(ctx, pos, 0, S[i] - 1))
-    return values, starts, at, order
-
-
-@lowering(torch.ops.cherenkov.max_pool_offsets.default)
-def _max_pool_offsets(ctx, x, kernel_size, stride, padding, dilation, ceil_mode):
-    """[values, int8 row-major kernel position of each window's (clamped) argmax]: what
-    capture/max_pool_offsets.py saves for the backward in place of eager's int64 index."""
-    nd = len(kernel_size)
-    floats_only(x.dtype)
-    k, s, p, d = _params(nd, kernel_size, stride, padding, dilation)
-    if any(e != 1 for e in d):
-        raise Unsupported("max pool offsets of a dilated pool")
-    values, starts, at, order = _maxima(ctx, x, nd, k, s, p, d, tuple(ctx.out[0].shape[-nd:]))
-    flat = None
-    for i in range(nd):
-        tap = int_op(ctx, Op.SUB, at[i], starts[i])
-        flat = tap if flat is None else int_op(ctx, Op.ADD, int_op(ctx, Op.MUL, flat, k[i]), tap)
-    return [in_eager_order(ctx, values, order),
-            in_eager_order(ctx, ctx.cast(flat, torch.int8), order)]
+        pos = int_op(ctx, Op.ADD, int_op(ctx, Op.MUL, ctx.iota(values.shape, dim), s[i]),
+                   int_op(ctx, Op.MUL, offset(ctx, arg, k, i), d[i]))
+        at.append(clamp(ctx, int_op(ctx, Op.SUB, pos, p[i]), 0, S[i] - 1))
+    return [in_eager_order(ctx, values, order), in_eager_order(ctx, flat_index(ctx, at, S), order)]
 
 
 def flat_index(ctx, positions, S):
