@@ -25,6 +25,7 @@ import cherenkov.backend as backend  # noqa: E402
 from cherenkov import hw  # noqa: E402
 from cherenkov.bench.report import commit, md_table  # noqa: E402
 from cherenkov.capture.decompositions import decomposition_table  # noqa: E402
+from cherenkov.config import current  # noqa: E402
 from cherenkov.codegen.blocks import choose_blocks  # noqa: E402
 from cherenkov.lowering.from_fx import lower_fx  # noqa: E402
 from cherenkov.models import ModelConfig, build_model  # noqa: E402
@@ -54,7 +55,8 @@ def model_graphs(family: str) -> list:
 
 
 def stem_graphs() -> list:
-    """The channels-last stem's forward and backward graphs (AOTAutograd, our decompositions),
+    """The channels-last stem's forward and backward graphs (AOTAutograd, our decompositions and
+    partitioner choice),
     with fake CUDA inputs of the recorded layouts; the forward returns one output to the
     caller, the rest are saved for the backward."""
     graphs = []
@@ -71,7 +73,8 @@ def stem_graphs() -> list:
         memory_format=torch.channels_last).requires_grad_()
     params = (torch.rand(64) + 0.5, torch.randn(64), torch.zeros(64), torch.ones(64))
     out = aot_function(stem, fw_compiler=keep("forward"), bw_compiler=keep("backward"),
-                       decompositions=decomposition_table())(x, *params)
+                       decompositions=decomposition_table(),
+                       partition_fn=backend._partition_fn(current()))(x, *params)
     out.backward(torch.randn_like(out))
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     result = []
@@ -79,6 +82,8 @@ def stem_graphs() -> list:
         for n in gm.graph.nodes:
             n.meta.pop("val", None)
             n.meta.pop("tensor_meta", None)
+            if n.kwargs.get("device") == torch.device("cpu"):    # traced on the CPU: the
+                n.kwargs = {**n.kwargs, "device": torch.device("cuda")}   # graph's creations
         if name == "forward":
             gm.meta["cherenkov_caller_outputs"] = 1
         with mode:
