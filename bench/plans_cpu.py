@@ -56,9 +56,8 @@ def model_graphs(family: str) -> list:
 
 def stem_graphs() -> list:
     """The channels-last stem's forward and backward graphs (AOTAutograd, our decompositions and
-    partitioner choice),
-    with fake CUDA inputs of the recorded layouts; the forward returns one output to the
-    caller, the rest are saved for the backward."""
+    partitioner choice), with fake CUDA inputs of the recorded layouts; the forward returns one
+    output to the caller, the rest are saved for the backward."""
     graphs = []
 
     def keep(name):
