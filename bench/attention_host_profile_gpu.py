@@ -16,7 +16,6 @@ import io
 import os
 import pstats
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -26,18 +25,10 @@ from triton.testing import do_bench  # noqa: E402
 import cherenkov.attention as ca  # noqa: E402
 from cherenkov.bench.report import script_meta  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from attention_bwd_tiles_gpu import host_ms  # noqa: E402
+
 B, H, S, D = 4, 16, 4096, 128
-
-
-def host_ms(fn, calls: int = 50) -> float:
-    fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    t1 = time.perf_counter()
-    torch.cuda.synchronize()
-    return (t1 - t0) / calls * 1e3
 
 
 def main() -> int:
@@ -59,7 +50,7 @@ def main() -> int:
         for _ in range(5):
             run()
         torch.cuda.synchronize()
-        host = [host_ms(run) for _ in range(3)]
+        host = [host_ms(run, 50) for _ in range(3)]
         bench = [do_bench(run, warmup=10, rep=40, grad_to_none=[q, k, v],
                           return_mode="median") for _ in range(3)]
         prof = cProfile.Profile()
