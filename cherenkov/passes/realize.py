@@ -122,12 +122,11 @@ def realize_broadcast_work(nodes, users, realized, views, device) -> None:
     the extra evaluations' FLOPs against writing and re-reading the value (and a launch)."""
     from cherenkov import cost
     work: dict[Node, int] = {}
-    inlined: dict[Node, frozenset | None] = {}      # the computed nodes n's value inlines
     for n in nodes:
         if n in realized or is_buffer_source(n) or n.op == Op.CONST or n in views:
-            work[n], inlined[n] = 0, frozenset()
+            work[n] = 0
             continue
-        work[n], inlined[n] = _inlined_work(n, inlined)
+        work[n] = _element_flops(n) + sum(work.get(i, 0) for i in n.inputs)
         if n.op in GroupOp.VIEW or not isinstance(n.meta, TensorMeta) or work[n] < TRANSCENDENTAL_FLOPS:
             continue
         size = numel(n.shape)
@@ -140,22 +139,7 @@ def realize_broadcast_work(nodes, users, realized, views, device) -> None:
         store = cost.kernel_time(device, 0, 2 * node_bytes(n))
         if recompute > store:
             realized.add(n)
-            work[n], inlined[n] = 0, frozenset()
-
-
-WORK_CAP = 1 << 12     # inlined work past this counts as this (no node sets kept that large)
-
-
-def _inlined_work(n: Node, inlined: dict) -> tuple[int, frozenset | None]:
-    """(FLOPs of one element of n inlined, the nodes that costs): each computed node once --
-    a subexpression two of n's inputs share (a pooling window's index, read by its validity
-    test and by its clamping) is computed once in the kernel, not once per path to it."""
-    parts = [inlined.get(i, frozenset()) for i in n.inputs]
-    if any(p is None for p in parts):
-        return WORK_CAP, None
-    nodes = frozenset({n}).union(*parts)
-    total = sum(_element_flops(m) for m in nodes)
-    return (WORK_CAP, None) if total >= WORK_CAP else (total, nodes)
+            work[n] = 0
 
 
 def realize_narrowed(nodes, users, realized, outside) -> None:

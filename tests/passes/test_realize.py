@@ -51,39 +51,3 @@ def test_a_widened_value_read_thrice_is_stored_at_its_own_width():
     realized = set()
     realize_shared(nodes, _users(nodes), realized, {})
     assert value in realized and wide not in realized
-
-
-def _broadcast_test(chain_op, links: int) -> bool:
-    """A (1000,) bool from `links` ops on an input, tested against both bounds (two paths to
-    the chain) and broadcast over 200000 rows: realized or not by realize_broadcast_work on the
-    H200 preset."""
-    from cherenkov import hw
-    from cherenkov.passes.realize import realize_broadcast_work
-    cpu = torch.device("cpu")
-    m = lambda shape, dtype: TensorMeta(shape, dtype, cpu)              # noqa: E731
-    x = Node(Op.INPUT, (), (0,), m((1000,), torch.float32))
-    big = Node(Op.INPUT, (), (1,), m((200000, 1000), torch.float32))
-    one = Node(Op.CONST, (), (1.0, torch.float32), m((), torch.float32))
-    chain, nodes = x, [x, big, one]
-    for _ in range(links):
-        chain = Node(chain_op, (chain, one) if chain_op == Op.ADD else (chain,), (),
-                     m((1000,), torch.float32))
-        nodes.append(chain)
-    lo = Node(Op.GE, (chain, one), (), m((1000,), torch.bool))
-    hi = Node(Op.LT, (chain, x), (), m((1000,), torch.bool))
-    valid = Node(Op.AND, (lo, hi), (), m((1000,), torch.bool))
-    wide = Node(Op.EXPAND, (valid,), ((200000, 1000),), m((200000, 1000), torch.bool))
-    out = Node(Op.WHERE, (wide, big, one), (), m((200000, 1000), torch.float32))
-    nodes += [lo, hi, valid, wide, out]
-    realized = {out}
-    realize_broadcast_work(nodes, _users(nodes), realized, {wide}, hw.device("h200"))
-    return valid in realized
-
-
-def test_a_broadcast_value_costs_each_shared_subexpression_once():
-    """A value whose inputs share one long subexpression (a pooling window's index, read by
-    the tests of its lower and upper bound) inlines it once: 40 adds are cheap to recompute
-    per element (a sum over paths counted them twice, past the realization threshold and a
-    kernel of its own), transcendental functions are not."""
-    assert not _broadcast_test(Op.ADD, 40)
-    assert _broadcast_test(Op.EXP, 2)
