@@ -1,8 +1,8 @@
 '''Triton source of the block-sparse flash-attention kernels, with slots for the rendered mods.
 
-`codegen.py` prepends the helpers from `render.py` (`_score_mod`, `_score_mod_q0`, `_row_shift`,
-`_score_mod_grad`, `_capture_grads`, `_mask_mod`) and replaces `__CAPS__` / `__GRADS__` with the captured-tensor
-parameters. Conventions shared by every kernel:
+`codegen.py` prepends the helpers from `render.py` (`_score_mod`, `_score_mod_q0`,
+`_row_shift`, `_score_mod_grad`, `_capture_grads`, `_mask_mod`) and replaces `__CAPS__` /
+`__GRADS__` with the captured-tensor parameters. Conventions shared by every kernel:
 
 * q, k, v, o are (B, H, S, D) with unit stride along D; H counts query heads, HK kv heads,
   GROUPS = H // HK (GQA); D is padded to the power of two D_PAD with masks.
@@ -136,17 +136,15 @@ def _attn_fwd(Q, K, V, O, LSE, __CAPS__
         start_n = tl.load(KV_IDX + irow + it // R) * SPARSE_N + (it % R) * BLOCK_N
         acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, K_base, V_base, KD, VD, kv_row, hk, start_n,
                                   start_m, offs_m, offs_d, b, h, sm_scale, KV_LEN, stride_kn,
-                                  stride_vn,
-                                  __CAPS__ D, D_PAD, BLOCK_N, True, EVEN_N, HAS_SCORE_MOD,
-                                  DOT_PREC, TMA)
+                                  stride_vn, __CAPS__ D, D_PAD, BLOCK_N, True, EVEN_N,
+                                  HAS_SCORE_MOD, DOT_PREC, TMA)
     n_full = tl.load(FULL_NUM + row)
     for it in range(0, n_full * R):
         start_n = tl.load(FULL_IDX + irow + it // R) * SPARSE_N + (it % R) * BLOCK_N
         acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, K_base, V_base, KD, VD, kv_row, hk, start_n,
                                   start_m, offs_m, offs_d, b, h, sm_scale, KV_LEN, stride_kn,
-                                  stride_vn,
-                                  __CAPS__ D, D_PAD, BLOCK_N, False, EVEN_N, HAS_SCORE_MOD,
-                                  DOT_PREC, TMA)
+                                  stride_vn, __CAPS__ D, D_PAD, BLOCK_N, False, EVEN_N,
+                                  HAS_SCORE_MOD, DOT_PREC, TMA)
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
     o = acc / l_safe[:, None]
     lse = tl.where(l_i == 0.0, float("inf"), m_i + tl.log2(l_safe))

@@ -316,7 +316,7 @@ def render_score_mod(traced: TracedMods, target: str, wide: bool = False,
     em = _Emitter(target, wide=wide, float_index=float_index)
     fwd = _function("_score_mod", params, em, _as_tile(value, em))
 
-    # the forward's and backward's tiles: the score less its row terms (row_terms.py)
+    # the forward's tiles: the score less its row terms (row_terms.py)
     shifted, row = split_rows(value)
     q0_params = f"score, sm_scale, b, h, q_idx, kv_idx, q0, {caps}"
     em = _Emitter(target, wide=wide, float_index=float_index)
