@@ -1,0 +1,126 @@
+"""The attention kernels compiled for sm_90 (Hopper) on the CPU, read as SASS: per basic block of
+more than 100 instructions (the tile loops), its instruction count, spill loads / stores
+(LDL / STL), tensor-core and MUFU instructions and the commonest opcodes. No GPU needed:
+Triton's GPU passes and ptxas run on the CPU, nvdisasm (shipped with Triton) disassembles.
+
+    env -u TRITON_INTERPRET .venv/bin/python bench/attention_sass_cpu.py fwd alibi
+    env -u TRITON_INTERPRET .venv/bin/python bench/attention_sass_cpu.py dkdv causal --warps 8
+
+Kernels: fwd (descriptor forward, 128 x 64 tiles), dkdv (64 x 64, TMA; --ds-store for the
+stored-dS form score mods take), dq (64 x 64, TMA). Mods: causal (no score mod), alibi,
+softcap. The configurations are the suite's at B=4 H=16 S=4096 D=128 bf16. This decided
+row_terms.py's float key vector: the integer one kept 16 registers live across the
+forward's full-tile loop and spilled there (26 LDL a tile).
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "tests", "attention"))
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+
+from cherenkov.attention import mods  # noqa: E402
+from cherenkov.attention.codegen import load_kernels  # noqa: E402
+from cherenkov.attention.trace import trace_mods  # noqa: E402
+from sm90_compile import signature  # noqa: E402
+
+SCORE = {"causal": None, "alibi": lambda: mods.alibi(torch.randn(16)),
+         "softcap": lambda: mods.tanh_softcap(30.0)}
+BASE = dict(D=128, D_PAD=128, DOT_PREC="tf32", EVEN_M=True, EVEN_N=True, TMA=2)
+
+
+def _kernel(module, kind: str, has_mod: bool, ds_store: bool):
+    """(function, constexprs, descriptor arguments, default warps, default stages)."""
+    base = dict(BASE, HAS_SCORE_MOD=has_mod)
+    if kind == "fwd":
+        descs = {n: f"tensordesc<bf16[{r},128]>" for n, r in
+                 (("QD", 128), ("KD", 64), ("VD", 64), ("OD", 128))}
+        return (module._attn_fwd, dict(base, SPARSE_M=128, SPARSE_N=64, BLOCK_M=128,
+                                       BLOCK_N=64), descs, 4, 2)
+    tiles = dict(SPARSE_M=64, SPARSE_N=64, BLOCK_M=64, BLOCK_N=64)
+    if kind == "dkdv":
+        descs = {"QD": "tensordesc<bf16[64,128]>", "DOD": "tensordesc<bf16[64,128]>",
+                 "DSD": "tensordesc<bf16[64,64]>"}
+        return (module._attn_bwd_dkdv, dict(base, **tiles, DP_FIRST=False, DS_STORE=ds_store),
+                descs, 4, 2)
+    descs = {"KD": "tensordesc<bf16[64,128]>", "VD": "tensordesc<bf16[64,128]>"}
+    return (module._attn_bwd_dq, dict(base, **tiles, HAS_CAPTURE_GRADS=False, FUSED_DELTA=True),
+            descs, 4, 2)
+
+
+def sass_of(kind: str, mod: str, warps: int | None, stages: int | None,
+            ds_store: bool) -> str:
+    factory = SCORE[mod]
+    traced = trace_mods(factory() if factory else None, mods.causal)
+    module = load_kernels(traced, interpret=False, float_index=True)
+    fn, constexprs, descs, w, s = _kernel(module, kind, factory is not None, ds_store)
+    captured = {f"C{i}": "*fp32" for i, _ in enumerate(traced.captured)}
+    sig = {**signature(fn, constexprs, captured), **descs}
+    src = ASTSource(fn=fn, signature=sig,
+                    constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
+    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                              options={"num_warps": warps or w, "num_stages": stages or s,
+                                       "enable_fp_fusion": True})
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(compiled.asm["cubin"])
+        f.flush()
+        tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin",
+                            "nvdisasm")
+        return subprocess.run([tool, "-c", f.name], capture_output=True, text=True,
+                              check=True).stdout
+
+
+def blocks(sass: str) -> dict[str, list[str]]:
+    """Opcodes per basic block (labels .L_x_N), in order."""
+    out, cur = collections.OrderedDict(entry=[]), "entry"
+    for line in sass.splitlines():
+        label = re.match(r"^(\.L_x_\d+):", line)
+        if label:
+            cur = label.group(1)
+            out[cur] = []
+            continue
+        op = re.match(r"\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", line)
+        if op:
+            out[cur].append(op.group(1).split(".")[0])
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("kernel", choices=("fwd", "dkdv", "dq"))
+    ap.add_argument("mod", choices=sorted(SCORE))
+    ap.add_argument("--warps", type=int)
+    ap.add_argument("--stages", type=int)
+    ap.add_argument("--ds-store", action="store_true")
+    args = ap.parse_args()
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        print("run without TRITON_INTERPRET (env -u TRITON_INTERPRET ...)", file=sys.stderr)
+        return 2
+    by_block = blocks(sass_of(args.kernel, args.mod, args.warps, args.stages, args.ds_store))
+    every = [op for ops in by_block.values() for op in ops]
+    print(f"{args.kernel} {args.mod}: {len(every)} instructions, LDL {every.count('LDL')}, "
+          f"STL {every.count('STL')}")
+    print("| block | instructions | LDL | STL | HGMMA | MUFU | commonest |")
+    print("|---|---|---|---|---|---|---|")
+    for name, ops in by_block.items():
+        if len(ops) > 100:
+            common = ", ".join(f"{o} {n}" for o, n in collections.Counter(ops).most_common(6))
+            print(f"| {name} | {len(ops)} | {ops.count('LDL')} | {ops.count('STL')} | "
+                  f"{ops.count('HGMMA')} | {ops.count('MUFU')} | {common} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
