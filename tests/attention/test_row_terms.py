@@ -116,3 +116,19 @@ def test_a_row_term_that_is_not_finite_gives_that_row_nan():
     assert out[:, :, 5].isnan().all() and ref[:, :, 5].isnan().all()
     keep = torch.arange(20) != 5
     torch.testing.assert_close(out[:, :, keep].double(), ref[:, :, keep], rtol=1e-4, atol=1e-4)
+
+
+def test_a_mod_not_reading_the_score_keeps_whole_tiles():
+    """slope * (kv - q) alone (the score ignored): split, its tile part varies along kv only
+    and is still a whole tile; outputs, lse and dV match the reference."""
+    slopes = alibi_slopes(2).double()
+    q, k, v = make_qkv(1, 2, 2, 21, 30, 16, dtype=torch.float64)
+    mod = lambda s, b, h, qi, kv: slopes[h] * (kv - qi)          # noqa: E731
+    out, lse = attention(q, k, v, score_mod=mod, mask_mod=mods.causal, return_lse=True)
+    ref, ref_lse = attention_math(q, k, v, mod, mods.causal, return_lse=True)
+    torch.testing.assert_close(out, ref, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(lse, ref_lse, rtol=1e-6, atol=1e-6)
+    go = torch.randn_like(ref)
+    dv, = torch.autograd.grad(out, (v,), go)
+    ref_dv, = torch.autograd.grad(ref, (v,), go)
+    torch.testing.assert_close(dv, ref_dv, rtol=1e-6, atol=1e-6)
