@@ -148,11 +148,13 @@ def _attn_fwd(Q, K, V, O, LSE, __CAPS__
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
     o = acc / l_safe[:, None]
     lse = tl.where(l_i == 0.0, float("inf"), m_i + tl.log2(l_safe))
-    if HAS_SCORE_MOD:     # the row terms the tiles left out: into the lse; a row whose term
-        # is not finite (its every score is not) gets NaN, as eager's softmax gives it
+    if HAS_SCORE_MOD:     # the row terms the tiles left out: into the lse. A row whose term
+        # is -inf is every score -inf: output 0, as a fully masked row (the tiles scored it);
+        # +inf or NaN: NaN, as the whole scores gave it
         r = _row_shift(sm_scale, b, h, offs_m, start_m, __CAPS__)
-        lse = lse + r
-        o = o + (r * 0.0)[:, None]
+        empty = (l_i == 0.0) | (r == float("-inf"))
+        lse = tl.where(empty, float("inf"), lse + r)
+        o = tl.where(empty[:, None], 0.0, o + (r * 0.0)[:, None])
     if TMA == 2:
         OD.store([q_row, 0], o.to(q.dtype))
     elif TMA == 4:

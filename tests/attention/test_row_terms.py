@@ -105,8 +105,8 @@ def test_kernels_with_row_terms_stored_ds_backward():
 
 
 def test_a_row_term_that_is_not_finite_gives_that_row_nan():
-    """A row whose every score is infinite: eager's softmax gives NaN there, and so do we
-    (the row term is taken out of the tiles, its non-finiteness is not)."""
+    """A row whose every score is +inf: eager's softmax gives NaN there, and so do we (the row
+    term is taken out of the tiles, its non-finiteness is not)."""
     bias = torch.zeros(20)
     bias[5] = math.inf
     q, k, v = make_qkv(1, 2, 2, 20, 24, 16, grad=False)
@@ -132,3 +132,20 @@ def test_a_mod_not_reading_the_score_keeps_whole_tiles():
     dv, = torch.autograd.grad(out, (v,), go)
     ref_dv, = torch.autograd.grad(ref, (v,), go)
     torch.testing.assert_close(dv, ref_dv, rtol=1e-6, atol=1e-6)
+
+
+def test_a_row_term_of_minus_inf_is_a_fully_masked_row():
+    """Every score of a row -inf through a row term: output 0 and lse -inf, as for a row the
+    mask_mod masks whole (and as the whole scores gave before the split); gradients 0."""
+    bias = torch.zeros(20)
+    bias[5] = -math.inf
+    q, k, v = make_qkv(1, 2, 2, 20, 24, 16)
+    mod = lambda s, b, h, qi, kv: s + bias[qi]                   # noqa: E731
+    out, lse = attention(q, k, v, score_mod=mod, return_lse=True)
+    assert torch.equal(out[:, :, 5], torch.zeros_like(out[:, :, 5]))
+    assert torch.isneginf(lse[:, :, 5]).all() and torch.isfinite(lse[:, :, :5]).all()
+    keep = torch.arange(20) != 5
+    ref = attention_math(q.double(), k.double(), v.double(), mod)
+    torch.testing.assert_close(out[:, :, keep].double(), ref[:, :, keep], rtol=1e-4, atol=1e-4)
+    dq, = torch.autograd.grad(out, (q,), torch.randn_like(out))
+    assert torch.equal(dq[:, :, 5], torch.zeros_like(dq[:, :, 5])) and dq.isfinite().all()
