@@ -146,15 +146,15 @@ def _attn_fwd(Q, K, V, O, LSE, __CAPS__
                                   stride_vn, __CAPS__ D, D_PAD, BLOCK_N, False, EVEN_N,
                                   HAS_SCORE_MOD, DOT_PREC, TMA)
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
-    o = acc / l_safe[:, None]
     lse = tl.where(l_i == 0.0, float("inf"), m_i + tl.log2(l_safe))
     if HAS_SCORE_MOD:     # the row terms the tiles left out: into the lse. A row whose term
         # is -inf is every score -inf: output 0, as a fully masked row (the tiles scored it);
-        # +inf or NaN: NaN, as the whole scores gave it
+        # +inf or NaN: NaN, as the whole scores gave it (row vectors only: through the divisor)
         r = _row_shift(sm_scale, b, h, offs_m, start_m, __CAPS__)
         empty = (l_i == 0.0) | (r == float("-inf"))
         lse = tl.where(empty, float("inf"), lse + r)
-        o = tl.where(empty[:, None], 0.0, o + (r * 0.0)[:, None])
+        l_safe = tl.where(empty, float("inf"), l_safe - r * 0.0)
+    o = acc / l_safe[:, None]
     if TMA == 2:
         OD.store([q_row, 0], o.to(q.dtype))
     elif TMA == 4:
