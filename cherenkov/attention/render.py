@@ -210,12 +210,13 @@ class _Emitter:
     sequence lengths below FLOAT_INDEX_MAX_LEN, where that is exact."""
 
     def __init__(self, target: str, indent: str = "    ", wide: bool = False,
-                 float_index: bool = False):
+                 float_index: bool = False, indices: tuple = LEAVES[1:]):
         self.target, self.indent = target, indent
         self.float_index = float_index
         self.names: dict[int, str] = {}
         self.fnames: dict[int, str] = {}
-        self.lines: list[str] = ([f"{indent}{x} = ({x}).to(tl.int64)" for x in LEAVES[1:]]
+        # `indices`: the index arguments the function takes (widened when `wide`)
+        self.lines: list[str] = ([f"{indent}{x} = ({x}).to(tl.int64)" for x in indices]
                                  if wide else [])
 
     def name(self, node: Node) -> str:
@@ -335,9 +336,7 @@ def render_score_mod(traced: TracedMods, target: str, wide: bool = False,
 def _render_row_shift(row: Node | None, caps: str, target: str, wide: bool) -> str:
     """`_row_shift(sm_scale, b, h, q_idx, q0, ...)`: the row terms the tiles leave out, a
     float32 vector of q_idx's shape (zeros for a mod without them)."""
-    em = _Emitter(target)
-    if wide:
-        em.lines = [f"    {x} = ({x}).to(tl.int64)" for x in ("b", "h", "q_idx")]
+    em = _Emitter(target, wide=wide, indices=("b", "h", "q_idx"))
     value = "0.0" if row is None else em.name(row)
     return _function("_row_shift", f"sm_scale, b, h, q_idx, q0, {caps}", em,
                      f"tl.zeros_like(q_idx).to(tl.float32) + {value}")

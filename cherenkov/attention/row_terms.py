@@ -28,6 +28,7 @@ Values change by float reassociation only.
 """
 from __future__ import annotations
 
+from .fold import PER_SCORE
 from .trace import Node, const, depends_on, make, topo_order
 
 Q0 = Node("q0", dtype="i")                  # the program's first query row, a kernel scalar
@@ -95,7 +96,8 @@ def _sum(terms: list[tuple[int, Node]]) -> Node:
 
 
 def _coefficient(n: Node) -> bool:
-    return n.dtype == "f" and not depends_on(n) & {"score", "q_idx", "kv_idx"}
+    """A float that does not vary per score (fold.py's coefficients)."""
+    return n.dtype == "f" and not depends_on(n) & PER_SCORE
 
 
 def _index_sum(n: Node) -> bool:

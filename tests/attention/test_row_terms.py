@@ -104,11 +104,12 @@ def test_kernels_with_row_terms_stored_ds_backward():
     check(*make_qkv(2, 4, 2, 33, 50, 16), lambda: alibi(slopes), mods.causal)
 
 
-def test_a_row_term_that_is_not_finite_gives_that_row_nan():
-    """A row whose every score is +inf: eager's softmax gives NaN there, and so do we (the row
-    term is taken out of the tiles, its non-finiteness is not)."""
+@pytest.mark.parametrize("bad", [math.inf, math.nan])
+def test_a_row_term_that_is_not_finite_gives_that_row_nan(bad):
+    """A row whose every score is +inf (or NaN): eager's softmax gives NaN there, and so do we
+    (the row term is taken out of the tiles, its non-finiteness is not)."""
     bias = torch.zeros(20)
-    bias[5] = math.inf
+    bias[5] = bad
     q, k, v = make_qkv(1, 2, 2, 20, 24, 16, grad=False)
     mod = lambda s, b, h, qi, kv: s + bias[qi]
     out = attention(q, k, v, score_mod=mod)
