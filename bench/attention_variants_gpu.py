@@ -19,11 +19,14 @@ rounds), in one process. Three experiment sets:
   (launch.TMA_BACKWARD) vs pointers, and their stages / warps; timed forward+backward.
 * `idx`: every kernel's full-tile loop reading first + it instead of an index load per tile
   (masks whose full lists are ascending runs), with and without the backward's descriptors.
+* `warps`: the dK/dV kernel on 64 x 64 tiles with 8 warps (two warpgroups) instead of the one
+  warpgroup tuning forces at 64 keys (SASS: no spills at 8 warps, 7-9 spill loads a step at 4,
+  but 40 HGMMAs a step instead of 24), with 2 and 3 stages; timed forward+backward.
 * `dq_ds`: dQ by its own kernel vs from the dS tiles the dK/dV kernel stores (launch.DS_STORE
   "on"; DS_BUDGET: heads in chunks of that many bytes of dS), the dq_ds kernel's stages, and
   pointers instead of descriptors; timed forward+backward.
 
-    CHERENKOV_COMMIT=<sha> python bench/attention_variants_gpu.py {ws,fwd,bwd,tma,tma_bwd,dq_ds,idx} OUT_DIR
+    CHERENKOV_COMMIT=<sha> python bench/attention_variants_gpu.py {ws,fwd,bwd,tma,tma_bwd,dq_ds,idx,warps} OUT_DIR
     python bench/attention_variants_gpu.py fwd OUT_DIR --smoke    # CPU interpreter, tiny
 
 B=4 H=16 S=4096 D=128 bf16 (smoke: B=1 H=2 S=128 D=32 fp32). Writes
@@ -262,6 +265,33 @@ def dq_ds_variants():
                     context=lambda: _stack(stored(512 << 20)(), _tma_backward("off")()))]
 
 
+# ---- warps: the dK/dV kernel's warps at 64 x 64 -----------------------------------------------
+def _dkdv_config(cfg):
+    """A context in which tuning answers `cfg` for the dK/dV kernel, past the table's clip and
+    its one-warpgroup rule."""
+    @contextlib.contextmanager
+    def context():
+        saved = tuning._table_config
+
+        def table_config(kernel, head_dim, dtype, sparse_block):
+            return cfg if kernel == "dkdv" else saved(kernel, head_dim, dtype, sparse_block)
+        tuning._table_config = table_config
+        tuning._LIVE.clear()
+        try:
+            yield
+        finally:
+            tuning._table_config = saved
+            tuning._LIVE.clear()
+    return context
+
+
+def warps_variants():
+    return [Variant("dkdv 64x64 w4 (base)"),
+            Variant("dkdv 64x64 w8 s2", context=_dkdv_config(K(64, 64, 8, 2))),
+            Variant("dkdv 64x64 w8 s3", context=_dkdv_config(K(64, 64, 8, 3))),
+            Variant("dkdv 32x64 w4 s3", context=_dkdv_config(K(32, 64, 4, 3)))]
+
+
 # ---- idx: full-tile lists walked as ranges (no index load per tile) -------------------------
 def _full_ranges(text: str) -> str:
     """Every kernel's full-tile loop reading its block index as first + it (valid where each
@@ -295,7 +325,8 @@ def _stack(*contexts):
 # ---- cases and timing ------------------------------------------------------------------------
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("set", choices=("ws", "fwd", "bwd", "tma", "tma_bwd", "dq_ds", "idx"))
+    parser.add_argument("set", choices=("ws", "fwd", "bwd", "tma", "tma_bwd", "dq_ds", "idx",
+                                           "warps"))
     parser.add_argument("out_dir", nargs="?", default="bench/results")
     parser.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes")
     parser.add_argument("--cases", nargs="*", help="only these cases")
@@ -304,7 +335,7 @@ def main() -> int:
     dev, dt = ("cpu", torch.float32) if args.smoke else ("cuda", torch.bfloat16)
     B, H, S, D = (1, 2, 128, 32) if args.smoke else (4, 16, 4096, 128)
     torch.manual_seed(0)
-    grad = args.set in ("bwd", "tma_bwd", "dq_ds", "idx")
+    grad = args.set in ("bwd", "tma_bwd", "dq_ds", "idx", "warps")
     q, k, v = (torch.randn(B, H, S, D, device=dev, dtype=dt, requires_grad=grad)
                for _ in range(3))
     do = torch.randn(B, H, S, D, device=dev, dtype=dt)
@@ -316,7 +347,7 @@ def main() -> int:
             "document8": (None, ca.document(offsets=_doc_offsets(S, 8, dev), causal=True))}
     names = {"ws": ("causal", "alibi"), "bwd": ("causal", "softcap30", "alibi", "document8"),
              "fwd": tuple(mods)[:5], "tma": tuple(mods), "tma_bwd": tuple(mods),
-             "dq_ds": tuple(mods),
+             "dq_ds": tuple(mods), "warps": tuple(mods),
              "idx": ("causal", "alibi", "sliding_window1024", "prefix_lm1024", "document8")
              }[args.set]
     if args.cases:
@@ -351,7 +382,8 @@ def main() -> int:
 
     variants = {"ws": ws_variants, "fwd": fwd_variants, "bwd": bwd_variants,
                 "tma": tma_variants, "tma_bwd": tma_bwd_variants,
-                "dq_ds": dq_ds_variants, "idx": idx_variants}[args.set]()
+                "dq_ds": dq_ds_variants, "idx": idx_variants,
+                "warps": warps_variants}[args.set]()
     if args.variants:
         variants = [v for v in variants if v.name in args.variants]
     rows = run_variants(variants, cases, measure, D, rounds=1 if args.smoke else 2)
@@ -364,7 +396,8 @@ def main() -> int:
              "tma": "Attention forward through TMA descriptors",
              "tma_bwd": "Attention backward through TMA descriptors",
              "dq_ds": "Attention backward: dQ from stored dS",
-             "idx": "Attention: full-tile lists as ranges"}[args.set]
+             "idx": "Attention: full-tile lists as ranges",
+             "warps": "Attention backward: the dK/dV kernel's warps"}[args.set]
     write_report(args.out_dir, stem, title, note, rows)
     return 0
 
