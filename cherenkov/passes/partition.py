@@ -5,18 +5,25 @@ split it. Each forward value the backward needs is either *saved* (written by th
 kept alive, read by the backward) or *recomputed* in the backward from values that are. We
 choose by a minimum s-t cut priced by the cost model for the device we plan for:
 
-    save v       2 * bytes(v) / bandwidth          written in forward + read in backward
-                 (+ lambda * bytes(v) under a memory budget; inputs pay only the read)
-    recompute v  roofline time of v's FLOPs and the bytes of its inputs, launch excluded
-                 (recomputed ops are fused into the backward's kernels)
+    save v       2 * bytes(v) / bandwidth        written by the forward, read by the backward;
+                 for a value in memory anyway (see below) the read only, and not that when
+                 only recomputations read it (they price it)  (+ lambda * bytes(v) under a
+                 memory budget)
+    recompute v  v's FLOPs, and reading its inputs that are in memory anyway, launch
+                 excluded (recomputed ops fuse into the backward's kernels; an input computed
+                 in registers is priced where it is computed), + 2 * bytes(v) / bandwidth
+                 when a library op of the backward (a matmul) reads v: written and read there
                  infinite for matmuls, convolutions, attention, RNG, mutations, non-aten ops
 
-The flow graph splits every node v into v_in -> v_out (capacity: save cost) and adds
-source -> v_in (capacity: recompute cost), u_out -> v_in (infinite, data dependence) and
-v_in -> sink (infinite) for the backward's own nodes. A node whose v_in ends on the sink side
-is recomputed; one whose v_in is on the source side and v_out on the sink side is saved. So
-the cut's value is exactly  sum(save costs) + sum(recompute costs)  of the plan, and no list
-of "recomputable ops" exists beyond the hard constraint above: the device's rates decide.
+A value is in memory anyway when the forward writes it whatever is saved: a graph input, a
+forward output, the result of a library op (matmul, attention), a value read by a library op
+or read again after a library op that depends on it (the residual stream: `x` is read by the
+LayerNorm and, after the block's matmuls, by the next residual add). So a LayerNorm saves its
+input x (in memory anyway, read once by the recomputation) and mean / rstd, and recomputes
+(x - mean) * rstd in the backward, rather than also writing the normalized x: on GPT-2 that is
+50 MB less written per LayerNorm. Reading inputs twice -- a value saved and also read by the
+recomputation of another -- is not seen by the cut; pricing in-memory inputs at every
+recomputation that reads them keeps it from rebuilding the residual stream from its terms.
 
 Under `memory_budget` (GB if > 1, else a fraction of the device's memory) the saved bytes of
 forward-created values are held under the budget by raising lambda (doubling, then bisection)
@@ -37,6 +44,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 import torch.fx as fx
+import torch.utils._pytree as pytree
 from scipy.sparse.csgraph import breadth_first_order, maximum_flow
 from torch._functorch import config as functorch_config
 from torch._functorch import partitioners as tp
@@ -55,7 +63,9 @@ NEVER_RECOMPUTE = {
     aten._scaled_dot_product_cudnn_attention, aten._scaled_dot_product_attention_math,
     aten._flash_attention_forward, aten._efficient_attention_forward,
     aten._scaled_mm, aten._int_mm,
-}
+} | {getattr(aten, name) for name in (        # attention ops not in every release
+    "_scaled_dot_product_flash_attention_for_cpu", "_cudnn_attention_forward",
+    "_scaled_dot_product_fused_attention_overrideable") if hasattr(aten, name)}
 
 # FLOPs per element counted for pointwise ops that are more than one instruction; others 1.
 FLOPS_PER_ELEMENT = {
@@ -185,27 +195,97 @@ def cannot_recompute(node: fx.Node) -> str | None:
     return None
 
 
-def recompute_time(node: fx.Node, device: DeviceSpec) -> float:
-    """Roofline time to recompute `node` from its inputs (no launch: it fuses into backward)."""
+def recompute_time(node: fx.Node, device: DeviceSpec, read_bytes: int = 0,
+                   materialize: bool = False) -> float:
+    """Time to recompute `node` in the backward (no launch: it fuses into a backward kernel):
+    its FLOPs, reading `read_bytes` of inputs from memory, and, `materialize` (a backward
+    library op reads it), writing it and that op's read."""
     out = _tensor(node)
     if out is None or isinstance(node.target, torch._ops.OpOverload) and node.target.is_view:
         return 0.0   # views and getitems are metadata
     inputs = [t for a in node.all_input_nodes if (t := _tensor(a)) is not None]
     numel = max([_numel(out)] + [_numel(t) for t in inputs])
     flops = FLOPS_PER_ELEMENT.get(_packet(node), 1) * numel
-    bytes_read = sum(_numel(t) * t.element_size() for t in inputs)
+    moved = read_bytes + (2 * _nbytes(node) if materialize else 0)
     dtype = out.dtype if out.dtype.is_floating_point else torch.float32
     try:
-        r = roofline(device, flops, bytes_read, dtype, tensor_core=False)
+        r = roofline(device, flops, moved, dtype, tensor_core=False)
     except ValueError:   # no vector rate listed for this dtype
-        r = roofline(device, flops, bytes_read, torch.float32, tensor_core=False)
+        r = roofline(device, flops, moved, torch.float32, tensor_core=False)
     return max(r.compute_s, r.memory_s)
 
 
-def save_time(node: fx.Node, device: DeviceSpec) -> float:
-    """Time the memory system spends on a saved value: write + read, or just read for inputs."""
-    passes = 1 if node.op == "placeholder" else 2
+# a saved value written anyway and read only by recomputations (which price that read) still
+# costs a little: of two such plans the one holding fewer bytes wins
+_HOLD_PASSES = 1 / 64
+
+
+def save_time(node: fx.Node, device: DeviceSpec, written: bool = False,
+              read: bool = True) -> float:
+    """Time the memory system spends on a saved value: written by the forward and read by the
+    backward, or, `written` anyway (graph inputs always are), just the read when `read` (a
+    backward op reads it itself: a recomputation reading it prices that read)."""
+    written = written or node.op == "placeholder"
+    passes = (1 if read else _HOLD_PASSES) if written else 2
     return passes * _nbytes(node) / device.achievable_bandwidth
+
+
+def _library(node: fx.Node) -> bool:
+    """A node whose inputs and result are in memory: a matmul, convolution, attention, or an op
+    no kernel of ours computes (a custom op)."""
+    if node.op != "call_function" or node.target is operator.getitem:
+        return False
+    if not isinstance(node.target, torch._ops.OpOverload) \
+            or node.target.namespace not in ("aten", "prims"):
+        return True
+    return _packet(node) in NEVER_RECOMPUTE
+
+
+def _is_view(node: fx.Node) -> bool:
+    return isinstance(node.target, torch._ops.OpOverload) and node.target.is_view
+
+
+def written_anyway(nodes: list[fx.Node], forward: set[fx.Node], outputs: set[fx.Node]
+                   ) -> set[fx.Node]:
+    """The forward values in memory whether or not they are saved: graph inputs, forward
+    outputs, library results (and their getitems), values a library op reads, values read
+    again after a library op that depends on them (no kernel computes both sides of it), and
+    views of those. `nodes` in graph (topological) order."""
+    fw = [n for n in nodes if n in forward or n.op == "placeholder"]
+    bit = {n: 1 << i for i, n in enumerate(fw)}
+    ancestors: dict[fx.Node, int] = {}     # bitsets over `fw`, the node itself included
+    behind: dict[fx.Node, int] = {}        # ancestors reaching the node through a library op
+    for n in fw:
+        ins = [a for a in n.all_input_nodes if a in bit]
+        anc = bit[n]
+        for a in ins:
+            anc |= ancestors[a]
+        ancestors[n] = anc
+        through = 0
+        for a in ins:
+            through |= ancestors[a] if _library(n) else behind[a]
+        behind[n] = through
+    written: set[fx.Node] = set()
+    for n in reversed(fw):         # users before their inputs: a view's verdict is known
+        users = [u for u in n.users if u in bit]
+        if (n.op == "placeholder" or n in outputs or _library(n)
+                or n.target is operator.getitem and _library(n.args[0])
+                or any(behind[u] & bit[n] for u in users)
+                or any(_is_view(u) and u in written for u in users)):
+            written.add(n)
+    for n in fw:                   # a view of a value in memory is in memory
+        if _is_view(n) and n.args and n.args[0] in written:
+            written.add(n)
+    return written
+
+
+def _read_in_backward(node: fx.Node, backward: set[fx.Node], library_only: bool = False
+                      ) -> bool:
+    """Whether a backward op (a library op, with `library_only`) reads `node` itself, directly
+    or through views (a view may be the forward's: its matmul's operand transposed)."""
+    return any(u in backward and (_library(u) or not library_only)
+               or _is_view(u) and _read_in_backward(u, backward, library_only)
+               for u in node.users)
 
 
 # -- the cut ---------------------------------------------------------------------------------
@@ -230,11 +310,17 @@ def _vout(i: int) -> int:
     return 3 + 2 * i
 
 
-def _build(graph: fx.Graph, info, device: DeviceSpec) -> _Problem:
+def _build(graph: fx.Graph, info, device: DeviceSpec, num_fwd_outputs: int = 0) -> _Problem:
     nodes = [n for n in graph.nodes if n.op != "output"]
     index = {n: i for i, n in enumerate(nodes)}
     save_s, recompute_s, edges, budgeted = {}, {}, [], set()
     source, sink = 0, 1
+    out = next(n for n in graph.nodes if n.op == "output").args[0]
+    fw_outputs = {a for a in pytree.tree_leaves(list(out[:num_fwd_outputs]))
+                  if isinstance(a, fx.Node)}
+    forward = {n for n in nodes if info.is_required_fw(n)}
+    written = written_anyway(nodes, forward, fw_outputs)
+    backward = set(nodes) - forward
     for n in nodes:
         i = index[n]
         if n in info.required_bw_nodes:
@@ -244,14 +330,16 @@ def _build(graph: fx.Graph, info, device: DeviceSpec) -> _Problem:
             edges.append((_vout(i), sink))
         if info.is_required_fw(n) or n.op == "placeholder":
             reason = cannot_recompute(n)
-            recompute_s[n] = math.inf if reason else recompute_time(n, device)
+            recompute_s[n] = math.inf if reason else recompute_time(
+                n, device, sum(_nbytes(a) for a in n.all_input_nodes if a in written),
+                _read_in_backward(n, backward, library_only=True))
         else:
             recompute_s[n] = 0.0   # backward-only work: computed in backward anyway
         val = n.meta.get("val")
         if tp.is_sym_node(n):
             save_s[n] = 8 / device.achievable_bandwidth
         elif isinstance(val, torch.Tensor):
-            save_s[n] = save_time(n, device)
+            save_s[n] = save_time(n, device, n in written, _read_in_backward(n, backward))
             if n.op != "placeholder":
                 budgeted.add(n)
         elif _is_opaque(n) or type(val).__name__ in ("BackwardState", "FakeScriptObject"):
@@ -393,7 +481,7 @@ def cherenkov_partition(joint_module: fx.GraphModule, joint_inputs: Any, *args,
                      num_fwd_outputs=num_fwd_outputs, static_lifetime_input_indices=static,
                      static_lifetime_input_nodes=info.static_lifetime_input_nodes)
 
-    problem = _build(joint_module.graph, info, device_spec)
+    problem = _build(joint_module.graph, info, device_spec, num_fwd_outputs)
     budget = budget_bytes(memory_budget, device_spec)
     _, base_recomputed = _solve(problem, 0.0)
     saved, recomputed, lam, fits = choose_saved(problem, budget)
