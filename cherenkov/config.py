@@ -24,8 +24,8 @@ Every option lives in `Config`; every environment variable is read here and nowh
 |                             |                | "triton" (Triton's interpreter)                      |
 | CHERENKOV_ATTENTION=name    | attention      | "cherenkov": SDPA calls run our attention kernels;   |
 |                             |                | "sdpa": PyTorch's own                                |
-| CHERENKOV_PARTITIONER=name  | partitioner    | recompute vs save: "torch" (min-cut rematerial-      |
-|                             |                | ization) or "cherenkov" (cost-model min-cut)         |
+| CHERENKOV_PARTITIONER=name  | partitioner    | recompute vs save: "cherenkov" (cost-model min-cut,  |
+|                             |                | default) or "torch" (min-cut rematerialization)      |
 | CHERENKOV_MEMORY_BUDGET=x   | memory_budget  | saved activations: GB if x > 1, else a fraction of   |
 |                             |                | device memory (cherenkov partitioner only)           |
 | CHERENKOV_COMPILE_WORKERS=n | compile_workers| processes compiling Triton kernels in parallel (0:   |
@@ -119,7 +119,7 @@ class Config:
     device: str = field(default="auto", metadata={"env": "CHERENKOV_DEVICE"})
     attention: str = field(default="cherenkov", metadata={"env": "CHERENKOV_ATTENTION"})
     cpu_backend: str = field(default="cpp", metadata={"env": "CHERENKOV_CPU_BACKEND"})
-    partitioner: str = field(default="torch", metadata={"env": "CHERENKOV_PARTITIONER"})
+    partitioner: str = field(default="cherenkov", metadata={"env": "CHERENKOV_PARTITIONER"})
     memory_budget: float | None = field(default=None,
                                         metadata={"env": "CHERENKOV_MEMORY_BUDGET"})
     compile_workers: int = field(default=-1, metadata={"env": "CHERENKOV_COMPILE_WORKERS"})
@@ -172,7 +172,8 @@ class Config:
             raise ValueError(f"memory_budget={self.memory_budget!r}: must be non-negative")
         if self.memory_budget is not None and self.partitioner != "cherenkov":
             raise ValueError(f"memory_budget={self.memory_budget!r} is the Cherenkov "
-                             "partitioner's: give partitioner='cherenkov' too (torch's ignores it)")
+                             "partitioner's (partitioner='cherenkov', the default); torch's "
+                             "ignores it")
         if self.cache_size < 1:
             raise ValueError(f"cache_size={self.cache_size}: must be at least 1")
 

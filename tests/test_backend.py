@@ -299,5 +299,5 @@ def test_compiled_graphs_are_freed_when_dynamo_drops_them():
 
 def test_memory_budget_needs_the_cherenkov_partitioner():
     with pytest.raises(ValueError, match="partitioner='cherenkov'"):
-        cherenkov.compile(lambda x: x, memory_budget=0.5)
-    cherenkov.compile(lambda x: x, memory_budget=0.5, partitioner="cherenkov")
+        cherenkov.compile(lambda x: x, memory_budget=0.5, partitioner="torch")
+    cherenkov.compile(lambda x: x, memory_budget=0.5)     # the default partitioner takes it

@@ -41,7 +41,7 @@ def _inputs(*shapes):
 MLP_SHAPES = [(8, 16), (16, 32), (32, 32), (32, 4)]
 
 
-def _partition(fn, shapes, spec, memory_budget=None):
+def _partition(fn, shapes, spec, memory_budget=None, decompositions=None):
     """Run fn through AOTAutograd with our partitioner; (grads, report, fw module, bw module)."""
     mods = {}
 
@@ -53,7 +53,7 @@ def _partition(fn, shapes, spec, memory_budget=None):
 
     part = functools.partial(P.cherenkov_partition, device_spec=spec, memory_budget=memory_budget)
     compiled = aot_function(fn, fw_compiler=capture("fw"), bw_compiler=capture("bw"),
-                            partition_fn=part)
+                            partition_fn=part, decompositions=decompositions)
     args = _inputs(*shapes)
     compiled(*args).backward()
     grads = [a.grad for a in args]
@@ -121,6 +121,58 @@ def test_memory_budget_is_respected():
     assert P.budget_bytes(2.0, SLOW_COMPUTE) == 2e9     # > 1: gigabytes
 
 
+def residual_blocks(x, g1, w1, g2, w2):
+    """Two pre-norm residual blocks: the residual stream is read again after each matmul."""
+    h = x + F.layer_norm(x, (16,), g1) @ w1
+    h = h + F.layer_norm(h, (16,), g2) @ w2
+    return torch.tanh(h).sum()
+
+
+def _is_normalized(node) -> bool:
+    """(x - mean) * rstd, a LayerNorm's normalized input, as our decompositions write it."""
+    return node.target == torch.ops.aten.mul.Tensor and any(
+        getattr(a, "target", None) == torch.ops.aten.sub.Tensor for a in node.args)
+
+
+def test_layer_norm_saves_its_input_not_the_normalized_value():
+    from cherenkov.capture.decompositions import decomposition_table
+    report, fw, bw = _partition(residual_blocks, [(8, 16), (16,), (16, 16), (16,), (16, 16)],
+                                H200, decompositions=decomposition_table())
+    saved = [a for a in next(n for n in fw.graph.nodes if n.op == "output").args[0]
+             if isinstance(a, torch.fx.Node)]
+    # the normalized values are recomputed in the backward, not written by the forward
+    assert not [n for n in saved if _is_normalized(n)]
+    assert sum(_is_normalized(n) for n in bw.graph.nodes) >= 2
+    # the residual stream after the first block (in memory anyway: the second block's residual
+    # add reads it after the matmul) is saved, not rebuilt from x and the matmul's result
+    assert any(n.target == torch.ops.aten.add.Tensor and any(
+        getattr(a, "target", None) == torch.ops.aten.mm.default for a in n.args) for n in saved)
+    # no forward matmul runs again: dX and dW of each
+    assert len(bw.graph.find_nodes(op="call_function", target=torch.ops.aten.mm.default)) == 4
+    decided = {d.name: d for d in report.decisions}
+    assert all(d.action == "recompute" for d in report.decisions if d.op == "aten.sub.Tensor")
+    assert decided  # every decision carries its prices
+    assert all(d.save_s >= 0 and d.why for d in decided.values())
+
+
+def test_values_in_memory_anyway():
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def f(x, w):
+        a = x * 2.0              # read by the matmul and by the add after it
+        m = a @ w                # a library result
+        b = a + m                # read only by the pointwise sin: computed in registers
+        t = torch.tanh(b)
+        return torch.sin(t) + t.sum(), torch.cos(b)
+    gm = make_fx(f)(torch.randn(4, 4), torch.randn(4, 4))
+    nodes = [n for n in gm.graph.nodes if n.op != "output"]
+    outputs = set(next(n for n in gm.graph.nodes if n.op == "output").args[0])
+    written = {n.name for n in P.written_anyway(nodes, set(nodes), outputs)}
+    # x * 2 (read by the matmul), the matmul, the outputs and the inputs are in memory anyway;
+    # a + m and tanh, read only by pointwise work and a reduction, need not be
+    assert written == {"x_1", "w_1", "mul", "mm", "add_1", "cos"}
+
+
 def test_cherenkov_compile_with_our_partitioner_matches_eager():
     compiled = cherenkov.compile(sig_tanh, strict=True, partitioner="cherenkov")
     x, w = [torch.randn(*s, requires_grad=True) for s in [(8, 16), (16, 32)]]
@@ -140,7 +192,8 @@ def test_config_validates_partitioner_and_budget():
     env = {"CHERENKOV_PARTITIONER": "cherenkov", "CHERENKOV_MEMORY_BUDGET": "0.25"}
     cfg = Config.from_env(env)
     assert cfg.partitioner == "cherenkov" and cfg.memory_budget == 0.25
-    assert Config().partitioner == "torch" and Config().memory_budget is None
+    assert Config().partitioner == "cherenkov" and Config().memory_budget is None
+    assert Config.from_env({"CHERENKOV_PARTITIONER": "torch"}).partitioner == "torch"
     with pytest.raises(ValueError):
         Config(partitioner="networkx")
     with pytest.raises(ValueError):
