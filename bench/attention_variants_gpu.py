@@ -22,13 +22,11 @@ rounds), in one process. Three experiment sets:
 * `warps`: the dK/dV kernel on 64 x 64 tiles with 8 warps (two warpgroups) instead of the one
   warpgroup tuning forces at 64 keys (SASS: no spills at 8 warps, 7-9 spill loads a step at 4,
   but 40 HGMMAs a step instead of 24), with 2 and 3 stages; timed forward+backward.
-* `pdl`: the forward and backward kernels launched with programmatic dependent launch
-  (codegen.with_pdl, the default on Hopper) vs without; timed forward+backward.
 * `dq_ds`: dQ by its own kernel vs from the dS tiles the dK/dV kernel stores (launch.DS_STORE
   "on"; DS_BUDGET: heads in chunks of that many bytes of dS), the dq_ds kernel's stages, and
   pointers instead of descriptors; timed forward+backward.
 
-    CHERENKOV_COMMIT=<sha> python bench/attention_variants_gpu.py {ws,fwd,bwd,tma,tma_bwd,dq_ds,idx,warps,pdl} OUT_DIR
+    CHERENKOV_COMMIT=<sha> python bench/attention_variants_gpu.py {ws,fwd,bwd,tma,tma_bwd,dq_ds,idx,warps} OUT_DIR
     python bench/attention_variants_gpu.py fwd OUT_DIR --smoke    # CPU interpreter, tiny
 
 B=4 H=16 S=4096 D=128 bf16 (smoke: B=1 H=2 S=128 D=32 fp32). Writes
@@ -294,23 +292,6 @@ def warps_variants():
             Variant("dkdv 32x64 w4 s3", context=_dkdv_config(K(32, 64, 4, 3)))]
 
 
-# ---- pdl: programmatic dependent launch of the attention kernels ------------------------------
-def _no_pdl():
-    @contextlib.contextmanager
-    def context():
-        saved = codegen.pdl_wanted
-        codegen.pdl_wanted = lambda interpret: False
-        try:
-            yield
-        finally:
-            codegen.pdl_wanted = saved
-    return context
-
-
-def pdl_variants():
-    return [Variant("pdl (default)"), Variant("no pdl", context=_no_pdl())]
-
-
 # ---- idx: full-tile lists walked as ranges (no index load per tile) -------------------------
 def _full_ranges(text: str) -> str:
     """Every kernel's full-tile loop reading its block index as first + it (valid where each
@@ -345,7 +326,7 @@ def _stack(*contexts):
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("set", choices=("ws", "fwd", "bwd", "tma", "tma_bwd", "dq_ds", "idx",
-                                           "warps", "pdl"))
+                                           "warps"))
     parser.add_argument("out_dir", nargs="?", default="bench/results")
     parser.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes")
     parser.add_argument("--cases", nargs="*", help="only these cases")
@@ -354,7 +335,7 @@ def main() -> int:
     dev, dt = ("cpu", torch.float32) if args.smoke else ("cuda", torch.bfloat16)
     B, H, S, D = (1, 2, 128, 32) if args.smoke else (4, 16, 4096, 128)
     torch.manual_seed(0)
-    grad = args.set in ("bwd", "tma_bwd", "dq_ds", "idx", "warps", "pdl")
+    grad = args.set in ("bwd", "tma_bwd", "dq_ds", "idx", "warps")
     q, k, v = (torch.randn(B, H, S, D, device=dev, dtype=dt, requires_grad=grad)
                for _ in range(3))
     do = torch.randn(B, H, S, D, device=dev, dtype=dt)
@@ -366,7 +347,7 @@ def main() -> int:
             "document8": (None, ca.document(offsets=_doc_offsets(S, 8, dev), causal=True))}
     names = {"ws": ("causal", "alibi"), "bwd": ("causal", "softcap30", "alibi", "document8"),
              "fwd": tuple(mods)[:5], "tma": tuple(mods), "tma_bwd": tuple(mods),
-             "dq_ds": tuple(mods), "warps": tuple(mods), "pdl": tuple(mods),
+             "dq_ds": tuple(mods), "warps": tuple(mods),
              "idx": ("causal", "alibi", "sliding_window1024", "prefix_lm1024", "document8")
              }[args.set]
     if args.cases:
@@ -402,7 +383,7 @@ def main() -> int:
     variants = {"ws": ws_variants, "fwd": fwd_variants, "bwd": bwd_variants,
                 "tma": tma_variants, "tma_bwd": tma_bwd_variants,
                 "dq_ds": dq_ds_variants, "idx": idx_variants,
-                "warps": warps_variants, "pdl": pdl_variants}[args.set]()
+                "warps": warps_variants}[args.set]()
     if args.variants:
         variants = [v for v in variants if v.name in args.variants]
     rows = run_variants(variants, cases, measure, D, rounds=1 if args.smoke else 2)
@@ -416,8 +397,7 @@ def main() -> int:
              "tma_bwd": "Attention backward through TMA descriptors",
              "dq_ds": "Attention backward: dQ from stored dS",
              "idx": "Attention: full-tile lists as ranges",
-             "warps": "Attention backward: the dK/dV kernel's warps",
-             "pdl": "Attention: programmatic dependent launch"}[args.set]
+             "warps": "Attention backward: the dK/dV kernel's warps"}[args.set]
     write_report(args.out_dir, stem, title, note, rows)
     return 0
 

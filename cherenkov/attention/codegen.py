@@ -36,62 +36,9 @@ _LOADED: dict[tuple[str, str], ModuleType] = {}
 _LOCK = threading.Lock()
 
 
-# The forward and backward kernels launched with programmatic dependent launch on Hopper and
-# later (the compiler's generated kernels' scheme, codegen/dependent_launch.py: each starts by
-# letting the next kernel launch and waiting for the previous one to finish, so its launch and
-# its blocks' start overlap the previous kernel's last blocks). Decode's kernels are left out.
-PDL_KERNELS = ("_attn_fwd", "_attn_bwd_delta", "_attn_bwd_dkdv", "_attn_bwd_dq",
-               "_attn_bwd_dq_ds")
-
-
-def with_pdl(text: str, names=PDL_KERNELS) -> str:
-    """`text` with `gdc_launch_dependents(); gdc_wait()` as the first statements (after the
-    docstring) of each kernel in `names` (signatures over several lines), and their import."""
-    lines = text.split("\n")
-    out, i, done = [], 0, set()
-    while i < len(lines):
-        line = lines[i]
-        out.append(line)
-        name = next((n for n in names if line.startswith(f"def {n}(")), None)
-        i += 1
-        if name is None:
-            continue
-        while not out[-1].rstrip().endswith(":"):      # the signature's last line
-            out.append(lines[i])
-            i += 1
-        if lines[i].strip().startswith(('"""', "'''")):   # a docstring stays first
-            quote = lines[i].strip()[:3]
-            out.append(lines[i])
-            closed = lines[i].strip().count(quote) >= 2
-            i += 1
-            while not closed:
-                out.append(lines[i])
-                closed = quote in lines[i]
-                i += 1
-        out += ["    gdc_launch_dependents()", "    gdc_wait()"]
-        done.add(name)
-    missing = set(names) - done
-    if missing:
-        raise ValueError(f"with_pdl: no kernel named {sorted(missing)} in the source")
-    return "from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait\n" \
-        + "\n".join(out)
-
-
-def pdl_wanted(interpret: bool) -> bool:
-    """Whether the kernels for the current CUDA device are built and launched with PDL: the
-    config's `pdl` (CHERENKOV_PDL), a device of compute capability 9.0 or later, not the
-    interpreter."""
-    if interpret or torch.version.hip or not torch.cuda.is_available():
-        return False
-    from cherenkov.config import current
-    return current().pdl and torch.cuda.get_device_capability()[0] >= 9
-
-
-def kernel_source(traced: TracedMods, target: str = "cuda", float_index: bool = False,
-                  pdl: bool = False) -> str:
+def kernel_source(traced: TracedMods, target: str = "cuda", float_index: bool = False) -> str:
     text = _HEADER.format(score=traced.score, mask=traced.mask)
-    body = render_mods(traced, target, float_index) + "\n" + KERNELS
-    text += with_pdl(body) if pdl else body
+    text += render_mods(traced, target, float_index) + "\n" + KERNELS
     return (text.replace("__CAPS__ ", capture_params(traced))
                 .replace("__CAPS__", capture_params(traced))
                 .replace("__GRADS__ ", grad_params(traced))
@@ -182,14 +129,11 @@ def _dump(name: str, text: str) -> None:
         _write(os.path.join(dump_dir, "attention", name), text)
 
 
-def load_kernels(traced: TracedMods, interpret: bool, float_index: bool = False,
-                 pdl: bool | None = None) -> ModuleType:
+def load_kernels(traced: TracedMods, interpret: bool, float_index: bool = False) -> ModuleType:
     """The imported kernel module for `traced` (cached by source hash and mode);
-    `float_index`: only for sequences shorter than render.FLOAT_INDEX_MAX_LEN; `pdl`: built
-    for programmatic dependent launch (default: `pdl_wanted`)."""
+    `float_index`: only for sequences shorter than render.FLOAT_INDEX_MAX_LEN."""
     target = "interpret" if interpret else "hip" if torch.version.hip else "cuda"
-    pdl = pdl_wanted(interpret) if pdl is None else pdl and not interpret
-    text = kernel_source(traced, target, float_index, pdl)
+    text = kernel_source(traced, target, float_index)
     digest = hashlib.sha256(text.encode()).hexdigest()[:20]
     key = (digest, target)
     with _LOCK:
@@ -206,7 +150,6 @@ def load_kernels(traced: TracedMods, interpret: bool, float_index: bool = False,
         with _interpret(interpret):
             spec.loader.exec_module(module)
         module.SOURCE_PATH = path
-        module.PDL = "gdc_wait()" in text      # PDL_KERNELS start with the PDL instructions
         _LOADED[key] = module
         return module
 

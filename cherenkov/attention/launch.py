@@ -98,12 +98,6 @@ TMA_HEAD_DIMS = (128,)
 TMA_BACKWARD = "auto"
 
 
-def _pdl(plan) -> dict:
-    """The launch option of a kernel built for programmatic dependent launch
-    (codegen.with_pdl: it waits for the previous kernel before touching memory)."""
-    return {"launch_pdl": True} if getattr(plan.kernels, "PDL", False) else {}
-
-
 def _backward_tma() -> str:
     """The backward's descriptor mode: TMA_BACKWARD where set, else TMA's ("4d" is a
     forward-only form: pointers)."""
@@ -255,7 +249,7 @@ def forward(plan: Plan, q, k, v, captured) -> tuple[torch.Tensor, torch.Tensor]:
              SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % cfg.block_m == 0,
              EVEN_N=KV_LEN % m.block[1] == 0, HAS_SCORE_MOD=plan.has_score_mod,
              DOT_PREC=_dot_precision(q.dtype), TMA=tma),
-        (o, lse), num_warps=cfg.num_warps, num_stages=cfg.num_stages, **_pdl(plan))
+        (o, lse), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     return o, lse
 
 
@@ -280,7 +274,7 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad, dlse
         launcher(plan.kernels._attn_bwd_delta)(
             (triton_cdiv(Q_LEN, bm), B * H),
             (o, do, delta, *o.stride()[:3], *do.stride()[:3], Q_LEN, H),
-            dict(D=D, D_PAD=D_PAD, BLOCK_M=bm), (delta,), **_pdl(plan))
+            dict(D=D, D_PAD=D_PAD, BLOCK_M=bm), (delta,))
         if dlse is not None:
             delta = delta - dlse.to(delta.dtype)
 
@@ -393,7 +387,7 @@ def _dq_kernel(plan, q, k, v, do, o, lse, delta, caps, grad_ks, grad_bufs, fused
              EVEN_N=KV_LEN % m.block[1] == 0, HAS_SCORE_MOD=plan.has_score_mod,
              HAS_CAPTURE_GRADS=bool(grad_ks), FUSED_DELTA=fused, DOT_PREC=prec, TMA=tma),
         () if grad_ks else (dq, delta) if fused else (dq,),
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages, **_pdl(plan))
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     return dq
 
 
@@ -426,7 +420,7 @@ def _dkdv_kernel(plan, q, k, v, do, lse, delta, caps, backward_mode, dk, dv, ds=
              SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % m.block[0] == 0,
              EVEN_N=KV_LEN % cfg.block_n == 0, HAS_SCORE_MOD=plan.has_score_mod, DOT_PREC=prec,
              TMA=tma, DP_FIRST=plan.traced.score_grad_varies, DS_STORE=ds is not None),
-        (dk, dv), num_warps=cfg.num_warps, num_stages=cfg.num_stages, **_pdl(plan))
+        (dk, dv), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
 
 def _ds_descriptor(ds: torch.Tensor, mask: BlockMask, cfg):
@@ -456,7 +450,7 @@ def _dq_ds_kernel(plan, q, k, v, do, dq, ds, backward_mode, head0: int, heads: i
         dict(D=D, D_PAD=max(16, next_power_of_2(D)), BLOCK_M=cfg.block_m,
              BLOCK_N=cfg.block_n, SPARSE_M=m.block[0], SPARSE_N=m.block[1],
              EVEN_N=KV_LEN % m.block[1] == 0, DOT_PREC=_dot_precision(dq.dtype), TMA=tma),
-        (dq,), num_warps=cfg.num_warps, num_stages=cfg.num_stages, **_pdl(plan))
+        (dq,), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
 
 def unit_stride(x: torch.Tensor) -> torch.Tensor:

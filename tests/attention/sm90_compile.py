@@ -44,42 +44,13 @@ def signature(fn, constexprs, captured_types):
     return sig
 
 
-def compile_one(fn, constexprs, captured_types, num_warps, num_stages, pdl=False):
+def compile_one(fn, constexprs, captured_types, num_warps, num_stages):
     src = ASTSource(fn=fn, signature=signature(fn, constexprs, captured_types),
                     constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
-    options = {"num_warps": num_warps, "num_stages": num_stages, "enable_fp_fusion": True}
-    if pdl:
-        options["launch_pdl"] = True
-    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
-    print(f"{fn.__name__}{' (pdl)' if pdl else ''}: ok, shared memory {kernel.metadata.shared}"
-          " bytes", flush=True)
-
-
-def compile_pdl(score_mod, mask_mod) -> None:
-    """The forward and backward kernels built for programmatic dependent launch
-    (codegen.with_pdl), in the forms the H200 runs at D=128."""
-    traced = trace_mods(score_mod, mask_mod)
-    kernels = load_kernels(traced, interpret=False, float_index=True, pdl=True)
-    assert kernels.PDL
-    types = {f"C{k}": "*fp32" if t.is_floating_point() else "*i64"
-             for k, t in enumerate(traced.captured)}
-    even = dict(D=128, D_PAD=128, HAS_SCORE_MOD=score_mod is not None, DOT_PREC="tf32",
-                SPARSE_M=64, SPARSE_N=64, EVEN_M=True, EVEN_N=True, TMA=2, BLOCK_M=64,
-                BLOCK_N=64)
-    tile = "tensordesc<bf16[64,128]>"
-    compile_one(kernels._attn_fwd, dict(even, BLOCK_M=128),
-                dict(types, QD="tensordesc<bf16[128,128]>", KD=tile, VD=tile,
-                     OD="tensordesc<bf16[128,128]>"), 4, 2, pdl=True)
-    compile_one(kernels._attn_bwd_delta, dict(D=128, D_PAD=128, BLOCK_M=64), types, 4, 1,
-                pdl=True)
-    compile_one(kernels._attn_bwd_dq, dict(even, HAS_CAPTURE_GRADS=False, FUSED_DELTA=True),
-                dict(types, KD=tile, VD=tile), 4, 2, pdl=True)
-    compile_one(kernels._attn_bwd_dkdv, dict(even, DP_FIRST=False, DS_STORE=True),
-                dict(types, QD=tile, DOD=tile, DSD="tensordesc<bf16[64,64]>"), 4, 2, pdl=True)
-    compile_one(kernels._attn_bwd_dq_ds, dict(D=128, D_PAD=128, BLOCK_M=64, BLOCK_N=64,
-                                              SPARSE_M=64, SPARSE_N=64, EVEN_N=True,
-                                              DOT_PREC="tf32", TMA=2),
-                {"DSD": "tensordesc<bf16[64,64]>", "KD": tile}, 4, 3, pdl=True)
+    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                            options={"num_warps": num_warps, "num_stages": num_stages,
+                                     "enable_fp_fusion": True})
+    print(f"{fn.__name__}: ok, shared memory {kernel.metadata.shared} bytes", flush=True)
 
 
 def main() -> int:
@@ -150,7 +121,6 @@ def main() -> int:
                     dict(D=80, D_PAD=128, ROWS=16, SPLITS_PAD=32), captured_types, 4, 1)
         compile_one(kernels._block_state, dict(BLOCK_Q=128, BLOCK_KV=64), captured_types, 4, 1)
         compile_one(kernels._block_lists, dict(BLOCK=512), captured_types, 4, 1)
-    compile_pdl(None, mods.causal)
     return 0
 
 
