@@ -34,6 +34,7 @@ report of what was saved and why is `LAST_REPORT` and `fw_module.meta["cherenkov
 """
 from __future__ import annotations
 
+import collections
 import inspect
 import math
 import operator
@@ -90,6 +91,7 @@ class Decision:
     why: str
     save_s: float
     recompute_s: float   # math.inf when it cannot be recomputed
+    in_memory: bool = False   # the forward writes it whether or not it is saved
 
 
 @dataclass
@@ -123,7 +125,8 @@ class PartitionReport:
         for d in self.decisions:
             rec = "inf" if math.isinf(d.recompute_s) else f"{d.recompute_s * 1e9:.3g}ns"
             lines.append(f"  {d.action:9s} {d.name:24s} {d.op:28s} {d.nbytes:>12d} B  "
-                         f"save {d.save_s * 1e9:.3g}ns recompute {rec}  {d.why}")
+                         f"save {d.save_s * 1e9:.3g}ns recompute {rec}  {d.why}"
+                         + ("; in memory anyway" if d.in_memory else ""))
         return "\n".join(lines)
 
 
@@ -245,17 +248,22 @@ def _is_view(node: fx.Node) -> bool:
     return isinstance(node.target, torch._ops.OpOverload) and node.target.is_view
 
 
+_BITSET_NODES = 20_000    # 50 MB of ancestor bitsets at most
+
+
 def written_anyway(nodes: list[fx.Node], forward: set[fx.Node], outputs: set[fx.Node]
                    ) -> set[fx.Node]:
     """The forward values in memory whether or not they are saved: graph inputs, forward
     outputs, library results (and their getitems), values a library op reads, values read
     again after a library op that depends on them (no kernel computes both sides of it), and
-    views of those. `nodes` in graph (topological) order."""
+    views of those. `nodes` in graph (topological) order. The rule about reading again takes
+    a bitset of ancestors per node (len(fw)**2 bits); past _BITSET_NODES forward nodes it is
+    left out (those values then price as if computed in registers)."""
     fw = [n for n in nodes if n in forward or n.op == "placeholder"]
     bit = {n: 1 << i for i, n in enumerate(fw)}
     ancestors: dict[fx.Node, int] = {}     # bitsets over `fw`, the node itself included
-    behind: dict[fx.Node, int] = {}        # ancestors reaching the node through a library op
-    for n in fw:
+    behind: dict[fx.Node, int] = collections.defaultdict(int)   # ancestors reaching the node
+    for n in fw if len(fw) <= _BITSET_NODES else ():            # through a library op
         ins = [a for a in n.all_input_nodes if a in bit]
         anc = bit[n]
         for a in ins:
@@ -270,7 +278,7 @@ def written_anyway(nodes: list[fx.Node], forward: set[fx.Node], outputs: set[fx.
         users = [u for u in n.users if u in bit]
         if (n.op == "placeholder" or n in outputs or _library(n)
                 or n.target is operator.getitem and _library(n.args[0])
-                or any(behind[u] & bit[n] for u in users)
+                or any(_library(u) or behind[u] & bit[n] for u in users)
                 or any(_is_view(u) and u in written for u in users)):
             written.add(n)
     for n in fw:                   # a view of a value in memory is in memory
@@ -300,6 +308,7 @@ class _Problem:
     budgeted: set[fx.Node]                # values whose bytes count against the budget
     edges_inf: list[tuple[int, int]]      # (u, v) of infinite edges, by vertex id
     required_fw: set[fx.Node]
+    in_memory: set[fx.Node]               # forward values written whether or not saved
 
 
 def _vin(i: int) -> int:
@@ -349,8 +358,7 @@ def _build(graph: fx.Graph, info, device: DeviceSpec, num_fwd_outputs: int = 0) 
         for user in n.users:
             if user.op != "output":
                 edges.append((_vout(i), _vin(index[user])))
-    return _Problem(nodes, index, save_s, recompute_s, budgeted, edges,
-                    {n for n in nodes if info.is_required_fw(n)})
+    return _Problem(nodes, index, save_s, recompute_s, budgeted, edges, forward, written)
 
 
 def _solve(p: _Problem, lagrange: float) -> tuple[list[fx.Node], set[fx.Node]]:
@@ -445,7 +453,8 @@ def _report(p: _Problem, device: DeviceSpec, saved, recomputed, base_recomputed,
                    else "recomputed to fit the budget")
         op = n.op if n.op != "call_function" else str(n.target)
         report.decisions.append(Decision(n.name, op, _nbytes(n), "save" if n in saved
-                                         else "recompute", why, p.save_s.get(n, 0.0), rec))
+                                         else "recompute", why, p.save_s.get(n, 0.0), rec,
+                                         n in p.in_memory))
     return report
 
 

@@ -149,28 +149,35 @@ def test_layer_norm_saves_its_input_not_the_normalized_value():
         getattr(a, "target", None) == torch.ops.aten.mm.default for a in n.args) for n in saved)
     # no forward matmul runs again: dX and dW of each
     assert len(bw.graph.find_nodes(op="call_function", target=torch.ops.aten.mm.default)) == 4
-    decided = {d.name: d for d in report.decisions}
     assert all(d.action == "recompute" for d in report.decisions if d.op == "aten.sub.Tensor")
-    assert decided  # every decision carries its prices
-    assert all(d.save_s >= 0 and d.why for d in decided.values())
+    # the report says why the residual cost only its read: the forward writes it anyway
+    residual = [d for d in report.saved if d.op == "aten.add.Tensor"]
+    assert residual and all(d.in_memory for d in residual)
+    assert "in memory anyway" in str(report)
 
 
 def test_values_in_memory_anyway():
     from torch.fx.experimental.proxy_tensor import make_fx
 
     def f(x, w):
-        a = x * 2.0              # read by the matmul and by the add after it
-        m = a @ w                # a library result
-        b = a + m                # read only by the pointwise sin: computed in registers
-        t = torch.tanh(b)
-        return torch.sin(t) + t.sum(), torch.cos(b)
+        a = x * 2.0              # read again after the matmul its tanh feeds
+        m = torch.tanh(a) @ w    # tanh(a): a library op's input; m: its result
+        b = a + m                # read only by pointwise work and a reduction
+        t = torch.sin(b)
+        return torch.cos(t) + t.sum(), torch.exp(b)
     gm = make_fx(f)(torch.randn(4, 4), torch.randn(4, 4))
     nodes = [n for n in gm.graph.nodes if n.op != "output"]
     outputs = set(next(n for n in gm.graph.nodes if n.op == "output").args[0])
     written = {n.name for n in P.written_anyway(nodes, set(nodes), outputs)}
-    # x * 2 (read by the matmul), the matmul, the outputs and the inputs are in memory anyway;
-    # a + m and tanh, read only by pointwise work and a reduction, need not be
-    assert written == {"x_1", "w_1", "mul", "mm", "add_1", "cos"}
+    assert written == {"x_1", "w_1", "mul", "tanh", "mm", "add_1", "exp"}
+    # past the bitsets' size limit the rule about reading again is left out (x * 2 then
+    # prices as computed in registers); the others hold
+    P._BITSET_NODES, saved = 0, P._BITSET_NODES
+    try:
+        assert {n.name for n in P.written_anyway(nodes, set(nodes), outputs)} == \
+            written - {"mul"}
+    finally:
+        P._BITSET_NODES = saved
 
 
 def test_cherenkov_compile_with_our_partitioner_matches_eager():
