@@ -133,8 +133,9 @@ BACKENDS = {b.name: b for b in (
     # generated kernels launched without programmatic dependent launch (codegen/
     # dependent_launch.py; on by default since 2026-12-01_train_pdl_h200_7efcacd)
     Backend("cherenkov-nopdl", _cherenkov(pdl=False)),
-    # recompute vs save by the cost model's min-cut (passes/partition.py), not torch's
-    Backend("cherenkov+partitioner", _cherenkov(partitioner="cherenkov")),
+    # recompute vs save by torch's min-cut instead of the cost model's (passes/partition.py,
+    # the default since 2026-12-01_train_partitioner_h200_bba4aa9, where it was the "+")
+    Backend("cherenkov-torchpartitioner", _cherenkov(partitioner="torch")),
     # autograd's zero fill for unused outputs' gradients (the logits), as torch.compile has it
     Backend("cherenkov-zerofill", _cherenkov(unused_grads=False)),
     # the optimizer step compiled too (run when named with --impls), each by its own compiler
