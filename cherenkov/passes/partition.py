@@ -12,7 +12,8 @@ choose by a minimum s-t cut priced by the cost model for the device we plan for:
     recompute v  v's FLOPs, and reading its inputs that are in memory anyway, launch
                  excluded (recomputed ops fuse into the backward's kernels; an input computed
                  in registers is priced where it is computed), + 2 * bytes(v) / bandwidth
-                 when a library op of the backward (a matmul) reads v: written and read there
+                 when a backward op that cannot compute v in its own kernel reads it (a
+                 matmul, a gather, a pooling backward reading its indices): written and read
                  infinite for matmuls, convolutions, attention, RNG, mutations, non-aten ops
 
 A value is in memory anyway when the forward writes it whatever is saved: a graph input, a
@@ -199,17 +200,22 @@ def cannot_recompute(node: fx.Node) -> str | None:
 
 
 def recompute_time(node: fx.Node, device: DeviceSpec, read_bytes: int = 0,
-                   materialize: bool = False) -> float:
+                   materialize_bytes: int = 0) -> float:
     """Time to recompute `node` in the backward (no launch: it fuses into a backward kernel):
-    its FLOPs, reading `read_bytes` of inputs from memory, and, `materialize` (a backward
-    library op reads it), writing it and that op's read."""
-    out = _tensor(node)
-    if out is None or isinstance(node.target, torch._ops.OpOverload) and node.target.is_view:
-        return 0.0   # views and getitems are metadata
+    its FLOPs, reading `read_bytes` of inputs from memory, and writing `materialize_bytes` of
+    its results that a backward op which cannot compute them reads (and that op's read)."""
+    val = node.meta.get("val")
+    outs = [t for t in (val if isinstance(val, (list, tuple)) else [val])
+            if isinstance(t, torch.Tensor)]
+    if not outs or isinstance(node.target, torch._ops.OpOverload) and node.target.is_view:
+        return 0.0   # views are metadata
+    if node.target is operator.getitem:
+        return 0.0   # priced at the node it selects from
+    out = outs[0]
     inputs = [t for a in node.all_input_nodes if (t := _tensor(a)) is not None]
-    numel = max([_numel(out)] + [_numel(t) for t in inputs])
+    numel = max([_numel(t) for t in outs] + [_numel(t) for t in inputs])
     flops = FLOPS_PER_ELEMENT.get(_packet(node), 1) * numel
-    moved = read_bytes + (2 * _nbytes(node) if materialize else 0)
+    moved = read_bytes + 2 * materialize_bytes
     dtype = out.dtype if out.dtype.is_floating_point else torch.float32
     try:
         r = roofline(device, flops, moved, dtype, tensor_core=False)
@@ -287,12 +293,54 @@ def written_anyway(nodes: list[fx.Node], forward: set[fx.Node], outputs: set[fx.
     return written
 
 
-def _read_in_backward(node: fx.Node, backward: set[fx.Node], library_only: bool = False
+def _materialized_bytes(node: fx.Node, backward: set[fx.Node]) -> int:
+    """Bytes of `node`'s results (its getitems' for a tuple) that a backward op which cannot
+    compute them in its own kernel reads: recomputed, they are written in the backward."""
+    if isinstance(node.meta.get("val"), (list, tuple)):
+        return sum(_nbytes(g) for g in node.users if g.target is operator.getitem
+                   and _read_in_backward(g, backward, unfused_only=True))
+    return _nbytes(node) if _read_in_backward(node, backward, unfused_only=True) else 0
+
+
+def _recompute_reads(node: fx.Node, written: set[fx.Node], materialized: bool) -> int:
+    """Input bytes a recomputation of `node` reads: those in memory anyway -- or, when it is
+    materialized in a kernel of its own, every input."""
+    return sum(_nbytes(a) for a in node.all_input_nodes
+               if (materialized or a in written) and _tensor(a) is not None)
+
+
+# reads a kernel of ours computes its input inside (elementwise, or along a reduction's rows)
+_REDUCTION_TAG = getattr(torch.Tag, "reduction", None)
+_FUSIBLE_READERS = {
+    aten._to_copy, aten.clone, aten.expand, aten.sum, aten.mean, aten.amax, aten.amin,
+    aten.var, aten.var_mean, aten.prod, aten.logsumexp, aten.where, torch.ops.prims.sum,
+    torch.ops.prims.var, torch.ops.prims.amax, torch.ops.prims.amin,
+    torch.ops.prims.convert_element_type, torch.ops.prims.broadcast_in_dim,
+    # these read only the shape
+    aten.full_like, aten.zeros_like, aten.ones_like, aten.empty_like, aten.new_zeros,
+    aten.new_ones, aten.new_full, aten.new_empty}
+
+
+def _fusible_reader(node: fx.Node) -> bool:
+    """Whether `node` can read a value computed inside its own kernel: pointwise work, a
+    reduction, a copy or broadcast -- not a gather or a window (a pooling backward reading
+    its indices), nor a library op."""
+    if node.op != "call_function" or node.target is operator.getitem:
+        return True
+    if not isinstance(node.target, torch._ops.OpOverload):
+        return not _library(node)
+    tags = node.target.tags
+    return (torch.Tag.pointwise in tags or _REDUCTION_TAG in tags or node.target.is_view
+            or _packet(node) in _FUSIBLE_READERS or node.target in _FUSIBLE_READERS)
+
+
+def _read_in_backward(node: fx.Node, backward: set[fx.Node], unfused_only: bool = False
                       ) -> bool:
-    """Whether a backward op (a library op, with `library_only`) reads `node` itself, directly
-    or through views (a view may be the forward's: its matmul's operand transposed)."""
-    return any(u in backward and (_library(u) or not library_only)
-               or _is_view(u) and _read_in_backward(u, backward, library_only)
+    """Whether a backward op (with `unfused_only`, one that cannot compute it in its own
+    kernel: a library op, a gather, a window) reads `node` itself, directly or through views
+    (a view may be the forward's: its matmul's operand transposed)."""
+    return any(u in backward and (not unfused_only or not _fusible_reader(u))
+               or _is_view(u) and _read_in_backward(u, backward, unfused_only)
                for u in node.users)
 
 
@@ -339,9 +387,9 @@ def _build(graph: fx.Graph, info, device: DeviceSpec, num_fwd_outputs: int = 0) 
             edges.append((_vout(i), sink))
         if info.is_required_fw(n) or n.op == "placeholder":
             reason = cannot_recompute(n)
+            mat = 0 if reason else _materialized_bytes(n, backward)
             recompute_s[n] = math.inf if reason else recompute_time(
-                n, device, sum(_nbytes(a) for a in n.all_input_nodes if a in written),
-                _read_in_backward(n, backward, library_only=True))
+                n, device, _recompute_reads(n, written, mat > 0), mat)
         else:
             recompute_s[n] = 0.0   # backward-only work: computed in backward anyway
         val = n.meta.get("val")

@@ -5,6 +5,7 @@ checked against the forward module's actual outputs.
 """
 import dataclasses
 import functools
+import operator
 
 import pytest
 import torch
@@ -154,6 +155,24 @@ def test_layer_norm_saves_its_input_not_the_normalized_value():
     residual = [d for d in report.saved if d.op == "aten.add.Tensor"]
     assert residual and all(d.in_memory for d in residual)
     assert "in memory anyway" in str(report)
+
+
+def pooled(x, w):
+    """A scaled ReLU and a max pool: the pool's backward reads its indices by gather."""
+    return (F.max_pool2d(torch.relu(x * w), 3, 2, 1) ** 2).sum()
+
+
+def test_pooling_indices_are_saved_not_recomputed():
+    # recomputed, the indices would be written in the backward for its gather to read, and
+    # the pooling re-run over its input: dearer than the forward writing them once
+    report, fw, bw = _partition(pooled, [(2, 3, 16, 16), (1, 3, 1, 1)], H200)
+    assert not bw.graph.find_nodes(op="call_function",
+                                   target=torch.ops.aten.max_pool2d_with_indices.default)
+    saved = [d for d in report.saved if d.op == str(operator.getitem)]
+    assert any(d.nbytes == 2 * 3 * 8 * 8 * 8 for d in saved)     # the int64 indices
+    reader = next(n for n in bw.graph.nodes
+                  if n.target == torch.ops.aten.max_pool2d_with_indices_backward.default)
+    assert not P._fusible_reader(reader)
 
 
 def test_values_in_memory_anyway():
