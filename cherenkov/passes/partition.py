@@ -14,17 +14,17 @@ choose by a minimum s-t cut priced by the cost model for the device we plan for:
                  in registers is priced where it is computed), + 2 * bytes(v) / bandwidth
                  when a backward op that cannot compute v in its own kernel reads it (a
                  matmul, a gather, a pooling backward reading its indices): written and read
+                 there, every input read
                  infinite for matmuls, convolutions, attention, RNG, mutations, non-aten ops
 
-A value is in memory anyway when the forward writes it whatever is saved: a graph input, a
-forward output, the result of a library op (matmul, attention), a value read by a library op
-or read again after a library op that depends on it (the residual stream: `x` is read by the
-LayerNorm and, after the block's matmuls, by the next residual add). So a LayerNorm saves its
-input x (in memory anyway, read once by the recomputation) and mean / rstd, and recomputes
-(x - mean) * rstd in the backward, rather than also writing the normalized x: on GPT-2 that is
-50 MB less written per LayerNorm. Reading inputs twice -- a value saved and also read by the
-recomputation of another -- is not seen by the cut; pricing in-memory inputs at every
-recomputation that reads them keeps it from rebuilding the residual stream from its terms.
+What is in memory anyway, and which backward readers can compute a value in their own kernel,
+passes/in_memory.py decides (the residual stream, read again after the block's matmuls, is).
+So a LayerNorm saves its input x (in memory anyway, read once by the recomputation) and
+mean / rstd, and recomputes (x - mean) * rstd in the backward, rather than also writing the
+normalized x: on GPT-2 that is 50 MB less written per LayerNorm. Reading inputs twice -- a
+value saved and also read by the recomputation of another -- is not seen by the cut; pricing
+in-memory inputs at every recomputation that reads them keeps it from rebuilding the residual
+stream from its terms.
 
 Under `memory_budget` (GB if > 1, else a fraction of the device's memory) the saved bytes of
 forward-created values are held under the budget by raising lambda (doubling, then bisection)
@@ -35,7 +35,6 @@ report of what was saved and why is `LAST_REPORT` and `fw_module.meta["cherenkov
 """
 from __future__ import annotations
 
-import collections
 import inspect
 import math
 import operator
@@ -53,21 +52,13 @@ from torch._functorch import partitioners as tp
 
 from cherenkov.cost.roofline import roofline
 from cherenkov.hw.spec import DeviceSpec
+from cherenkov.passes.in_memory import LIBRARY_OPS, read_in_backward, written_anyway
 
 aten = torch.ops.aten
 
 # ops whose recomputation is never allowed: matmuls, convolutions, attention (the brief's
 # hard constraint: they are what the forward spends its time on)
-NEVER_RECOMPUTE = {
-    aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten.matmul, aten.dot, aten.mv, aten.addmv,
-    aten.convolution, aten._convolution, aten.convolution_backward,
-    aten._scaled_dot_product_flash_attention, aten._scaled_dot_product_efficient_attention,
-    aten._scaled_dot_product_cudnn_attention, aten._scaled_dot_product_attention_math,
-    aten._flash_attention_forward, aten._efficient_attention_forward,
-    aten._scaled_mm, aten._int_mm,
-} | {getattr(aten, name) for name in (        # attention ops not in every release
-    "_scaled_dot_product_flash_attention_for_cpu", "_cudnn_attention_forward",
-    "_scaled_dot_product_fused_attention_overrideable") if hasattr(aten, name)}
+NEVER_RECOMPUTE = LIBRARY_OPS
 
 # FLOPs per element counted for pointwise ops that are more than one instruction; others 1.
 FLOPS_PER_ELEMENT = {
@@ -239,67 +230,13 @@ def save_time(node: fx.Node, device: DeviceSpec, written: bool = False,
     return passes * _nbytes(node) / device.achievable_bandwidth
 
 
-def _library(node: fx.Node) -> bool:
-    """A node whose inputs and result are in memory: a matmul, convolution, attention, or an op
-    no kernel of ours computes (a custom op)."""
-    if node.op != "call_function" or node.target is operator.getitem:
-        return False
-    if not isinstance(node.target, torch._ops.OpOverload) \
-            or node.target.namespace not in ("aten", "prims"):
-        return True
-    return _packet(node) in NEVER_RECOMPUTE
-
-
-def _is_view(node: fx.Node) -> bool:
-    return isinstance(node.target, torch._ops.OpOverload) and node.target.is_view
-
-
-_BITSET_NODES = 20_000    # 50 MB of ancestor bitsets at most
-
-
-def written_anyway(nodes: list[fx.Node], forward: set[fx.Node], outputs: set[fx.Node]
-                   ) -> set[fx.Node]:
-    """The forward values in memory whether or not they are saved: graph inputs, forward
-    outputs, library results (and their getitems), values a library op reads, values read
-    again after a library op that depends on them (no kernel computes both sides of it), and
-    views of those. `nodes` in graph (topological) order. The rule about reading again takes
-    a bitset of ancestors per node (len(fw)**2 bits); past _BITSET_NODES forward nodes it is
-    left out (those values then price as if computed in registers)."""
-    fw = [n for n in nodes if n in forward or n.op == "placeholder"]
-    bit = {n: 1 << i for i, n in enumerate(fw)}
-    ancestors: dict[fx.Node, int] = {}     # bitsets over `fw`, the node itself included
-    behind: dict[fx.Node, int] = collections.defaultdict(int)   # ancestors reaching the node
-    for n in fw if len(fw) <= _BITSET_NODES else ():            # through a library op
-        ins = [a for a in n.all_input_nodes if a in bit]
-        anc = bit[n]
-        for a in ins:
-            anc |= ancestors[a]
-        ancestors[n] = anc
-        through = 0
-        for a in ins:
-            through |= ancestors[a] if _library(n) else behind[a]
-        behind[n] = through
-    written: set[fx.Node] = set()
-    for n in reversed(fw):         # users before their inputs: a view's verdict is known
-        users = [u for u in n.users if u in bit]
-        if (n.op == "placeholder" or n in outputs or _library(n)
-                or n.target is operator.getitem and _library(n.args[0])
-                or any(_library(u) or behind[u] & bit[n] for u in users)
-                or any(_is_view(u) and u in written for u in users)):
-            written.add(n)
-    for n in fw:                   # a view of a value in memory is in memory
-        if _is_view(n) and n.args and n.args[0] in written:
-            written.add(n)
-    return written
-
-
 def _materialized_bytes(node: fx.Node, backward: set[fx.Node]) -> int:
     """Bytes of `node`'s results (its getitems' for a tuple) that a backward op which cannot
     compute them in its own kernel reads: recomputed, they are written in the backward."""
     if isinstance(node.meta.get("val"), (list, tuple)):
         return sum(_nbytes(g) for g in node.users if g.target is operator.getitem
-                   and _read_in_backward(g, backward, unfused_only=True))
-    return _nbytes(node) if _read_in_backward(node, backward, unfused_only=True) else 0
+                   and read_in_backward(g, backward, unfused_only=True))
+    return _nbytes(node) if read_in_backward(node, backward, unfused_only=True) else 0
 
 
 def _recompute_reads(node: fx.Node, written: set[fx.Node], materialized: bool) -> int:
@@ -307,41 +244,6 @@ def _recompute_reads(node: fx.Node, written: set[fx.Node], materialized: bool) -
     materialized in a kernel of its own, every input."""
     return sum(_nbytes(a) for a in node.all_input_nodes
                if (materialized or a in written) and _tensor(a) is not None)
-
-
-# reads a kernel of ours computes its input inside (elementwise, or along a reduction's rows)
-_REDUCTION_TAG = getattr(torch.Tag, "reduction", None)
-_FUSIBLE_READERS = {
-    aten._to_copy, aten.clone, aten.expand, aten.sum, aten.mean, aten.amax, aten.amin,
-    aten.var, aten.var_mean, aten.prod, aten.logsumexp, aten.where, torch.ops.prims.sum,
-    torch.ops.prims.var, torch.ops.prims.amax, torch.ops.prims.amin,
-    torch.ops.prims.convert_element_type, torch.ops.prims.broadcast_in_dim,
-    # these read only the shape
-    aten.full_like, aten.zeros_like, aten.ones_like, aten.empty_like, aten.new_zeros,
-    aten.new_ones, aten.new_full, aten.new_empty}
-
-
-def _fusible_reader(node: fx.Node) -> bool:
-    """Whether `node` can read a value computed inside its own kernel: pointwise work, a
-    reduction, a copy or broadcast -- not a gather or a window (a pooling backward reading
-    its indices), nor a library op."""
-    if node.op != "call_function" or node.target is operator.getitem:
-        return True
-    if not isinstance(node.target, torch._ops.OpOverload):
-        return not _library(node)
-    tags = node.target.tags
-    return (torch.Tag.pointwise in tags or _REDUCTION_TAG in tags or node.target.is_view
-            or _packet(node) in _FUSIBLE_READERS or node.target in _FUSIBLE_READERS)
-
-
-def _read_in_backward(node: fx.Node, backward: set[fx.Node], unfused_only: bool = False
-                      ) -> bool:
-    """Whether a backward op (with `unfused_only`, one that cannot compute it in its own
-    kernel: a library op, a gather, a window) reads `node` itself, directly or through views
-    (a view may be the forward's: its matmul's operand transposed)."""
-    return any(u in backward and (not unfused_only or not _fusible_reader(u))
-               or _is_view(u) and _read_in_backward(u, backward, unfused_only)
-               for u in node.users)
 
 
 # -- the cut ---------------------------------------------------------------------------------
@@ -396,7 +298,7 @@ def _build(graph: fx.Graph, info, device: DeviceSpec, num_fwd_outputs: int = 0) 
         if tp.is_sym_node(n):
             save_s[n] = 8 / device.achievable_bandwidth
         elif isinstance(val, torch.Tensor):
-            save_s[n] = save_time(n, device, n in written, _read_in_backward(n, backward))
+            save_s[n] = save_time(n, device, n in written, read_in_backward(n, backward))
             if n.op != "placeholder":
                 budgeted.add(n)
         elif _is_opaque(n) or type(val).__name__ in ("BackwardState", "FakeScriptObject"):

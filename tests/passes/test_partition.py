@@ -14,6 +14,7 @@ from functorch.compile import aot_function, make_boxed_func
 
 import cherenkov
 from cherenkov import hw
+from cherenkov.passes import in_memory
 from cherenkov.passes import partition as P
 
 H200 = hw.device("h200")
@@ -172,7 +173,7 @@ def test_pooling_indices_are_saved_not_recomputed():
     assert any(d.nbytes == 2 * 3 * 8 * 8 * 8 for d in saved)     # the int64 indices
     reader = next(n for n in bw.graph.nodes
                   if n.target == torch.ops.aten.max_pool2d_with_indices_backward.default)
-    assert not P._fusible_reader(reader)
+    assert not in_memory.fusible_reader(reader)
 
 
 def test_values_in_memory_anyway():
@@ -187,16 +188,16 @@ def test_values_in_memory_anyway():
     gm = make_fx(f)(torch.randn(4, 4), torch.randn(4, 4))
     nodes = [n for n in gm.graph.nodes if n.op != "output"]
     outputs = set(next(n for n in gm.graph.nodes if n.op == "output").args[0])
-    written = {n.name for n in P.written_anyway(nodes, set(nodes), outputs)}
+    written = {n.name for n in in_memory.written_anyway(nodes, set(nodes), outputs)}
     assert written == {"x_1", "w_1", "mul", "tanh", "mm", "add_1", "exp"}
     # past the bitsets' size limit the rule about reading again is left out (x * 2 then
     # prices as computed in registers); the others hold
-    P._BITSET_NODES, saved = 0, P._BITSET_NODES
+    in_memory.BITSET_NODES, saved = 0, in_memory.BITSET_NODES
     try:
-        assert {n.name for n in P.written_anyway(nodes, set(nodes), outputs)} == \
+        assert {n.name for n in in_memory.written_anyway(nodes, set(nodes), outputs)} == \
             written - {"mul"}
     finally:
-        P._BITSET_NODES = saved
+        in_memory.BITSET_NODES = saved
 
 
 def test_cherenkov_compile_with_our_partitioner_matches_eager():
