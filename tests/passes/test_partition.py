@@ -176,30 +176,6 @@ def test_pooling_indices_are_saved_not_recomputed():
     assert not in_memory.fusible_reader(reader)
 
 
-def test_values_in_memory_anyway():
-    from torch.fx.experimental.proxy_tensor import make_fx
-
-    def f(x, w):
-        a = x * 2.0              # read again after the matmul its tanh feeds
-        m = torch.tanh(a) @ w    # tanh(a): a library op's input; m: its result
-        b = a + m                # read only by pointwise work and a reduction
-        t = torch.sin(b)
-        return torch.cos(t) + t.sum(), torch.exp(b)
-    gm = make_fx(f)(torch.randn(4, 4), torch.randn(4, 4))
-    nodes = [n for n in gm.graph.nodes if n.op != "output"]
-    outputs = set(next(n for n in gm.graph.nodes if n.op == "output").args[0])
-    written = {n.name for n in in_memory.written_anyway(nodes, set(nodes), outputs)}
-    assert written == {"x_1", "w_1", "mul", "tanh", "mm", "add_1", "exp"}
-    # past the bitsets' size limit the rule about reading again is left out (x * 2 then
-    # prices as computed in registers); the others hold
-    in_memory.BITSET_NODES, saved = 0, in_memory.BITSET_NODES
-    try:
-        assert {n.name for n in in_memory.written_anyway(nodes, set(nodes), outputs)} == \
-            written - {"mul"}
-    finally:
-        in_memory.BITSET_NODES = saved
-
-
 def test_cherenkov_compile_with_our_partitioner_matches_eager():
     compiled = cherenkov.compile(sig_tanh, strict=True, partitioner="cherenkov")
     x, w = [torch.randn(*s, requires_grad=True) for s in [(8, 16), (16, 32)]]
