@@ -34,7 +34,8 @@ LIBRARY_OPS = {
     "_scaled_dot_product_fused_attention_overrideable") if hasattr(aten, name)}
 
 
-def _packet(node: fx.Node):
+def packet(node: fx.Node):
+    """An aten op's overload packet (aten.mm for aten.mm.default), else None."""
     return getattr(node.target, "overloadpacket", None)
 
 
@@ -46,7 +47,7 @@ def library(node: fx.Node) -> bool:
     if not isinstance(node.target, torch._ops.OpOverload) \
             or node.target.namespace not in ("aten", "prims"):
         return True
-    return _packet(node) in LIBRARY_OPS
+    return packet(node) in LIBRARY_OPS
 
 
 def is_view(node: fx.Node) -> bool:
@@ -114,7 +115,7 @@ def fusible_reader(node: fx.Node) -> bool:
         return not library(node)
     tags = node.target.tags
     return (torch.Tag.pointwise in tags or _REDUCTION_TAG in tags or node.target.is_view
-            or _packet(node) in _FUSIBLE_READERS or node.target in _FUSIBLE_READERS)
+            or packet(node) in _FUSIBLE_READERS or node.target in _FUSIBLE_READERS)
 
 
 def read_in_backward(node: fx.Node, backward: set[fx.Node], unfused_only: bool = False

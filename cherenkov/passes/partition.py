@@ -52,13 +52,9 @@ from torch._functorch import partitioners as tp
 
 from cherenkov.cost.roofline import roofline
 from cherenkov.hw.spec import DeviceSpec
-from cherenkov.passes.in_memory import LIBRARY_OPS, read_in_backward, written_anyway
+from cherenkov.passes.in_memory import LIBRARY_OPS, packet, read_in_backward, written_anyway
 
 aten = torch.ops.aten
-
-# ops whose recomputation is never allowed: matmuls, convolutions, attention (the brief's
-# hard constraint: they are what the forward spends its time on)
-NEVER_RECOMPUTE = LIBRARY_OPS
 
 # FLOPs per element counted for pointwise ops that are more than one instruction; others 1.
 FLOPS_PER_ELEMENT = {
@@ -142,10 +138,6 @@ def _is_opaque(node: fx.Node) -> bool:
 
 # -- pricing -------------------------------------------------------------------------------
 
-def _packet(node: fx.Node):
-    return getattr(node.target, "overloadpacket", None)
-
-
 def _tensor(node: Any) -> torch.Tensor | None:
     val = node.meta.get("val") if isinstance(node, fx.Node) else None
     return val if isinstance(val, torch.Tensor) else None
@@ -177,7 +169,7 @@ def cannot_recompute(node: fx.Node) -> str | None:
         return None
     if not isinstance(node.target, torch._ops.OpOverload):
         return "not an aten op"
-    if _packet(node) in NEVER_RECOMPUTE:
+    if packet(node) in LIBRARY_OPS:     # never recomputed: what the forward spends its time on
         return "matmul/convolution/attention"
     if torch.Tag.nondeterministic_seeded in node.target.tags:
         return "random"
@@ -195,17 +187,18 @@ def recompute_time(node: fx.Node, device: DeviceSpec, read_bytes: int = 0,
     """Time to recompute `node` in the backward (no launch: it fuses into a backward kernel):
     its FLOPs, reading `read_bytes` of inputs from memory, and writing `materialize_bytes` of
     its results that a backward op which cannot compute them reads (and that op's read)."""
+    if node.target is operator.getitem or isinstance(node.target, torch._ops.OpOverload) \
+            and node.target.is_view:
+        return 0.0   # views are metadata; a getitem is priced at the node it selects from
     val = node.meta.get("val")
     outs = [t for t in (val if isinstance(val, (list, tuple)) else [val])
             if isinstance(t, torch.Tensor)]
-    if not outs or isinstance(node.target, torch._ops.OpOverload) and node.target.is_view:
-        return 0.0   # views are metadata
-    if node.target is operator.getitem:
-        return 0.0   # priced at the node it selects from
+    if not outs:
+        return 0.0
     out = outs[0]
     inputs = [t for a in node.all_input_nodes if (t := _tensor(a)) is not None]
     numel = max([_numel(t) for t in outs] + [_numel(t) for t in inputs])
-    flops = FLOPS_PER_ELEMENT.get(_packet(node), 1) * numel
+    flops = FLOPS_PER_ELEMENT.get(packet(node), 1) * numel
     moved = read_bytes + 2 * materialize_bytes
     dtype = out.dtype if out.dtype.is_floating_point else torch.float32
     try:
