@@ -1,0 +1,250 @@
+"""cuBLASLt's fused matmul epilogues, called through ctypes.
+
+cuBLAS computes GELU and its gradient in a matmul's epilogue, at the matmul's own rate:
+
+    GELU_AUX_BIAS   D = gelu(A @ B + bias), AUX = A @ B + bias      (the forward: both kept)
+    DGELU_BGRAD     D = (A @ B) * gelu'(AUX), BIAS = column sums of D (the backward)
+
+PyTorch does not expose these (its `_addmm_activation` keeps no pre-activation, so the
+backward could not use it), so we call the library torch itself loaded: the
+`libcublasLt.so` mapped into this process. The enum values below are cublasLt.h's.
+
+Row-major D (M, N) = A (M, K) @ B (K, N) is column-major D^T = B^T @ A^T, so cuBLAS's first
+operand is our B and its second our A; any 2-D operand with one unit stride is a column-major
+matrix with a leading dimension (transposed or not). A bias (N,) and bias gradient run along
+our columns, which are cuBLAS's rows, where cuBLAS puts them.
+
+`LtMatmul(problem)` builds the descriptors once and asks the library's heuristic for an
+algorithm (None from `plan` when there is none: the caller takes the unfused path); a call
+sets the pointers and launches on the current stream (CUDA-graph capturable).
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import logging
+import os
+from dataclasses import dataclass
+
+import torch
+
+log = logging.getLogger("cherenkov")
+
+# cublasLt.h / library_types.h
+CUDA_TYPES = {torch.float32: 0, torch.float16: 2, torch.bfloat16: 14}
+COMPUTE_32F = 68
+OP_N, OP_T = 0, 1
+DESC_TRANSA, DESC_TRANSB, DESC_EPILOGUE, DESC_BIAS_POINTER = 3, 4, 7, 8
+DESC_AUX_POINTER, DESC_AUX_LD = 11, 12
+PREF_MAX_WORKSPACE_BYTES = 1
+PREF_MIN_ALIGNMENT = (5, 6, 7, 8)          # A, B, C, D
+EPILOGUES = {"none": 1, "bias": 4, "gelu_aux_bias": 164, "gelu_aux": 160, "dgelu": 192,
+             "dgelu_bgrad": 208}
+WORKSPACE_BYTES = 32 << 20                 # what torch gives cuBLASLt on Hopper
+ALIGNMENT = 16                             # bytes every pointer must have (checked per call)
+
+
+class _Heuristic(ctypes.Structure):
+    _fields_ = [("algo", ctypes.c_uint64 * 8), ("workspace_size", ctypes.c_size_t),
+                ("state", ctypes.c_int), ("waves", ctypes.c_float),
+                ("reserved", ctypes.c_int * 4)]
+
+
+def _library_path() -> str | None:
+    """The libcublasLt torch loaded (the same copy torch's matmuls use), else one on disk."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.rstrip("\n").split(" ")[-1]
+                if os.path.basename(path).startswith("libcublasLt.so"):
+                    return path
+    except OSError:
+        pass
+    import ctypes.util
+    return ctypes.util.find_library("cublasLt")
+
+
+@functools.cache
+def library():
+    """The loaded library with the signatures we call, or None (no CUDA, not found)."""
+    if not torch.cuda.is_available():
+        return None
+    torch.cuda.init()
+    path = _library_path()
+    if path is None:
+        return None
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError as e:
+        log.info("cherenkov: cuBLASLt not loadable (%s): %s", path, e)
+        return None
+    p, vp = ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p
+    sig = {
+        "cublasLtCreate": [p],
+        "cublasLtMatmulDescCreate": [p, ctypes.c_int, ctypes.c_int],
+        "cublasLtMatmulDescSetAttribute": [vp, ctypes.c_int, vp, ctypes.c_size_t],
+        "cublasLtMatmulDescDestroy": [vp],
+        "cublasLtMatrixLayoutCreate": [p, ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64,
+                                       ctypes.c_int64],
+        "cublasLtMatrixLayoutDestroy": [vp],
+        "cublasLtMatmulPreferenceCreate": [p],
+        "cublasLtMatmulPreferenceSetAttribute": [vp, ctypes.c_int, vp, ctypes.c_size_t],
+        "cublasLtMatmulPreferenceDestroy": [vp],
+        "cublasLtMatmulAlgoGetHeuristic": [vp, vp, vp, vp, vp, vp, vp, ctypes.c_int,
+                                           ctypes.POINTER(_Heuristic),
+                                           ctypes.POINTER(ctypes.c_int)],
+        "cublasLtMatmul": [vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp,
+                           ctypes.c_size_t, vp],
+    }
+    for name, argtypes in sig.items():
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = argtypes, ctypes.c_int
+    return lib
+
+
+def _check(status: int, what: str) -> None:
+    if status != 0:
+        raise RuntimeError(f"cuBLASLt {what} failed with status {status}")
+
+
+@functools.cache
+def _handle(device: int):
+    lib = library()
+    handle = ctypes.c_void_p()
+    with torch.cuda.device(device):
+        _check(lib.cublasLtCreate(ctypes.byref(handle)), "cublasLtCreate")
+    return handle
+
+
+@functools.cache
+def _workspace(device: int) -> torch.Tensor:
+    return torch.empty(WORKSPACE_BYTES, dtype=torch.uint8, device=f"cuda:{device}")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """D (m, n) = A (m, k) @ B (k, n) with `epilogue`; strides of A and B as given (one of
+    each pair 1), D and AUX row-major (m, n)."""
+    m: int
+    n: int
+    k: int
+    a_strides: tuple[int, int]
+    b_strides: tuple[int, int]
+    dtype: torch.dtype
+    epilogue: str
+    device: int = 0
+
+
+def _operand(rows: int, cols: int, strides: tuple[int, int]):
+    """(transpose op, column-major rows, cols, ld) of the row-major (rows, cols) matrix with
+    `strides` as cuBLAS sees its transpose (cols, rows); None when neither stride is 1."""
+    s_row, s_col = strides
+    if s_col == 1 and s_row >= max(cols, 1):
+        return OP_N, cols, rows, s_row           # memory is column-major (cols, rows)
+    if s_row == 1 and s_col >= max(rows, 1):
+        return OP_T, rows, cols, s_col           # memory is column-major (rows, cols)
+    return None
+
+
+class LtMatmul:
+    """One planned problem: descriptors and the heuristic's algorithm, reused every call."""
+
+    def __init__(self, problem: Problem, lib, algo: _Heuristic, desc, layouts):
+        self.problem, self.lib, self.algo = problem, lib, algo
+        self.desc, self.layouts = desc, layouts
+        self.alpha, self.beta = ctypes.c_float(1.0), ctypes.c_float(0.0)
+
+    def _set(self, attribute: int, value: int) -> None:
+        v = ctypes.c_void_p(value)
+        _check(self.lib.cublasLtMatmulDescSetAttribute(
+            self.desc, attribute, ctypes.byref(v), ctypes.sizeof(v)), "set pointer")
+
+    def __call__(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor,
+                 bias: torch.Tensor | None = None, aux: torch.Tensor | None = None) -> None:
+        """out = epilogue(a @ b) in place; `bias` is read (bias epilogues) or written (bgrad),
+        `aux` written (gelu_aux) or read (dgelu)."""
+        if bias is not None:
+            self._set(DESC_BIAS_POINTER, bias.data_ptr())
+        if aux is not None:
+            self._set(DESC_AUX_POINTER, aux.data_ptr())
+        dev = self.problem.device
+        ws = _workspace(dev)
+        la, lb, ld = self.layouts
+        stream = torch.cuda.current_stream(dev).cuda_stream
+        _check(self.lib.cublasLtMatmul(
+            _handle(dev), self.desc, ctypes.byref(self.alpha), b.data_ptr(), la,
+            a.data_ptr(), lb, ctypes.byref(self.beta), out.data_ptr(), ld, out.data_ptr(), ld,
+            ctypes.byref(self.algo.algo), ws.data_ptr(), ws.numel(), stream), "cublasLtMatmul")
+
+    def __del__(self):
+        lib = self.lib
+        try:
+            lib.cublasLtMatmulDescDestroy(self.desc)
+            for layout in self.layouts:
+                lib.cublasLtMatrixLayoutDestroy(layout)
+        except Exception:  # noqa: BLE001 -- interpreter shutdown
+            pass
+
+
+@functools.cache
+def plan(problem: Problem) -> LtMatmul | None:
+    """The planned matmul, or None: no cuBLASLt here, an unsupported layout or dtype, or no
+    algorithm for this epilogue and shape."""
+    lib = library()
+    if lib is None or problem.dtype not in (torch.float16, torch.bfloat16):
+        return None
+    p = problem
+    first = _operand(p.k, p.n, p.b_strides)       # our B: cuBLAS's A, op(A) = (n, k)
+    second = _operand(p.m, p.k, p.a_strides)      # our A: cuBLAS's B, op(B) = (k, m)
+    if first is None or second is None:
+        return None
+    dtype = CUDA_TYPES[p.dtype]
+    desc, pref = ctypes.c_void_p(), ctypes.c_void_p()
+    layouts = [ctypes.c_void_p() for _ in range(3)]
+    _check(lib.cublasLtMatmulDescCreate(ctypes.byref(desc), COMPUTE_32F, CUDA_TYPES[torch.float32]),
+           "desc create")
+
+    def attr(attribute, value, ctype=ctypes.c_int32):
+        v = ctype(value)
+        _check(lib.cublasLtMatmulDescSetAttribute(desc, attribute, ctypes.byref(v),
+                                                  ctypes.sizeof(v)), f"attribute {attribute}")
+    attr(DESC_TRANSA, first[0])
+    attr(DESC_TRANSB, second[0])
+    attr(DESC_EPILOGUE, EPILOGUES[p.epilogue], ctypes.c_uint32)
+    if "aux" in p.epilogue or "dgelu" in p.epilogue:
+        attr(DESC_AUX_LD, p.n, ctypes.c_int64)
+    for layout, (_, rows, cols, ld) in zip(layouts, (first, second, (None, p.n, p.m, p.n))):
+        _check(lib.cublasLtMatrixLayoutCreate(ctypes.byref(layout), dtype, rows, cols, ld),
+               "layout create")
+    _check(lib.cublasLtMatmulPreferenceCreate(ctypes.byref(pref)), "preference create")
+    size = ctypes.c_uint64(WORKSPACE_BYTES)
+    _check(lib.cublasLtMatmulPreferenceSetAttribute(pref, PREF_MAX_WORKSPACE_BYTES,
+                                                    ctypes.byref(size), 8), "workspace")
+    for which in PREF_MIN_ALIGNMENT:
+        align = ctypes.c_uint32(ALIGNMENT)
+        _check(lib.cublasLtMatmulPreferenceSetAttribute(pref, which, ctypes.byref(align), 4),
+               "alignment")
+    result, count = _Heuristic(), ctypes.c_int(0)
+    with torch.cuda.device(p.device):
+        status = lib.cublasLtMatmulAlgoGetHeuristic(
+            _handle(p.device), desc, layouts[0], layouts[1], layouts[2], layouts[2], pref, 1,
+            ctypes.byref(result), ctypes.byref(count))
+    lib.cublasLtMatmulPreferenceDestroy(pref)
+    if status != 0 or count.value < 1 or result.state != 0:
+        log.info("cherenkov: no cuBLASLt algorithm for %s (status %d, %d found)", p, status,
+                 count.value)
+        lib.cublasLtMatmulDescDestroy(desc)
+        for layout in layouts:
+            lib.cublasLtMatrixLayoutDestroy(layout)
+        return None
+    return LtMatmul(p, lib, result, desc, layouts)
+
+
+def aligned(*tensors: torch.Tensor) -> bool:
+    """Every tensor's data pointer on ALIGNMENT bytes (what the planned algorithms assume)."""
+    return all(t.data_ptr() % ALIGNMENT == 0 for t in tensors)
+
+
+def problem_of(a: torch.Tensor, b: torch.Tensor, epilogue: str) -> Problem:
+    return Problem(a.shape[0], b.shape[1], a.shape[1], tuple(a.stride()), tuple(b.stride()),
+                   a.dtype, epilogue, a.device.index or 0)
