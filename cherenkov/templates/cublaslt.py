@@ -177,32 +177,24 @@ class LtMatmul:
             ctypes.byref(self.algo.algo), ws.data_ptr(), ws.numel(), stream), "cublasLtMatmul")
 
     def __del__(self):
-        lib = self.lib
         try:
-            lib.cublasLtMatmulDescDestroy(self.desc)
-            for layout in self.layouts:
-                lib.cublasLtMatrixLayoutDestroy(layout)
+            _destroy(self.lib, self.desc, self.layouts)
         except Exception:  # noqa: BLE001 -- interpreter shutdown
             pass
 
 
-@functools.cache
-def plan(problem: Problem) -> LtMatmul | None:
-    """The planned matmul, or None: no cuBLASLt here, an unsupported layout or dtype, or no
-    algorithm for this epilogue and shape."""
-    lib = library()
-    if lib is None or problem.dtype not in (torch.float16, torch.bfloat16):
-        return None
-    p = problem
+def _descriptors(lib, p: Problem):
+    """(matmul descriptor, [layout of cuBLAS's A, B, D]) for `p`, or None (a layout cuBLAS
+    cannot take)."""
     first = _operand(p.k, p.n, p.b_strides)       # our B: cuBLAS's A, op(A) = (n, k)
     second = _operand(p.m, p.k, p.a_strides)      # our A: cuBLAS's B, op(B) = (k, m)
     if first is None or second is None:
         return None
     dtype = CUDA_TYPES[p.dtype]
-    desc, pref = ctypes.c_void_p(), ctypes.c_void_p()
+    desc = ctypes.c_void_p()
     layouts = [ctypes.c_void_p() for _ in range(3)]
-    _check(lib.cublasLtMatmulDescCreate(ctypes.byref(desc), COMPUTE_32F, CUDA_TYPES[torch.float32]),
-           "desc create")
+    _check(lib.cublasLtMatmulDescCreate(ctypes.byref(desc), COMPUTE_32F,
+                                        CUDA_TYPES[torch.float32]), "desc create")
 
     def attr(attribute, value, ctype=ctypes.c_int32):
         v = ctype(value)
@@ -216,28 +208,61 @@ def plan(problem: Problem) -> LtMatmul | None:
     for layout, (_, rows, cols, ld) in zip(layouts, (first, second, (None, p.n, p.m, p.n))):
         _check(lib.cublasLtMatrixLayoutCreate(ctypes.byref(layout), dtype, rows, cols, ld),
                "layout create")
+    return desc, layouts
+
+
+def _destroy(lib, desc, layouts) -> None:
+    lib.cublasLtMatmulDescDestroy(desc)
+    for layout in layouts:
+        lib.cublasLtMatrixLayoutDestroy(layout)
+
+
+def candidates(problem: Problem, count: int = 1,
+               workspace_bytes: int = WORKSPACE_BYTES) -> list[LtMatmul]:
+    """Up to `count` planned matmuls for `problem`, the library's heuristic's order (its
+    first is what cuBLAS would run); [] when there is no cuBLASLt here, the layout or dtype
+    is not one we pass, or no algorithm takes this epilogue and shape. `workspace_bytes` 0
+    keeps to algorithms without a workspace (no split-K reduction, no memset before them)."""
+    lib = library()
+    p = problem
+    if lib is None or p.dtype not in (torch.float16, torch.bfloat16):
+        return []
+    made = _descriptors(lib, p)
+    if made is None:
+        return []
+    desc, layouts = made
+    pref = ctypes.c_void_p()
     _check(lib.cublasLtMatmulPreferenceCreate(ctypes.byref(pref)), "preference create")
-    size = ctypes.c_uint64(WORKSPACE_BYTES)
+    size = ctypes.c_uint64(workspace_bytes)
     _check(lib.cublasLtMatmulPreferenceSetAttribute(pref, PREF_MAX_WORKSPACE_BYTES,
                                                     ctypes.byref(size), 8), "workspace")
     for which in PREF_MIN_ALIGNMENT:
         align = ctypes.c_uint32(ALIGNMENT)
         _check(lib.cublasLtMatmulPreferenceSetAttribute(pref, which, ctypes.byref(align), 4),
                "alignment")
-    result, count = _Heuristic(), ctypes.c_int(0)
+    results, found = (_Heuristic * count)(), ctypes.c_int(0)
     with torch.cuda.device(p.device):
         status = lib.cublasLtMatmulAlgoGetHeuristic(
-            _handle(p.device), desc, layouts[0], layouts[1], layouts[2], layouts[2], pref, 1,
-            ctypes.byref(result), ctypes.byref(count))
+            _handle(p.device), desc, layouts[0], layouts[1], layouts[2], layouts[2], pref,
+            count, results, ctypes.byref(found))
     lib.cublasLtMatmulPreferenceDestroy(pref)
-    if status != 0 or count.value < 1 or result.state != 0:
-        log.info("cherenkov: no cuBLASLt algorithm for %s (status %d, %d found)", p, status,
-                 count.value)
-        lib.cublasLtMatmulDescDestroy(desc)
-        for layout in layouts:
-            lib.cublasLtMatrixLayoutDestroy(layout)
-        return None
-    return LtMatmul(p, lib, result, desc, layouts)
+    _destroy(lib, desc, layouts)
+    if status != 0:
+        log.info("cherenkov: no cuBLASLt algorithm for %s (status %d)", p, status)
+        return []
+    planned = []
+    for result in results[:found.value]:
+        if result.state == 0:
+            own_desc, own_layouts = _descriptors(lib, p)
+            planned.append(LtMatmul(p, lib, result, own_desc, own_layouts))
+    return planned
+
+
+@functools.cache
+def plan(problem: Problem) -> LtMatmul | None:
+    """What cuBLAS's heuristic picks for `problem`, or None (see `candidates`)."""
+    found = candidates(problem, 1)
+    return found[0] if found else None
 
 
 def aligned(*tensors: torch.Tensor) -> bool:
