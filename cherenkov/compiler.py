@@ -124,7 +124,8 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
             pdl = config.pdl and not interpret and dependent_launch.supported(device)
             kernels, sources = _triton_kernels(fusion, interpret, spec, config.compile_workers,
                                                lap, report.compile_jobs, config.fp_contract, pdl)
-        compiled = CompiledGraph(graph, fusion, kernels, device)
+        compiled = CompiledGraph(graph, fusion, kernels, device,
+                                 tune_matmuls=config.matmul_algos and device.type == "cuda")
         lap("plan")
         return graph, fusion, sources, compiled
 

@@ -32,9 +32,10 @@ class Step:
 
 class CompiledGraph:
     def __init__(self, graph: Graph, fusion: FusionResult, kernels: dict[Group, tuple],
-                 device: torch.device):
+                 device: torch.device, tune_matmuls: bool = False):
         self.graph = graph
         self.device = device
+        self.tune_matmuls = tune_matmuls      # mm / addmm by cuBLASLt's fastest algorithm
         self.slot: dict[Node, int] = {}
         for i, node in enumerate(graph.inputs):
             self.slot[node] = i
@@ -284,6 +285,9 @@ class CompiledGraph:
     def _library_step(self, node: Node, fusion: FusionResult) -> Step:
         target, t_args, t_kwargs, _ = node.args
         inputs = node.inputs
+        algo = self._algo_step(node, fusion) if self.tune_matmuls else None
+        if algo is not None:
+            return algo
         linear = self._as_linear(node, fusion)
         if linear is not None:
             target, t_args, t_kwargs, inputs = linear
@@ -324,6 +328,57 @@ class CompiledGraph:
 
         step = Step("library", run, getattr(target, "__name__", str(target)))
         step.node = node                          # for the CUDA-graph policy's estimate
+        step.reads = in_slots
+        step.out_slots = [out]
+        return step
+
+    def _algo_step(self, node: Node, fusion: FusionResult) -> Step | None:
+        """mm / addmm as cuBLASLt's fastest algorithm for its problem, chosen on its first
+        run (templates/matmul_algos.py); None when the call is not one it takes."""
+        from cherenkov.templates import cublaslt, matmul_algos
+        target, t_args, t_kwargs, _ = node.args
+        if t_kwargs or not all(isinstance(a, Slot) for a in t_args):
+            return None
+        metas = [node.inputs[a.index].meta for a in t_args]
+        problem = matmul_algos.problem_of_node(target, metas, node.meta, self.device)
+        if problem is None or cublaslt.library() is None:
+            return None
+        algo = matmul_algos.AlgoMatmul(problem)
+        linear = self._as_linear(node, fusion)
+        inputs = linear[3] if linear is not None else [node.inputs[a.index] for a in t_args]
+        in_slots = [self._slot_of(i) for i in inputs]
+        out, empty, m, n = self._slot_of(node), self.empty, problem.m, problem.n
+        a_strides, b_strides = problem.a_strides, problem.b_strides
+        if linear is not None:          # (x, w[, bias]): b is w.t(), w laid out transposed
+            sa, sb = in_slots[0], in_slots[1]
+            sbias = in_slots[2] if len(in_slots) == 3 else None
+            b_strides = b_strides[::-1]
+            call = torch.nn.functional.linear
+        else:                           # mm(a, b) / addmm(bias, a, b)
+            sa, sb = in_slots[-2], in_slots[-1]
+            sbias = in_slots[0] if len(in_slots) == 3 else None
+            call = getattr(target, "_op", target)
+        dtype = problem.dtype
+
+        def run(env):
+            a, b = env[sa], env[sb]
+            bias = env[sbias] if sbias is not None else None
+            args = (a, b) if bias is None else ((a, b, bias) if linear is not None
+                                                 else (bias, a, b))
+            lt = None
+            if a.stride() == a_strides and b.stride() == b_strides:
+                operand = b.t() if linear is not None else b
+                lt = algo.choose(a, operand, bias, lambda: call(*args))
+            if lt is not None and cublaslt.aligned(a, b, *(() if bias is None else (bias,))):
+                result = empty((m, n), (n, 1), dtype)
+                if result.data_ptr() % cublaslt.ALIGNMENT == 0:
+                    lt(a, b, result, bias=bias, stream=TritonLaunch.stream)
+                    env[out] = result
+                    return
+            env[out] = call(*args)
+
+        step = Step("library", run, f"cublaslt_{getattr(target, '__name__', str(target))}")
+        step.node = node
         step.reads = in_slots
         step.out_slots = [out]
         return step

@@ -69,8 +69,8 @@ def _load_disk() -> dict:
         return {}
 
 
-def _store(key: str, best) -> None:
-    entry = {"cublas": True} if best == CUBLAS else best.to_dict()
+def store_entry(key: str, entry: dict) -> None:
+    """Keep `entry` (JSON) under `key` in memory and in the on-disk table."""
     _MEMORY[key] = entry
     path = _cache_path()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -81,12 +81,22 @@ def _store(key: str, best) -> None:
     tmp.replace(path)
 
 
-def cached(key: str):
+def cached_entry(key: str) -> dict | None:
+    """The entry kept under `key` (memory first, then the on-disk table), or None."""
     entry = _MEMORY.get(key)
     if entry is None:
         entry = _load_disk().get(key)
         if entry is not None:
             _MEMORY[key] = entry
+    return entry
+
+
+def _store(key: str, best) -> None:
+    store_entry(key, {"cublas": True} if best == CUBLAS else best.to_dict())
+
+
+def cached(key: str):
+    entry = cached_entry(key)
     if entry is None:
         return None
     return CUBLAS if entry.get("cublas") else TileConfig.from_dict(entry)

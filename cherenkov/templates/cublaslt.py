@@ -160,9 +160,11 @@ class LtMatmul:
             self.desc, attribute, ctypes.byref(v), ctypes.sizeof(v)), "set pointer")
 
     def __call__(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor,
-                 bias: torch.Tensor | None = None, aux: torch.Tensor | None = None) -> None:
+                 bias: torch.Tensor | None = None, aux: torch.Tensor | None = None,
+                 stream: int | None = None) -> None:
         """out = epilogue(a @ b) in place; `bias` is read (bias epilogues) or written (bgrad),
-        `aux` written (gelu_aux) or read (dgelu)."""
+        `aux` written (gelu_aux) or read (dgelu). Only the tensors' addresses are read (their
+        layouts are the problem's). `stream`: the raw CUDA stream (default: the current)."""
         if bias is not None:
             self._set(DESC_BIAS_POINTER, bias.data_ptr())
         if aux is not None:
@@ -170,7 +172,8 @@ class LtMatmul:
         dev = self.problem.device
         ws = _workspace(dev)
         la, lb, ld = self.layouts
-        stream = torch.cuda.current_stream(dev).cuda_stream
+        if stream is None:
+            stream = torch._C._cuda_getCurrentRawStream(dev)
         _check(self.lib.cublasLtMatmul(
             _handle(dev), self.desc, ctypes.byref(self.alpha), b.data_ptr(), la,
             a.data_ptr(), lb, ctypes.byref(self.beta), out.data_ptr(), ld, out.data_ptr(), ld,

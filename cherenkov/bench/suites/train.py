@@ -138,6 +138,9 @@ BACKENDS = {b.name: b for b in (
     Backend("cherenkov-torchpartitioner", _cherenkov(partitioner="torch")),
     # autograd's zero fill for unused outputs' gradients (the logits), as torch.compile has it
     Backend("cherenkov-zerofill", _cherenkov(unused_grads=False)),
+    # matmuls as torch calls them (cuBLAS's heuristic's first algorithm), not the fastest
+    # cuBLASLt candidate timed on their first run (templates/matmul_algos.py)
+    Backend("cherenkov-torchmatmuls", _cherenkov(matmul_algos=False)),
     # the optimizer step compiled too (run when named with --impls), each by its own compiler
     Backend("torch.compile+opt", lambda m: torch.compile(m, dynamic=False),
             lambda opt: torch.compile(opt.step, dynamic=False)),
@@ -179,6 +182,8 @@ class BackendResult:
     library_calls: dict = field(default_factory=dict)
     compile_seconds: dict = field(default_factory=dict)   # Cherenkov's phases, all graphs
     cuda_graphs: list = field(default_factory=list)       # (graph, decision) per Cherenkov plan
+    # (M x K x N epilogue, verdict, {candidate: ms}) per matmul problem timed on its first run
+    matmul_algos: list = field(default_factory=list)
     error: str | None = None
     skipped: str | None = None
 
@@ -241,9 +246,12 @@ def host_and_wall(fn, opt, batches: list, settings: Settings, reps: int = 5) -> 
     return sorted(host)[reps // 2], sorted(wall)[reps // 2]
 
 
-def _release_cherenkov(start: int, result: BackendResult) -> None:
+def _release_cherenkov(start: int, result: BackendResult, tuned_start: int = 0) -> None:
     """Count what Cherenkov compiled since `start`, then drop its plans (and their buffers)."""
     from cherenkov.backend import COMPILED
+    from cherenkov.templates.matmul_algos import AlgoMatmul
+    for p, verdict, timings in AlgoMatmul.tuned[tuned_start:]:
+        result.matmul_algos.append((f"{p.m}x{p.k}x{p.n} {p.epilogue}", verdict, timings))
     for graph, info in COMPILED[start:]:
         result.kernels += len(info.kernels)
         for phase, s in info.seconds.items():
@@ -259,8 +267,9 @@ def train_backend(case: TrainCase, backend: Backend, batches: list, settings: Se
                   status: Callable[[str], None] = lambda s: None) -> BackendResult:
     """Train `steps` steps from the seed's weights; never raises (errors are recorded)."""
     from cherenkov.backend import COMPILED
+    from cherenkov.templates.matmul_algos import AlgoMatmul
     r = BackendResult(backend.name)
-    dev, start = settings.device, len(COMPILED)
+    dev, start, tuned_start = settings.device, len(COMPILED), len(AlgoMatmul.tuned)
     model = opt = fn = step = None
     try:
         torch.manual_seed(settings.seed)
@@ -308,7 +317,7 @@ def train_backend(case: TrainCase, backend: Backend, batches: list, settings: Se
         text = f"{type(e).__name__}: {e}".strip()
         r.error = text.splitlines()[0][:300]
     finally:
-        _release_cherenkov(start, r)
+        _release_cherenkov(start, r, tuned_start)
         del model, opt, fn, step
         torch._dynamo.reset()
         gc.collect()

@@ -1,0 +1,166 @@
+"""cuBLAS's algorithm for each plain matmul, chosen by timing it on the step's own inputs.
+
+torch.mm / addmm run the algorithm cuBLAS's heuristic ranks first. For GPT-2's matmuls on the
+H200 another of the heuristic's candidates measured up to 10% faster, 0.68 ms a step in all
+when each was timed alone (`bench/results/2026-12-01_cublaslt_algos_h200_d0294b9.md`).
+
+A library step computing mm(a, b) or addmm(bias, a, b) -- 2-D, half precision, a 1-D bias,
+a row-major result (`problem_of_node`) -- gets an `AlgoMatmul`. On its first run (never while
+a CUDA graph is captured) it times torch's own call and cuBLASLt's candidates
+(`templates/cublaslt.py`: the heuristic's first 16 with a workspace, its first 8 without one:
+no split-K, no memset before them) on the step's real inputs, each checked against torch's
+result first, and keeps the fastest if it beats torch's by MARGIN. The verdict is cached per
+problem -- in memory, so the other layers' matmuls of that problem take it untimed, and in the
+on-disk autotune table for later processes. A call whose operands are not laid out or
+aligned as planned runs torch's. Timing runs on the real inputs, so it needs no memory
+beyond one result; it costs the first step ~25 short runs per distinct problem.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import statistics
+
+import torch
+
+from cherenkov.templates import cublaslt
+from cherenkov.templates.autotune import cached_entry, close, store_entry
+
+log = logging.getLogger("cherenkov")
+
+TORCH = "torch"
+MARGIN = 0.97                 # a candidate must take at most 97% of torch's time to be kept
+WARMUP, REPS = 3, 15
+KINDS = {"ws": (16, cublaslt.WORKSPACE_BYTES), "nows": (8, 0)}
+HALF = (torch.bfloat16, torch.float16)
+
+
+def problem_of_node(target, metas: list, out_meta, device: torch.device):
+    """The cuBLASLt problem of mm(a, b) / addmm(bias, a, b) with these input metas, or None
+    when the call is not one we take (another op, a layout, dtype or bias we leave to torch)."""
+    aten = torch.ops.aten
+    if device.type != "cuda" or target not in (aten.mm.default, aten.addmm.default):
+        return None
+    n_args = 2 if target is aten.mm.default else 3
+    if len(metas) != n_args or out_meta is None or any(m is None for m in metas):
+        return None
+    a, b = metas[-2], metas[-1]
+    if len(getattr(out_meta, "shape", ())) != 2 or out_meta.dtype not in HALF:
+        return None
+    m, n = out_meta.shape
+    if out_meta.strides != (n, 1) or len(a.shape) != 2 or len(b.shape) != 2 \
+            or a.dtype != out_meta.dtype or b.dtype != out_meta.dtype:
+        return None
+    k = a.shape[1]
+    if cublaslt._operand(m, k, a.strides) is None or cublaslt._operand(k, n, b.strides) is None:
+        return None
+    if n_args == 3:
+        bias = metas[0]
+        if bias.shape != (n,) or bias.strides != (1,) or bias.dtype != out_meta.dtype:
+            return None
+    return cublaslt.Problem(m, n, k, tuple(a.strides), tuple(b.strides), out_meta.dtype,
+                            "bias" if n_args == 3 else "none", device.index or 0)
+
+
+def problem_key(p: cublaslt.Problem) -> str:
+    name = torch.cuda.get_device_name(p.device) if torch.cuda.is_available() else "cpu"
+    library = os.path.basename(cublaslt._library_path() or "")
+    return json.dumps(["cublaslt", p.m, p.n, p.k, list(p.a_strides), list(p.b_strides),
+                       str(p.dtype), p.epilogue, name, torch.__version__, library])
+
+
+def events_median_ms(fn, warmup: int = WARMUP, reps: int = REPS) -> float:
+    """Median of CUDA-event times of `fn` run back to back (no cache flush: a step's matmul
+    reads what the kernel before it just wrote)."""
+    for _ in range(warmup):
+        fn()
+    pairs = []
+    for _ in range(reps):
+        begin, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+        begin.record()
+        fn()
+        end.record()
+        pairs.append((begin, end))
+    torch.cuda.synchronize()
+    return statistics.median(b.elapsed_time(e) for b, e in pairs)
+
+
+def pick(reference, candidates, time_ms=events_median_ms, same=close):
+    """(label of the fastest candidate taking at most MARGIN of the reference's time, or
+    None; {label: ms or why not}). `reference()` and each candidate `fn()` return the
+    result; a candidate that raises or disagrees with the reference is not timed."""
+    expected = reference()
+    timings = {TORCH: time_ms(reference)}
+    best, best_ms = None, timings[TORCH] * MARGIN
+    for label, fn in candidates:
+        try:
+            got = fn()
+        except Exception as e:  # noqa: BLE001 -- an algorithm the library refuses at run time
+            timings[label] = type(e).__name__
+            continue
+        if not same(got, expected):
+            timings[label] = "wrong result"
+            continue
+        ms = time_ms(fn)
+        timings[label] = ms
+        if ms < best_ms:
+            best, best_ms = label, ms
+    return best, timings
+
+
+def _candidates(problem: cublaslt.Problem) -> list[tuple[str, cublaslt.LtMatmul]]:
+    found = []
+    for kind, (count, workspace) in KINDS.items():
+        found += [(f"{kind}#{i}", c)
+                  for i, c in enumerate(cublaslt.candidates(problem, count, workspace))]
+    return found
+
+
+class AlgoMatmul:
+    """The choice for one problem: `lt` (a planned cuBLASLt call) or None (torch's call)."""
+    tuned: list = []             # (problem, verdict, timings) of every tuning in this process
+
+    def __init__(self, problem: cublaslt.Problem):
+        self.problem = problem
+        self.key = problem_key(problem)
+        self.lt: cublaslt.LtMatmul | None = None
+        self.decided = False
+        self._take(cached_entry(self.key))
+
+    def _take(self, entry: dict | None) -> None:
+        if entry is None:
+            return
+        self.decided = True
+        label = entry.get("choice", TORCH)
+        if label == TORCH:
+            return
+        kind, index = label.split("#")
+        count, workspace = KINDS[kind]
+        found = cublaslt.candidates(self.problem, count, workspace)
+        self.lt = found[int(index)] if int(index) < len(found) else None
+
+    def choose(self, a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
+               torch_call) -> cublaslt.LtMatmul | None:
+        """The call to use now: decided before, or timed now on these operands (a and b as
+        the problem's layouts: `b` may be a transposed view); None: torch's call."""
+        if self.decided:
+            return self.lt
+        if torch.cuda.is_current_stream_capturing():
+            return None
+        self._take(cached_entry(self.key))           # another step of this problem tuned it
+        if self.decided:
+            return self.lt
+        scratch = torch.empty((self.problem.m, self.problem.n), device=a.device,
+                              dtype=self.problem.dtype)
+        runs = [(label, lambda lt=lt: (lt(a, b, scratch, bias=bias), scratch)[1])
+                for label, lt in _candidates(self.problem)]
+        best, timings = pick(torch_call, runs)
+        del scratch
+        store_entry(self.key, {"choice": best or TORCH})
+        AlgoMatmul.tuned.append((self.problem, best or TORCH, timings))
+        log.info("cherenkov: matmul %dx%dx%d %s: %s (%s)", self.problem.m, self.problem.k,
+                 self.problem.n, self.problem.epilogue, best or TORCH,
+                 {k: round(v, 4) if isinstance(v, float) else v for k, v in timings.items()})
+        self._take({"choice": best or TORCH})
+        return self.lt

@@ -1,0 +1,105 @@
+"""cuBLASLt algorithm choice (templates/matmul_algos.py, templates/cublaslt.py) on the CPU:
+which calls it takes, how cuBLAS sees row-major operands, and the timing verdict's rules
+(the GPU runs are in tests/gpu/test_matmul_algos_gpu.py)."""
+import pytest
+import torch
+
+from cherenkov.config import Config
+from cherenkov.ir.graph import TensorMeta
+from cherenkov.templates import cublaslt, matmul_algos
+from cherenkov.templates.matmul_algos import MARGIN, TORCH, pick, problem_of_node
+
+aten = torch.ops.aten
+CUDA = torch.device("cuda", 0)
+
+
+def meta(shape, dtype=torch.bfloat16, stride=None):
+    return TensorMeta(tuple(shape), dtype, CUDA, stride)
+
+
+def test_row_major_operands_as_cublas_sees_them():
+    # row-major (k, n): column-major (n, k), untransposed, leading dimension n
+    assert cublaslt._operand(768, 3072, (3072, 1)) == (cublaslt.OP_N, 3072, 768, 3072)
+    # a transposed weight view (k, n) with strides (1, k): column-major (k, n), transposed
+    assert cublaslt._operand(768, 3072, (1, 768)) == (cublaslt.OP_T, 768, 3072, 768)
+    # a padded row (leading dimension past the row) is fine; no unit stride is not
+    assert cublaslt._operand(4, 8, (16, 1)) == (cublaslt.OP_N, 8, 4, 16)
+    assert cublaslt._operand(4, 8, (16, 2)) is None
+
+
+def test_problem_of_mm_and_addmm():
+    a, w_t, out = meta((64, 32)), meta((32, 48), stride=(1, 32)), meta((64, 48))
+    p = problem_of_node(aten.mm.default, [a, w_t], out, CUDA)
+    assert (p.m, p.n, p.k, p.a_strides, p.b_strides, p.epilogue) == \
+        (64, 48, 32, (32, 1), (1, 32), "none")
+    q = problem_of_node(aten.addmm.default, [meta((48,)), a, w_t], out, CUDA)
+    assert q.epilogue == "bias" and q.dtype == torch.bfloat16
+
+
+@pytest.mark.parametrize("case", ["cpu", "fp32", "bias 2-d", "transposed out", "bmm",
+                                  "mixed dtypes", "no unit stride"])
+def test_calls_left_to_torch(case):
+    a, b, out, target = meta((64, 32)), meta((32, 48)), meta((64, 48)), aten.mm.default
+    metas, device = [a, b], CUDA
+    if case == "cpu":
+        device = torch.device("cpu")
+    elif case == "fp32":
+        a, b, out = (meta(m.shape, torch.float32) for m in (a, b, out))
+        metas = [a, b]
+    elif case == "bias 2-d":
+        target, metas = aten.addmm.default, [meta((64, 48)), a, b]
+    elif case == "transposed out":
+        out = meta((64, 48), stride=(1, 64))
+    elif case == "bmm":
+        target = aten.bmm.default
+    elif case == "mixed dtypes":
+        metas = [meta((64, 32), torch.float16), b]
+    elif case == "no unit stride":
+        metas = [meta((64, 32), stride=(64, 2)), b]
+    assert problem_of_node(target, metas, out, device) is None
+
+
+class _Clock:
+    """Fake timing: each callable's time is looked up by its result."""
+    def __init__(self, times):
+        self.times = times
+
+    def __call__(self, fn):
+        return self.times[fn()]
+
+
+def test_pick_takes_the_fastest_candidate_that_beats_torch_by_the_margin():
+    times = {"ref": 1.0, "a": 0.99, "b": 0.90, "c": 0.80}
+    same = lambda got, expected: True                       # noqa: E731
+    runs = [(k, lambda k=k: k) for k in ("a", "b", "c")]
+    best, timings = pick(lambda: "ref", runs, _Clock(times), same)
+    assert best == "c" and timings == {TORCH: 1.0, "a": 0.99, "b": 0.90, "c": 0.80}
+    # within the margin of torch's time: not worth leaving torch's call
+    best, _ = pick(lambda: "ref", [("a", lambda: "a")], _Clock(times), same)
+    assert times["a"] > MARGIN * times["ref"] and best is None
+
+
+def test_pick_never_takes_a_wrong_or_failing_candidate():
+    times = {"ref": 1.0, "wrong": 0.1, "right": 0.9}
+
+    def fails():
+        raise RuntimeError("cuBLASLt cublasLtMatmul failed with status 7")
+    runs = [("wrong", lambda: "wrong"), ("fails", fails), ("right", lambda: "right")]
+    best, timings = pick(lambda: "ref", runs, _Clock(times),
+                         lambda got, expected: got != "wrong")
+    assert best == "right"
+    assert timings["wrong"] == "wrong result" and timings["fails"] == "RuntimeError"
+
+
+def test_no_library_off_the_gpu():
+    if torch.cuda.is_available():
+        pytest.skip("a machine with CUDA")
+    assert cublaslt.library() is None
+    assert cublaslt.candidates(cublaslt.Problem(64, 48, 32, (32, 1), (48, 1), torch.bfloat16,
+                                                "none")) == []
+
+
+def test_config_switch(monkeypatch):
+    assert Config().matmul_algos is True
+    monkeypatch.setenv("CHERENKOV_MATMUL_ALGOS", "0")
+    assert Config.from_env().matmul_algos is False
