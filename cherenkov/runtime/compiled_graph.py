@@ -334,7 +334,9 @@ class CompiledGraph:
 
     def _algo_step(self, node: Node, fusion: FusionResult) -> Step | None:
         """mm / addmm as cuBLASLt's fastest algorithm for its problem, chosen on its first
-        run (templates/matmul_algos.py); None when the call is not one it takes."""
+        run (templates/matmul_algos.py); None when the call is not one it takes. The problem
+        is read off the operands at run time (a kernel may lay a weight out otherwise than
+        the fake run promised), once per layout."""
         from cherenkov.templates import cublaslt, matmul_algos
         target, t_args, t_kwargs, _ = node.args
         if t_kwargs or not all(isinstance(a, Slot) for a in t_args):
@@ -343,35 +345,40 @@ class CompiledGraph:
         problem = matmul_algos.problem_of_node(target, metas, node.meta, self.device)
         if problem is None or cublaslt.library() is None:
             return None
-        algo = matmul_algos.AlgoMatmul(problem)
         linear = self._as_linear(node, fusion)
         inputs = linear[3] if linear is not None else [node.inputs[a.index] for a in t_args]
         in_slots = [self._slot_of(i) for i in inputs]
         out, empty, m, n = self._slot_of(node), self.empty, problem.m, problem.n
-        a_strides, b_strides = problem.a_strides, problem.b_strides
-        if linear is not None:          # (x, w[, bias]): b is w.t(), w laid out transposed
+        if linear is not None:          # (x, w[, bias]): the matmul's b is w.t()
             sa, sb = in_slots[0], in_slots[1]
             sbias = in_slots[2] if len(in_slots) == 3 else None
-            b_strides = b_strides[::-1]
             call = torch.nn.functional.linear
         else:                           # mm(a, b) / addmm(bias, a, b)
             sa, sb = in_slots[-2], in_slots[-1]
             sbias = in_slots[0] if len(in_slots) == 3 else None
             call = getattr(target, "_op", target)
-        dtype = problem.dtype
+        transposed = linear is not None
+        chosen: dict = {}               # (a's strides, b's strides) -> LtMatmul or None
+        dtype, align = problem.dtype, cublaslt.ALIGNMENT
 
         def run(env):
             a, b = env[sa], env[sb]
             bias = env[sbias] if sbias is not None else None
-            args = (a, b) if bias is None else ((a, b, bias) if linear is not None
-                                                 else (bias, a, b))
-            lt = None
-            if a.stride() == a_strides and b.stride() == b_strides:
-                operand = b.t() if linear is not None else b
-                lt = algo.choose(a, operand, bias, lambda: call(*args))
-            if lt is not None and cublaslt.aligned(a, b, *(() if bias is None else (bias,))):
+            args = (a, b) if bias is None else ((a, b, bias) if transposed else (bias, a, b))
+            sb_ = b.stride()
+            key = (a.stride(), (sb_[1], sb_[0]) if transposed else sb_)
+            lt = chosen.get(key, chosen)
+            if lt is chosen:           # first run with this layout: decide (maybe time)
+                lt = matmul_algos.for_operands(
+                    a, b.t() if transposed else b, bias, problem, lambda: call(*args))
+                if lt is not matmul_algos.LATER:
+                    chosen[key] = lt
+                else:
+                    lt = None
+            if lt is not None and a.data_ptr() % align == 0 and b.data_ptr() % align == 0 \
+                    and (bias is None or bias.data_ptr() % align == 0):
                 result = empty((m, n), (n, 1), dtype)
-                if result.data_ptr() % cublaslt.ALIGNMENT == 0:
+                if result.data_ptr() % align == 0:
                     lt(a, b, result, bias=bias, stream=TritonLaunch.stream)
                     env[out] = result
                     return

@@ -5,18 +5,23 @@ H200 another of the heuristic's candidates measured up to 10% faster, 0.68 ms a 
 when each was timed alone (`bench/results/2026-12-01_cublaslt_algos_h200_d0294b9.md`).
 
 A library step computing mm(a, b) or addmm(bias, a, b) -- 2-D, half precision, a 1-D bias,
-a row-major result (`problem_of_node`) -- gets an `AlgoMatmul`. On its first run (never while
-a CUDA graph is captured) it times torch's own call and cuBLASLt's candidates
-(`templates/cublaslt.py`: the heuristic's first 16 with a workspace, its first 8 without one:
+a row-major result (`problem_of_node`) -- reads its problem off the operands on its first run
+(`for_operands`: sizes, dtype, and the layouts the tensors have, which a kernel may have laid
+out otherwise than the fake run promised), and that problem's `AlgoMatmul` (never while a
+CUDA graph is captured) times torch's own call and cuBLASLt's candidates
+(`templates/cublaslt.py`: the heuristic's first 8 with a workspace, its first 8 without one:
 no split-K, no memset before them) on the step's real inputs, each checked against torch's
-result first, and keeps the fastest if it beats torch's by MARGIN. The verdict is cached per
+result first (on 64 rows spread over it), and keeps the fastest if it beats torch's by
+MARGIN; a matmul torch runs in under MIN_MS is left to torch untried. The verdict is cached per
 problem -- in memory, so the other layers' matmuls of that problem take it untimed, and in the
 on-disk autotune table for later processes. A call whose operands are not laid out or
-aligned as planned runs torch's. Timing runs on the real inputs, so it needs no memory
-beyond one result; it costs the first step ~25 short runs per distinct problem.
+aligned as planned runs torch's. Timing runs on the real inputs into torch's own result, so
+it needs no memory beyond one result; it costs the first step ~200 short runs per distinct
+problem (a few tenths of a second for GPT-2's step).
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -31,14 +36,17 @@ log = logging.getLogger("cherenkov")
 
 TORCH = "torch"
 MARGIN = 0.97                 # a candidate must take at most 97% of torch's time to be kept
-WARMUP, REPS = 3, 15
-KINDS = {"ws": (16, cublaslt.WORKSPACE_BYTES), "nows": (8, 0)}
+WARMUP, REPS = 2, 10
+KINDS = {"ws": (8, cublaslt.WORKSPACE_BYTES), "nows": (8, 0)}
+MIN_MS = 0.02                 # torch's time under which nothing is tried (~1 us to win)
+SAMPLE_ROWS = 64              # rows of the result each candidate is checked on
 HALF = (torch.bfloat16, torch.float16)
 
 
 def problem_of_node(target, metas: list, out_meta, device: torch.device):
     """The cuBLASLt problem of mm(a, b) / addmm(bias, a, b) with these input metas, or None
-    when the call is not one we take (another op, a layout, dtype or bias we leave to torch)."""
+    when the call is not one we take (another op, a dtype, bias or result layout we leave to
+    torch). The operands' layouts are checked at run time (`for_operands`)."""
     aten = torch.ops.aten
     if device.type != "cuda" or target not in (aten.mm.default, aten.addmm.default):
         return None
@@ -53,8 +61,6 @@ def problem_of_node(target, metas: list, out_meta, device: torch.device):
             or a.dtype != out_meta.dtype or b.dtype != out_meta.dtype:
         return None
     k = a.shape[1]
-    if cublaslt._operand(m, k, a.strides) is None or cublaslt._operand(k, n, b.strides) is None:
-        return None
     if n_args == 3:
         bias = metas[0]
         if bias.shape != (n,) or bias.strides != (1,) or bias.dtype != out_meta.dtype:
@@ -86,23 +92,26 @@ def events_median_ms(fn, warmup: int = WARMUP, reps: int = REPS) -> float:
     return statistics.median(b.elapsed_time(e) for b, e in pairs)
 
 
-def pick(reference, candidates, time_ms=events_median_ms, same=close):
+def pick(reference, candidates, expected, time_ms=events_median_ms, same=close):
     """(label of the fastest candidate taking at most MARGIN of the reference's time, or
-    None; {label: ms or why not}). `reference()` and each candidate `fn()` return the
-    result; a candidate that raises or disagrees with the reference is not timed."""
-    expected = reference()
+    None; {label: ms or why not}). `candidates`: (label, run, result) -- `run()` computes,
+    `result()` is what is compared with `expected` first (a candidate that raises or
+    disagrees is not timed). A reference under MIN_MS is kept untried: little to win."""
     timings = {TORCH: time_ms(reference)}
+    if timings[TORCH] < MIN_MS:
+        return None, timings
     best, best_ms = None, timings[TORCH] * MARGIN
-    for label, fn in candidates:
+    for label, run, result in candidates:
         try:
-            got = fn()
+            run()
+            got = result()
         except Exception as e:  # noqa: BLE001 -- an algorithm the library refuses at run time
             timings[label] = type(e).__name__
             continue
         if not same(got, expected):
             timings[label] = "wrong result"
             continue
-        ms = time_ms(fn)
+        ms = time_ms(run)
         timings[label] = ms
         if ms < best_ms:
             best, best_ms = label, ms
@@ -115,6 +124,31 @@ def _candidates(problem: cublaslt.Problem) -> list[tuple[str, cublaslt.LtMatmul]
         found += [(f"{kind}#{i}", c)
                   for i, c in enumerate(cublaslt.candidates(problem, count, workspace))]
     return found
+
+
+LATER = object()      # for_operands: not decided now (a CUDA graph is being captured)
+
+
+def for_operands(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
+                 planned: cublaslt.Problem, torch_call):
+    """The cuBLASLt call for a @ b (+ bias) as these operands are laid out (b may be a
+    transposed view), `planned` giving sizes, dtype and epilogue: the problem's verdict,
+    timed now if no run decided it yet; None: torch's call; LATER: ask again next run."""
+    problem = cublaslt.Problem(planned.m, planned.n, planned.k, tuple(a.stride()),
+                               tuple(b.stride()), planned.dtype, planned.epilogue,
+                               planned.device)
+    if cublaslt._operand(problem.m, problem.k, problem.a_strides) is None or \
+            cublaslt._operand(problem.k, problem.n, problem.b_strides) is None:
+        return None
+    algo = _algo(problem)
+    if not algo.decided and torch.cuda.is_current_stream_capturing():
+        return LATER
+    return algo.choose(a, b, bias, torch_call)
+
+
+@functools.cache
+def _algo(problem: cublaslt.Problem) -> "AlgoMatmul":
+    return AlgoMatmul(problem)
 
 
 class AlgoMatmul:
@@ -151,12 +185,17 @@ class AlgoMatmul:
         self._take(cached_entry(self.key))           # another step of this problem tuned it
         if self.decided:
             return self.lt
-        scratch = torch.empty((self.problem.m, self.problem.n), device=a.device,
-                              dtype=self.problem.dtype)
-        runs = [(label, lambda lt=lt: (lt(a, b, scratch, bias=bias), scratch)[1])
+        # torch's result, kept as rows spread over it (a wrong algorithm is wrong
+        # everywhere); its buffer is then the candidates' output: one result of memory
+        out = torch_call()
+        rows = torch.linspace(0, self.problem.m - 1, min(self.problem.m, SAMPLE_ROWS),
+                              device=out.device).long()
+        expected = out.index_select(0, rows)
+        runs = [(label, lambda lt=lt: lt(a, b, out, bias=bias),
+                 lambda: out.index_select(0, rows))
                 for label, lt in _candidates(self.problem)]
-        best, timings = pick(torch_call, runs)
-        del scratch
+        best, timings = pick(torch_call, runs, expected)
+        del out
         store_entry(self.key, {"choice": best or TORCH})
         AlgoMatmul.tuned.append((self.problem, best or TORCH, timings))
         log.info("cherenkov: matmul %dx%dx%d %s: %s (%s)", self.problem.m, self.problem.k,

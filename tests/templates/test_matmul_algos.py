@@ -37,7 +37,7 @@ def test_problem_of_mm_and_addmm():
 
 
 @pytest.mark.parametrize("case", ["cpu", "fp32", "bias 2-d", "transposed out", "bmm",
-                                  "mixed dtypes", "no unit stride"])
+                                  "mixed dtypes"])
 def test_calls_left_to_torch(case):
     a, b, out, target = meta((64, 32)), meta((32, 48)), meta((64, 48)), aten.mm.default
     metas, device = [a, b], CUDA
@@ -54,29 +54,33 @@ def test_calls_left_to_torch(case):
         target = aten.bmm.default
     elif case == "mixed dtypes":
         metas = [meta((64, 32), torch.float16), b]
-    elif case == "no unit stride":
-        metas = [meta((64, 32), stride=(64, 2)), b]
     assert problem_of_node(target, metas, out, device) is None
 
 
-class _Clock:
-    """Fake timing: each callable's time is looked up by its result."""
-    def __init__(self, times):
-        self.times = times
+def _clock(times):
+    """Fake timing: a run's time is looked up by the label it returns."""
+    return lambda run: times[run()]
 
-    def __call__(self, fn):
-        return self.times[fn()]
+
+def _runs(*labels):
+    return [(k, lambda k=k: k, lambda k=k: k) for k in labels]
 
 
 def test_pick_takes_the_fastest_candidate_that_beats_torch_by_the_margin():
     times = {"ref": 1.0, "a": 0.99, "b": 0.90, "c": 0.80}
     same = lambda got, expected: True                       # noqa: E731
-    runs = [(k, lambda k=k: k) for k in ("a", "b", "c")]
-    best, timings = pick(lambda: "ref", runs, _Clock(times), same)
+    best, timings = pick(lambda: "ref", _runs("a", "b", "c"), "ref", _clock(times), same)
     assert best == "c" and timings == {TORCH: 1.0, "a": 0.99, "b": 0.90, "c": 0.80}
     # within the margin of torch's time: not worth leaving torch's call
-    best, _ = pick(lambda: "ref", [("a", lambda: "a")], _Clock(times), same)
+    best, _ = pick(lambda: "ref", _runs("a"), "ref", _clock(times), same)
     assert times["a"] > MARGIN * times["ref"] and best is None
+
+
+def test_pick_leaves_a_short_matmul_untried():
+    times = {"ref": matmul_algos.MIN_MS / 2, "a": 0.0}
+    best, timings = pick(lambda: "ref", _runs("a"), "ref", _clock(times),
+                         lambda got, expected: True)
+    assert best is None and list(timings) == [TORCH]
 
 
 def test_pick_never_takes_a_wrong_or_failing_candidate():
@@ -84,11 +88,18 @@ def test_pick_never_takes_a_wrong_or_failing_candidate():
 
     def fails():
         raise RuntimeError("cuBLASLt cublasLtMatmul failed with status 7")
-    runs = [("wrong", lambda: "wrong"), ("fails", fails), ("right", lambda: "right")]
-    best, timings = pick(lambda: "ref", runs, _Clock(times),
+    runs = _runs("wrong") + [("fails", fails, fails)] + _runs("right")
+    best, timings = pick(lambda: "ref", runs, "ref", _clock(times),
                          lambda got, expected: got != "wrong")
     assert best == "right"
     assert timings["wrong"] == "wrong result" and timings["fails"] == "RuntimeError"
+
+
+def test_operands_without_a_unit_stride_run_torchs_call():
+    planned = cublaslt.Problem(8, 6, 4, (4, 1), (6, 1), torch.bfloat16, "none")
+    a = torch.zeros(8, 8, dtype=torch.bfloat16)[:, ::2]          # strides (8, 2)
+    b = torch.zeros(4, 6, dtype=torch.bfloat16)
+    assert matmul_algos.for_operands(a, b, None, planned, lambda: a @ b) is None
 
 
 def test_no_library_off_the_gpu():
