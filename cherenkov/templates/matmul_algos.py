@@ -4,6 +4,11 @@ torch.mm / addmm run the algorithm cuBLAS's heuristic ranks first. For GPT-2's m
 H200 another of the heuristic's candidates measured up to 10% faster, 0.68 ms a step in all
 when each was timed alone (`bench/results/2026-12-01_cublaslt_algos_h200_d0294b9.md`).
 
+In whole training steps the gain is small: with it vs without in one run
+(`2026-12-01_train_matmul_algos_h200_ca993ff.md`, where the backend without it is named
+"cherenkov-torchmatmuls") GPT-2 30.2 vs 30.4 ms, Llama 92.6 vs 92.7, while a cold cache costs
+the first step ~1.5 s of timing; so it is off by default (config `matmul_algos`).
+
 A library step computing mm(a, b) or addmm(bias, a, b) -- 2-D, half precision, a 1-D bias,
 a row-major result (`problem_of_node`) -- reads its problem off the operands on its first run
 (`for_operands`: sizes, dtype, and the layouts the tensors have, which a kernel may have laid

@@ -17,6 +17,7 @@ def fresh_verdicts(tmp_path, monkeypatch):
     monkeypatch.setenv("CHERENKOV_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(autotune, "_MEMORY", {})
     matmul_algos.AlgoMatmul.tuned.clear()
+    matmul_algos._algo.cache_clear()           # the problems' verdicts, kept per process
 
 
 def _operands(layout: str, m: int, k: int, n: int, dtype):

@@ -111,6 +111,6 @@ def test_no_library_off_the_gpu():
 
 
 def test_config_switch(monkeypatch):
-    assert Config().matmul_algos is True
-    monkeypatch.setenv("CHERENKOV_MATMUL_ALGOS", "0")
-    assert Config.from_env().matmul_algos is False
+    assert Config().matmul_algos is False
+    monkeypatch.setenv("CHERENKOV_MATMUL_ALGOS", "1")
+    assert Config.from_env().matmul_algos is True

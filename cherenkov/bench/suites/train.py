@@ -138,9 +138,9 @@ BACKENDS = {b.name: b for b in (
     Backend("cherenkov-torchpartitioner", _cherenkov(partitioner="torch")),
     # autograd's zero fill for unused outputs' gradients (the logits), as torch.compile has it
     Backend("cherenkov-zerofill", _cherenkov(unused_grads=False)),
-    # matmuls as torch calls them (cuBLAS's heuristic's first algorithm), not the fastest
-    # cuBLASLt candidate timed on their first run (templates/matmul_algos.py)
-    Backend("cherenkov-torchmatmuls", _cherenkov(matmul_algos=False)),
+    # matmuls by the fastest of cuBLASLt's candidates, timed on their first run, instead of
+    # torch's call (templates/matmul_algos.py; off by default: 2026-12-01_train_matmul_algos_*)
+    Backend("cherenkov+matmul-algos", _cherenkov(matmul_algos=True)),
     # the optimizer step compiled too (run when named with --impls), each by its own compiler
     Backend("torch.compile+opt", lambda m: torch.compile(m, dynamic=False),
             lambda opt: torch.compile(opt.step, dynamic=False)),
