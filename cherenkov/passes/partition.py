@@ -63,11 +63,6 @@ FLOPS_PER_ELEMENT = {
     aten.silu: 6,
 }
 
-# torch's CSE of the joint graph before partitioning (its min-cut runs it): 1.8 s of GPT-2's
-# first step on a 2-core CPU, for plans that differ by 0.2-1% of their bytes
-# (bench/results/2026-12-01_plans_cpu_joint_cse_*): our IR's own CSE runs on both graphs after
-# lowering, so it is skipped
-JOINT_CSE = False
 LAST_REPORT: "PartitionReport | None" = None
 
 _INF = 2 ** 30            # "infinite" capacity; int32 is what scipy's max-flow takes
@@ -422,7 +417,7 @@ def cherenkov_partition(joint_module: fx.GraphModule, joint_inputs: Any, *args,
         device_spec = current_device()
     joint_module.graph.eliminate_dead_code()
     joint_module.recompile()
-    if functorch_config.cse and JOINT_CSE:
+    if functorch_config.cse:
         joint_module.graph = tp.fx_graph_cse(joint_module.graph)
     for force in ("force_save_collectives", "force_save_effectful_ops",
                   "force_save_bw_mutation_src"):
