@@ -53,6 +53,7 @@ from torch._functorch import partitioners as tp
 from cherenkov.cost.roofline import roofline
 from cherenkov.hw.spec import DeviceSpec
 from cherenkov.passes.in_memory import LIBRARY_OPS, packet, read_in_backward, written_anyway
+from cherenkov.passes.joint_cse import eliminate_joint_duplicates
 
 aten = torch.ops.aten
 
@@ -417,8 +418,9 @@ def cherenkov_partition(joint_module: fx.GraphModule, joint_inputs: Any, *args,
         device_spec = current_device()
     joint_module.graph.eliminate_dead_code()
     joint_module.recompile()
-    if functorch_config.cse:
-        joint_module.graph = tp.fx_graph_cse(joint_module.graph)
+    if functorch_config.cse:           # torch's fx_graph_cse, in place (passes/joint_cse.py)
+        eliminate_joint_duplicates(joint_module.graph)
+        joint_module.recompile()
     for force in ("force_save_collectives", "force_save_effectful_ops",
                   "force_save_bw_mutation_src"):
         if force == "force_save_collectives" and getattr(
