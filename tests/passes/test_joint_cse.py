@@ -10,7 +10,7 @@ from torch._functorch.compile_utils import fx_graph_cse
 from torch._functorch.partitioners import default_partition
 
 from cherenkov.models import ModelConfig, build_model
-from cherenkov.passes.joint_cse import eliminate_joint_duplicates
+from cherenkov.passes.joint_cse import eliminate_joint_duplicates, mutation_regions
 
 
 def joint_graph(fn, *args):
@@ -33,6 +33,13 @@ def described(graph):
 
 
 def assert_same_as_torch(gm):
+    from torch._inductor.pattern_matcher import compute_mutation_region_ids
+    theirs = copy.deepcopy(gm)
+    compute_mutation_region_ids(theirs.graph)
+    ours = copy.deepcopy(gm)
+    mutation_regions(ours.graph)
+    assert [n.meta["mutation_region_id"] for n in ours.graph.nodes] == \
+        [n.meta["mutation_region_id"] for n in theirs.graph.nodes]
     expected = fx_graph_cse(copy.deepcopy(gm).graph)
     ours = copy.deepcopy(gm)
     removed = eliminate_joint_duplicates(ours.graph)
@@ -52,6 +59,15 @@ def test_duplicates_merged_random_ops_kept_apart():
     x = torch.randn(4, 4, requires_grad=True)
     y = torch.randn(4, 4, requires_grad=True)
     assert assert_same_as_torch(joint_graph(fn, x, y, torch.ones(4, 4))) > 0
+
+
+def test_mutation_regions_counted_as_torch_does():
+    def fn(x, buf, out):
+        buf.add_(1.0)                                    # in place on an input
+        torch.sin(buf, out=out)                          # an out= call
+        return (x * buf).sum() + out.sum()
+    assert_same_as_torch(joint_graph(fn, torch.randn(3, requires_grad=True), torch.ones(3),
+                                     torch.zeros(3)))
 
 
 def test_returned_aliases_kept_apart():
