@@ -12,17 +12,14 @@ the step runs it. Writes OUT_DIR/cublaslt_algos_gpu.md and .json.
 """
 from __future__ import annotations
 
-import datetime
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
-import triton  # noqa: E402
 
-from cherenkov.bench.report import commit  # noqa: E402
+from cherenkov.bench.report import save_pair, script_meta  # noqa: E402
 from cherenkov.bench.timing import cuda_median_s  # noqa: E402
 from cherenkov.templates import cublaslt  # noqa: E402
 
@@ -89,9 +86,7 @@ def main(out_dir: str) -> None:
         print(row["case"], row["shape"], f"torch {row['torch_ms']:.4f}",
               f"first {row['heuristic_first_ms']}", f"best {row['best_ms']} ({row['best']})",
               flush=True)
-    meta = dict(date=datetime.datetime.now().isoformat(timespec="seconds"),
-                gpu=torch.cuda.get_device_name(), torch=torch.__version__,
-                triton=triton.__version__, commit=commit())
+    meta = script_meta()
     lines = [f"# cuBLASLt algorithms per GPT-2 matmul vs torch's ({meta['gpu']})", "",
              " | ".join(f"{k}: {v}" for k, v in meta.items()), "",
              "| matmul | MxKxN | per step | torch ms (TFLOP/s) | heuristic's first ms | "
@@ -104,12 +99,8 @@ def main(out_dir: str) -> None:
     lines += ["", f"Step total of (torch - best) where best is faster: {saved_ms:.3f} ms "
               "(ws#i: the heuristic's i-th with a 32 MB workspace; nows#i: without one)."]
     text = "\n".join(lines) + "\n"
-    print(text)
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "cublaslt_algos_gpu.md"), "w") as f:
-        f.write(text)
-    with open(os.path.join(out_dir, "cublaslt_algos_gpu.json"), "w") as f:
-        json.dump(dict(meta=meta, rows=rows, saved_ms_per_step=saved_ms), f, indent=1)
+    save_pair(out_dir, "cublaslt_algos_gpu", text,
+              dict(meta=meta, rows=rows, saved_ms_per_step=saved_ms))
 
 
 if __name__ == "__main__":

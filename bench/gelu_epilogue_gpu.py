@@ -13,8 +13,6 @@ Writes OUT_DIR/gelu_epilogue_gpu.md and .json.
 """
 from __future__ import annotations
 
-import datetime
-import json
 import os
 import sys
 
@@ -22,9 +20,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-import triton  # noqa: E402
 
-from cherenkov.bench.report import commit  # noqa: E402
+from cherenkov.bench.report import save_pair, script_meta  # noqa: E402
 from cherenkov.bench.timing import cuda_median_s  # noqa: E402
 from cherenkov.templates import cublaslt  # noqa: E402
 
@@ -92,10 +89,7 @@ def main(out_dir: str) -> None:
         rows.append(("backward: cuBLASLt DGELU + sum", cuda_median_s(
             lambda: (bwd_plain(dy, w2, dh, aux=h_ref), dh.sum(0)))))
 
-    meta = dict(date=datetime.datetime.now().isoformat(timespec="seconds"),
-                gpu=torch.cuda.get_device_name(), torch=torch.__version__,
-                triton=triton.__version__, commit=commit(), shape=f"{M}x{K}x{N}",
-                library=cublaslt._library_path())
+    meta = script_meta() | dict(shape=f"{M}x{K}x{N}", library=cublaslt._library_path())
     lines = [f"# cuBLASLt GELU epilogues vs cuBLAS + a kernel ({meta['gpu']})", "",
              " | ".join(f"{k}: {v}" for k, v in meta.items()), "",
              "| case | ms | TFLOP/s (matmul) |", "|---|---|---|"]
@@ -105,13 +99,8 @@ def main(out_dir: str) -> None:
     lines += ["", "checks (max error / max of the reference):", ""]
     lines += [f"- {k}: {v}" for k, v in checks.items()]
     text = "\n".join(lines) + "\n"
-    print(text)
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "gelu_epilogue_gpu.md"), "w") as f:
-        f.write(text)
-    with open(os.path.join(out_dir, "gelu_epilogue_gpu.json"), "w") as f:
-        json.dump(dict(meta=meta, rows=[dict(case=n, ms=t * 1e3) for n, t in rows],
-                       checks=checks), f, indent=1)
+    save_pair(out_dir, "gelu_epilogue_gpu", text,
+              dict(meta=meta, rows=[dict(case=n, ms=t * 1e3) for n, t in rows], checks=checks))
 
 
 if __name__ == "__main__":
