@@ -241,6 +241,7 @@ def _triton_kernels(fusion, interpret: bool, spec, workers: int = -1, lap=lambda
     """Each fused group's Triton kernel rendered, loaded and handed to the compile workers;
     `pdl`: compiled for programmatic dependent launch (codegen/dependent_launch.py)."""
     kernels, sources, jobs = {}, [], [] if interpret else list(library_jobs)
+    launchers = []                    # (TritonLaunch, its job), in jobs' order after library_jobs
     for group in fusion.groups:
         if isinstance(group, ComboGroup):
             parts = []
@@ -278,12 +279,20 @@ def _triton_kernels(fusion, interpret: bool, spec, workers: int = -1, lap=lambda
                 module.__file__, module.__name__, fn_name,
                 tuple(parallel_compile.tensor_arg(dtype_of[n]) for n in rendered.arg_names),
                 tuple(blocks.items()) + tuple(sorted(options.items()))))
+            launchers.append(launcher)
         kernels[group] = LaunchableKernel(rendered.name, rendered.arg_names, launcher,
                                           source, group.kernel.fused_ops, group.kernel)
         sources.append((group, kernels[group]))
     lap("render")
     if jobs:
-        parallel_compile.compile_all(jobs, workers)
+        # the library kernels (attention) are waited for here; each generated kernel at its
+        # own first launch, so the first run overlaps the later kernels' compiling
+        pending = parallel_compile.submit_pending(jobs, workers)
+        if pending is not None:
+            first = len(jobs) - len(launchers)
+            parallel_compile.compile_all(jobs[:first], workers)
+            for launcher, future in zip(launchers, pending[first:]):
+                launcher.pending = future
         lap("triton compile")
     return kernels, sources
 

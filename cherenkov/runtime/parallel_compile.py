@@ -11,8 +11,10 @@ Workers are plain Python processes running compile_worker.py by its path (not `-
 would import the cherenkov package and Dynamo: 10 s instead of 4 s to start), speaking JSON
 lines over pipes (multiprocessing's spawn would re-import the user's `__main__` script). Jobs
 go to whichever worker is free (one queue), in the order submitted; `submit` starts jobs
-without waiting (the attention kernels of an SDPA call, as soon as it is lowered) and
-`compile_all` waits for a graph's jobs, sharing any already running. Nothing
+without waiting (the attention kernels of an SDPA call, as soon as it is lowered),
+`compile_all` waits for a list of jobs, sharing any already running, and a graph's generated
+kernels are submitted with `submit_pending`, each launcher waiting for its own job at its
+first launch (`wait_for`), so the graph's first run starts while later kernels compile. Nothing
 depends on them for correctness: a worker that fails, or one that cannot start, only means the
 kernel is compiled at its first launch as before. They start when the backend first sees a
 CUDA graph (`warm`), while AOTAutograd is still tracing; `Config.compile_workers`
@@ -176,10 +178,35 @@ def submit(jobs: list[Job], requested: int = -1) -> None:
         pool.submit(jobs)
 
 
+def submit_pending(jobs: list[Job], requested: int = -1) -> list[futures.Future] | None:
+    """Start compiling `jobs` and return their futures, in `jobs`' order (None without
+    workers): a kernel's first launch waits for its own (`wait_for`), so a graph's first run
+    starts while its later kernels still compile."""
+    pool = _get_pool(requested)
+    if pool is None or not jobs:
+        return None
+    return pool.submit(jobs)
+
+
+def wait_for(future: futures.Future) -> bool:
+    """Wait for one job (at most MAX_WAIT_S, then the workers are given up); whether it
+    compiled there (False: the launch compiles it, as without workers)."""
+    if _failed:
+        return False
+    try:
+        return bool(future.result(timeout=MAX_WAIT_S))
+    except futures.TimeoutError:
+        _give_up(f"a compile worker took over {MAX_WAIT_S:.0f} s", logging.WARNING)
+    except Exception as e:  # noqa: BLE001 -- that kernel compiles at its first launch
+        log.info("cherenkov: compile worker failed (%s)", e)
+    return False
+
+
 def compile_all(jobs: list[Job], requested: int = -1) -> int:
     """Compile `jobs` in the workers and wait for them (at most MAX_WAIT_S); returns how many
     of the distinct jobs compiled there. A kernel already submitted (shared by layers or
-    graphs, or started early by `submit`) is waited for, not compiled again."""
+    graphs, or started early by `submit`) is waited for, not compiled again. (A graph's own
+kernels are waited for one by one at their first launch: `submit_pending`, `wait_for`.)"""
     pool = _get_pool(requested)
     if pool is None or not jobs:
         return 0

@@ -34,7 +34,8 @@ class TritonLaunch:
     CHECK_BYTES = 16 << 20            # outputs larger than this are not copied for the check
     verified = False                  # the direct path matched the regular one on some kernel
     first_launch_s = 0.0              # wall time of every kernel's first launch in this process
-                                      # (loading it, or compiling it when no worker did)
+                                      # (waiting for its worker and loading it, or compiling
+                                      # it when no worker did)
     probed = False                    # verify_direct_launch's probe ran (verdict in `verified`)
 
     def __init__(self, fn, grid: int, constexprs: tuple, options: dict, n_outputs: int,
@@ -46,6 +47,7 @@ class TritonLaunch:
         self.n_outputs = n_outputs
         self.kernel = None
         self.direct = None if not accumulates else False   # None: not yet checked
+        self.pending = None           # the compile worker's job for this kernel, if any
 
     def slow(self, *args):
         names = ("XBLOCK", "RBLOCK")[: len(self.constexprs)]
@@ -63,6 +65,10 @@ class TritonLaunch:
     def __call__(self, *args):
         if self.kernel is None:
             t0 = time.perf_counter()
+            if self.pending is not None:      # compiled by a worker: wait for it, then load
+                from cherenkov.runtime.parallel_compile import wait_for
+                wait_for(self.pending)
+                self.pending = None
             self.kernel = self.slow(*args)
             TritonLaunch.first_launch_s += time.perf_counter() - t0
             return
