@@ -285,9 +285,11 @@ class CompiledGraph:
     def _library_step(self, node: Node, fusion: FusionResult) -> Step:
         target, t_args, t_kwargs, _ = node.args
         inputs = node.inputs
-        algo = self._algo_step(node, fusion) if self.tune_matmuls else None
-        if algo is not None:
-            return algo
+        if self.tune_matmuls:
+            from cherenkov.runtime.algo_step import algo_step
+            step = algo_step(self, node, fusion)
+            if step is not None:
+                return step
         linear = self._as_linear(node, fusion)
         if linear is not None:
             target, t_args, t_kwargs, inputs = linear
@@ -328,64 +330,6 @@ class CompiledGraph:
 
         step = Step("library", run, getattr(target, "__name__", str(target)))
         step.node = node                          # for the CUDA-graph policy's estimate
-        step.reads = in_slots
-        step.out_slots = [out]
-        return step
-
-    def _algo_step(self, node: Node, fusion: FusionResult) -> Step | None:
-        """mm / addmm as cuBLASLt's fastest algorithm for its problem, chosen on its first
-        run (templates/matmul_algos.py); None when the call is not one it takes. The problem
-        is read off the operands at run time (a kernel may lay a weight out otherwise than
-        the fake run promised), once per layout."""
-        from cherenkov.templates import cublaslt, matmul_algos
-        target, t_args, t_kwargs, _ = node.args
-        if t_kwargs or not all(isinstance(a, Slot) for a in t_args):
-            return None
-        metas = [node.inputs[a.index].meta for a in t_args]
-        problem = matmul_algos.problem_of_node(target, metas, node.meta, self.device)
-        if problem is None or cublaslt.library() is None:
-            return None
-        linear = self._as_linear(node, fusion)
-        inputs = linear[3] if linear is not None else [node.inputs[a.index] for a in t_args]
-        in_slots = [self._slot_of(i) for i in inputs]
-        out, empty, m, n = self._slot_of(node), self.empty, problem.m, problem.n
-        if linear is not None:          # (x, w[, bias]): the matmul's b is w.t()
-            sa, sb = in_slots[0], in_slots[1]
-            sbias = in_slots[2] if len(in_slots) == 3 else None
-            call = torch.nn.functional.linear
-        else:                           # mm(a, b) / addmm(bias, a, b)
-            sa, sb = in_slots[-2], in_slots[-1]
-            sbias = in_slots[0] if len(in_slots) == 3 else None
-            call = getattr(target, "_op", target)
-        transposed = linear is not None
-        chosen: dict = {}               # (a's strides, b's strides) -> LtMatmul or None
-        dtype, align = problem.dtype, cublaslt.ALIGNMENT
-
-        def run(env):
-            a, b = env[sa], env[sb]
-            bias = env[sbias] if sbias is not None else None
-            args = (a, b) if bias is None else ((a, b, bias) if transposed else (bias, a, b))
-            sb_ = b.stride()
-            key = (a.stride(), (sb_[1], sb_[0]) if transposed else sb_)
-            lt = chosen.get(key, chosen)
-            if lt is chosen:           # first run with this layout: decide (maybe time)
-                lt = matmul_algos.for_operands(
-                    a, b.t() if transposed else b, bias, problem, lambda: call(*args))
-                if lt is not matmul_algos.LATER:
-                    chosen[key] = lt
-                else:
-                    lt = None
-            if lt is not None and a.data_ptr() % align == 0 and b.data_ptr() % align == 0 \
-                    and (bias is None or bias.data_ptr() % align == 0):
-                result = empty((m, n), (n, 1), dtype)
-                if result.data_ptr() % align == 0:
-                    lt(a, b, result, bias=bias, stream=TritonLaunch.stream)
-                    env[out] = result
-                    return
-            env[out] = call(*args)
-
-        step = Step("library", run, f"cublaslt_{getattr(target, '__name__', str(target))}")
-        step.node = node
         step.reads = in_slots
         step.out_slots = [out]
         return step
