@@ -30,7 +30,7 @@ import time
 import torch
 
 from cherenkov.templates.autotune import CUBLAS, _store, cached, close, progress_bar
-from cherenkov.templates.fused_epilogue import Epilogue, FusedMatmul, allocate
+from cherenkov.templates.fused_epilogue import Epilogue, FusedMatmul, allocate, tma_ready
 from cherenkov.templates.tile_config import TileConfig, candidates, interpreter_config
 
 LIMIT = 3                   # tile configs timed per problem (plus the persistent variant)
@@ -116,6 +116,10 @@ def tune(ep: Epilogue, spec, device: torch.device, workers: int = -1):
         configs.append(roomy)
     if configs:          # or the best-ranked tile, its epilogue run per column half
         configs.append(dataclasses.replace(configs[0], epilogue_split=2))
+    if configs and tma_ready(ep) and torch.cuda.get_device_capability(device)[0] >= 9:
+        # Hopper's copy engine reading A and B (the persistent variant too)
+        configs += [dataclasses.replace(configs[0], tma=True),
+                    dataclasses.replace(configs[0], tma=True, persistent=True)]
     label = f"matmul epilogue {ep.M}x{ep.K}x{ep.N} {str(ep.dtype).removeprefix('torch.')}"
     calls = {}
     for cfg in configs:

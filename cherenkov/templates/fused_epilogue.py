@@ -131,6 +131,32 @@ def _address(op: Operand, rows: str, cols: str) -> str:
     return f"{rows} * {sr} + {cols} * {sc}" + (f" + {op.offset}" if op.offset else "")
 
 
+def tma_ready(ep: Epilogue) -> bool:
+    """Whether A and B can be read through TMA descriptors: one unit stride each, the other
+    stride and the view's start on 16 bytes (the copy engine's rule), no broadcast side."""
+    for op in (ep.a, ep.b):
+        size = op.root.meta.dtype.itemsize
+        rows, cols = op.shape
+        sr, sc = op.strides
+        outer, extent = (sr, cols) if sc == 1 else (sc, rows) if sr == 1 else (0, 0)
+        if outer < max(extent, 1) or (outer * size) % 16 or (op.offset * size) % 16:
+            return False
+    return True
+
+
+def _descriptor(op: Operand, ptr: str, name: str, block: tuple[int, int]):
+    """(the line making a TMA descriptor over `op`'s (rows, cols) view, a function giving the
+    load of the block at (row, col)). A column-major view is described transposed and its
+    tile transposed back after the load."""
+    (rows, cols), (sr, sc) = op.shape, op.strides
+    base = f"{ptr} + {op.offset}" if op.offset else ptr
+    if sc == 1:
+        return (f"{name} = tl.make_tensor_descriptor({base}, [{rows}, {cols}], [{sr}, 1], "
+                f"[{block[0]}, {block[1]}])", lambda r, c: f"{name}.load([{r}, {c}])")
+    return (f"{name} = tl.make_tensor_descriptor({base}, [{cols}, {rows}], [{sc}, 1], "
+            f"[{block[1]}, {block[0]}])", lambda r, c: f"{name}.load([{c}, {r}]).T")
+
+
 def render(ep: Epilogue, cfg: TileConfig, persistent: bool, name: str,
            interpret: bool = False) -> str:
     """Python source of a module defining kernel `name` (sizes, layouts and tiles written in;
@@ -155,9 +181,36 @@ def render(ep: Epilogue, cfg: TileConfig, persistent: bool, name: str,
              f"pid_n = (tile % {group}) // group_size"]
     if wide:
         lines += ["pid_m = pid_m.to(tl.int64)", "pid_n = pid_n.to(tl.int64)"]
+    tma = cfg.tma and tma_ready(ep)
     lines += [f"offs_m = pid_m * {bm} + tl.arange(0, {bm})",
-              f"offs_n = pid_n * {bn} + tl.arange(0, {bn})",
-              f"offs_k = tl.arange(0, {bk})",
+              f"offs_n = pid_n * {bn} + tl.arange(0, {bn})"]
+    precision = "tf32" if ep.a.root.meta.dtype == torch.float32 \
+        and torch.backends.cuda.matmul.allow_tf32 else "ieee"
+    if interpret:
+        precision = "ieee"
+    if tma:         # TMA: whole tiles by the copy engine, out-of-bounds parts read as zeros
+        make_a, load_a = _descriptor(ep.a, "a_ptr", "a_desc", (bm, bk))
+        make_b, load_b = _descriptor(ep.b, "b_ptr", "b_desc", (bk, bn))
+        descriptors = [make_a, make_b]
+        lines += [f"acc = tl.zeros(({bm}, {bn}), dtype=tl.float32)",
+                  f"for kk in range(0, {-(-K // bk)}):",
+                  f"    a = {load_a(f'pid_m * {bm}', f'kk * {bk}')}",
+                  f"    b = {load_b(f'kk * {bk}', f'pid_n * {bn}')}"]
+        if interpret:
+            lines += ["    a = a.to(tl.float32)", "    b = b.to(tl.float32)"]
+        lines += [f"    acc = tl.dot(a, b, acc, input_precision={precision!r})"]
+    else:
+        descriptors = []
+        lines += _pointer_loop(ep, cfg, interpret, precision)
+    lines += ["xindex = offs_m[:, None]", f"xmask = xindex < {M}"]
+    return _finish(ep, cfg, persistent, name, r, lines, params, descriptors, tiles_m * tiles_n)
+
+
+def _pointer_loop(ep: Epilogue, cfg: TileConfig, interpret: bool, precision: str) -> list[str]:
+    """The main loop loading A and B tiles by pointers (masked on the last K step)."""
+    M, N, K = ep.M, ep.N, ep.K
+    bm, bn, bk = cfg.block_m, cfg.block_n, cfg.block_k
+    lines = [f"offs_k = tl.arange(0, {bk})",
               # a clamped index (tl.where) hides the run of consecutive addresses from
               # Triton: a row-major B then loads element by element (10x slower on the H200);
               # a side the tiles divide needs no clamp
@@ -173,15 +226,18 @@ def render(ep: Epilogue, cfg: TileConfig, persistent: bool, name: str,
         lines += [f"    k_left = {K} - kk * {bk}",
                   "    a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)",
                   "    b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)"]
-    precision = "tf32" if ep.a.root.meta.dtype == torch.float32 \
-        and torch.backends.cuda.matmul.allow_tf32 else "ieee"
     if interpret:
         lines += ["    a = a.to(tl.float32)", "    b = b.to(tl.float32)"]
-        precision = "ieee"
-    lines += [f"    acc = tl.dot(a, b, acc, input_precision={precision!r})",
-              f"    a_ptrs += {bk * ep.a.strides[1]}",
-              f"    b_ptrs += {bk * ep.b.strides[0]}",
-              "xindex = offs_m[:, None]", f"xmask = xindex < {M}"]
+    return lines + [f"    acc = tl.dot(a, b, acc, input_precision={precision!r})",
+                    f"    a_ptrs += {bk * ep.a.strides[1]}",
+                    f"    b_ptrs += {bk * ep.b.strides[0]}"]
+
+
+def _finish(ep: Epilogue, cfg: TileConfig, persistent: bool, name: str, r: _Renderer,
+            lines: list[str], params: list[str], descriptors: list[str], tiles: int) -> str:
+    """The epilogue after the main loop (per column half with `epilogue_split` 2), and the
+    kernel around it: descriptors made once per program, the tile loop when persistent."""
+    M, N, bm, bn = ep.M, ep.N, cfg.block_m, cfg.block_n
     split = cfg.epilogue_split if bn % (2 * 16) == 0 else 1
     if split == 2:      # the epilogue per column half: half the values live at once
         sub = bn // 2
@@ -196,10 +252,11 @@ def render(ep: Epilogue, cfg: TileConfig, persistent: bool, name: str,
         lines += [line.replace("XBLOCK", str(bm)).replace("RBLOCK", str(sub))
                   for line in _epilogue_lines(ep, tile_acc, r)]
     head = [f'"""Generated by cherenkov.templates.fused_epilogue: {ep.mm.args[0]} '
-            f'{M}x{K}x{N}, {cfg}, persistent={persistent}."""', PRELUDE, "",
+            f'{M}x{ep.K}x{N}, {cfg}, persistent={persistent}."""', PRELUDE, "",
             "@triton.jit", f"def {name}({', '.join(params)}):", "    pid = tl.program_id(0)"]
+    head += ["    " + line for line in descriptors]
     if persistent:
-        head.append(f"    for tile in range(pid, {tiles_m * tiles_n}, tl.num_programs(0)):")
+        head.append(f"    for tile in range(pid, {tiles}, tl.num_programs(0)):")
         indent = " " * 8
     else:
         head.append("    tile = pid")
@@ -239,6 +296,16 @@ def programs(ep: Epilogue, cfg: TileConfig, persistent: bool, sm_count: int) -> 
 
 
 # -- the runtime callable -------------------------------------------------------------------
+def _scratch_allocator() -> None:
+    """Device-side TMA descriptors live in a per-launch scratch buffer Triton asks an
+    allocator for: torch's caching allocator, unless the program set one already."""
+    import triton
+    from triton.runtime import _allocation
+    if _allocation._allocator.get() is _allocation._NULL_ALLOCATOR:
+        triton.set_allocator(lambda size, alignment, stream: torch.empty(
+            size, dtype=torch.int8, device="cuda"))
+
+
 class FusedMatmul:
     """The fused node's call: (*roots) -> stored values (a tuple, in `Epilogue.stored` order)."""
 
@@ -246,6 +313,8 @@ class FusedMatmul:
         self.metas: list[TensorMeta] = [n.meta for n in ep.stored]
         self.arg_dtypes = [r.meta.dtype for r in ep.roots] + [m.dtype for m in self.metas]
         persistent = cfg.persistent and not interpret
+        if cfg.tma and not interpret:
+            _scratch_allocator()
         self.name = f"mm_epilogue_{ep.signature}"
         self.source = render(ep, cfg, persistent, self.name, interpret)
         self.module = load_module(self.source, interpret)

@@ -37,12 +37,14 @@ class TileConfig:
     num_stages: int = 3
     persistent: bool = False
     epilogue_split: int = 1        # fused epilogues: run per 1 or 2 column halves of the tile
+    tma: bool = False              # fused epilogues: A and B tiles through TMA descriptors
 
     def __str__(self):
         p = " persistent" if self.persistent else ""
         e = f" e{self.epilogue_split}" if self.epilogue_split > 1 else ""
+        t = " tma" if self.tma else ""
         return (f"{self.block_m}x{self.block_n}x{self.block_k} g{self.group_m} "
-                f"w{self.num_warps} s{self.num_stages}{p}{e}")
+                f"w{self.num_warps} s{self.num_stages}{p}{e}{t}")
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -255,3 +255,24 @@ def test_no_template_on_cpu_where_the_interpreter_cannot_loop(monkeypatch):
     assert not _fused(fuse_matmul_epilogues(_lowered(f, x, w, r), CPU, ON, None))
     got = cherenkov.compile(f, matmul_templates="on", strict=True)(x, w, r)
     torch.testing.assert_close(got, f(x, w, r), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("layout", ["x @ w", "x @ w.t()", "x.t() @ w"])
+def test_tma_descriptor_loads_compute_what_pointer_loads_do(layout):
+    """A and B read through TMA descriptors (TileConfig.tma; a column-major operand described
+    transposed), ragged edges included: the same values as the pointer loads."""
+    x, w, r = torch.randn(40, 24), torch.randn(24, 56), torch.randn(40, 56)
+    fns = {"x @ w": lambda x, w, r: torch.sigmoid(x @ w) + r,
+           "x @ w.t()": lambda x, w, r: torch.sigmoid(x @ w.t().contiguous().t()) + r,
+           "x.t() @ w": lambda x, w, r: torch.sigmoid(x.t().contiguous().t() @ w) + r}
+    ep = _epilogue(_lowered(fns[layout], x, w, r))
+    from cherenkov.templates.fused_epilogue import tma_ready
+    assert tma_ready(ep)
+    roots = epilogue_tuning.random_roots(ep, CPU)
+    cfg = dataclasses.replace(epilogue_tuning.choose(ep, ON, None, CPU), block_k=16)
+    pointers = FusedMatmul(ep, cfg, True)
+    tma = FusedMatmul(ep, dataclasses.replace(cfg, tma=True), True)
+    assert "make_tensor_descriptor" in tma.source and "make_tensor_descriptor" not in \
+        pointers.source
+    for a, b in zip(tma(*roots), pointers(*roots)):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
