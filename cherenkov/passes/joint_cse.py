@@ -21,12 +21,15 @@ from __future__ import annotations
 
 import re
 
+import sympy
 import torch
 import torch.fx as fx
+from torch._functorch.compile_utils import get_aten_target, rand_ops
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.multiprocessing.reductions import StorageWeakRef
 
 _SYM = (torch.SymBool, torch.SymInt, torch.SymFloat)
+_NEVER_MERGED = set(rand_ops) | {torch.ops.aten.empty}    # random, or never worth it
 # torch._inductor.pattern_matcher's rule for a mutating call by name (importing that module
 # costs 0.8 s of a first step on the 2-core CPU; nothing else of Inductor's is needed here)
 _MUTATING_NAME = re.compile(r"(?<!_)(_$|_[.]|(\b|_)(set|enter|exit|seed)(\b|_))(?!_)")
@@ -81,15 +84,11 @@ def _storage(node: fx.Node):
         return None
 
 
-def _kept_apart(node: fx.Node, aliases_output, empty_ops) -> bool:
+def _kept_apart(node: fx.Node, aliases_output) -> bool:
     """Nodes never merged with another (torch's pass copies them as they are)."""
-    from torch._functorch.compile_utils import get_aten_target, rand_ops
-    if node.op in ("placeholder", "output", "get_attr") or aliases_output(node):
+    if node.op in ("placeholder", "output", "get_attr") or aliases_output(node) \
+            or get_aten_target(node) in _NEVER_MERGED:
         return True
-    target = get_aten_target(node)
-    if target in rand_ops or target in empty_ops:
-        return True
-    import sympy
     val = node.meta.get("val")
     return isinstance(val, sympy.Symbol) and bool(free_unbacked_symbols(val))
 
@@ -105,11 +104,10 @@ def eliminate_joint_duplicates(graph: fx.Graph) -> int:
         s = _storage(node) if storages else None
         return s is not None and s in storages
 
-    empty_ops = {torch.ops.aten.empty}
     seen: dict = {}
     removed = []
     for node in list(graph.nodes):
-        if _kept_apart(node, aliases_output, empty_ops):
+        if _kept_apart(node, aliases_output):
             continue
         try:
             key = (node.op, node.target, _freeze(node.args), _freeze(node.kwargs))

@@ -39,16 +39,20 @@ def algo_step(plan, node: Node, fusion) -> Step | None:
     chosen: dict = {}               # (a's strides, b's strides) -> LtMatmul or None
     dtype, align = problem.dtype, cublaslt.ALIGNMENT
 
+    def torch_call(a, b, bias):
+        if bias is None:
+            return call(a, b)
+        return call(a, b, bias) if transposed else call(bias, a, b)
+
     def run(env):
         a, b = env[sa], env[sb]
         bias = env[sbias] if sbias is not None else None
-        args = (a, b) if bias is None else ((a, b, bias) if transposed else (bias, a, b))
         sb_ = b.stride()
         key = (a.stride(), (sb_[1], sb_[0]) if transposed else sb_)
         lt = chosen.get(key, chosen)
         if lt is chosen:           # first run with this layout: decide (maybe time)
-            lt = matmul_algos.for_operands(
-                a, b.t() if transposed else b, bias, problem, lambda: call(*args))
+            lt = matmul_algos.for_operands(a, b.t() if transposed else b, bias, problem,
+                                           lambda: torch_call(a, b, bias))
             if lt is not matmul_algos.LATER:
                 chosen[key] = lt
             else:
@@ -60,7 +64,7 @@ def algo_step(plan, node: Node, fusion) -> Step | None:
                 lt(a, b, result, bias=bias, stream=TritonLaunch.stream)
                 env[out] = result
                 return
-        env[out] = call(*args)
+        env[out] = torch_call(a, b, bias)
 
     step = Step("library", run, f"cublaslt_{getattr(target, '__name__', str(target))}")
     step.node = node

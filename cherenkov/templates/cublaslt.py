@@ -135,7 +135,7 @@ class Problem:
     device: int = 0
 
 
-def _operand(rows: int, cols: int, strides: tuple[int, int]):
+def operand_layout(rows: int, cols: int, strides: tuple[int, int]):
     """(transpose op, column-major rows, cols, ld) of the row-major (rows, cols) matrix with
     `strides` as cuBLAS sees its transpose (cols, rows); None when neither stride is 1."""
     s_row, s_col = strides
@@ -153,6 +153,9 @@ class LtMatmul:
         self.problem, self.lib, self.algo = problem, lib, algo
         self.desc, self.layouts = desc, layouts
         self.alpha, self.beta = ctypes.c_float(1.0), ctypes.c_float(0.0)
+        self.handle = _handle(problem.device)
+        workspace = _workspace(problem.device)
+        self.workspace = (workspace.data_ptr(), workspace.numel())
 
     def _set(self, attribute: int, value: int) -> None:
         v = ctypes.c_void_p(value)
@@ -169,15 +172,13 @@ class LtMatmul:
             self._set(DESC_BIAS_POINTER, bias.data_ptr())
         if aux is not None:
             self._set(DESC_AUX_POINTER, aux.data_ptr())
-        dev = self.problem.device
-        ws = _workspace(dev)
         la, lb, ld = self.layouts
         if stream is None:
-            stream = torch._C._cuda_getCurrentRawStream(dev)
+            stream = torch._C._cuda_getCurrentRawStream(self.problem.device)
         _check(self.lib.cublasLtMatmul(
-            _handle(dev), self.desc, ctypes.byref(self.alpha), b.data_ptr(), la,
+            self.handle, self.desc, ctypes.byref(self.alpha), b.data_ptr(), la,
             a.data_ptr(), lb, ctypes.byref(self.beta), out.data_ptr(), ld, out.data_ptr(), ld,
-            ctypes.byref(self.algo.algo), ws.data_ptr(), ws.numel(), stream), "cublasLtMatmul")
+            ctypes.byref(self.algo.algo), *self.workspace, stream), "cublasLtMatmul")
 
     def __del__(self):
         try:
@@ -189,8 +190,8 @@ class LtMatmul:
 def _descriptors(lib, p: Problem):
     """(matmul descriptor, [layout of cuBLAS's A, B, D]) for `p`, or None (a layout cuBLAS
     cannot take)."""
-    first = _operand(p.k, p.n, p.b_strides)       # our B: cuBLAS's A, op(A) = (n, k)
-    second = _operand(p.m, p.k, p.a_strides)      # our A: cuBLAS's B, op(B) = (k, m)
+    first = operand_layout(p.k, p.n, p.b_strides)       # our B: cuBLAS's A, op(A) = (n, k)
+    second = operand_layout(p.m, p.k, p.a_strides)      # our A: cuBLAS's B, op(B) = (k, m)
     if first is None or second is None:
         return None
     dtype = CUDA_TYPES[p.dtype]
@@ -266,11 +267,6 @@ def plan(problem: Problem) -> LtMatmul | None:
     """What cuBLAS's heuristic picks for `problem`, or None (see `candidates`)."""
     found = candidates(problem, 1)
     return found[0] if found else None
-
-
-def aligned(*tensors: torch.Tensor) -> bool:
-    """Every tensor's data pointer on ALIGNMENT bytes (what the planned algorithms assume)."""
-    return all(t.data_ptr() % ALIGNMENT == 0 for t in tensors)
 
 
 def problem_of(a: torch.Tensor, b: torch.Tensor, epilogue: str) -> Problem:

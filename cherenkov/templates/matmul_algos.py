@@ -142,8 +142,8 @@ def for_operands(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
     problem = cublaslt.Problem(planned.m, planned.n, planned.k, tuple(a.stride()),
                                tuple(b.stride()), planned.dtype, planned.epilogue,
                                planned.device)
-    if cublaslt._operand(problem.m, problem.k, problem.a_strides) is None or \
-            cublaslt._operand(problem.k, problem.n, problem.b_strides) is None:
+    if cublaslt.operand_layout(problem.m, problem.k, problem.a_strides) is None or \
+            cublaslt.operand_layout(problem.k, problem.n, problem.b_strides) is None:
         return None
     algo = _algo(problem)
     if not algo.decided and torch.cuda.is_current_stream_capturing():
@@ -168,6 +168,8 @@ class AlgoMatmul:
         self._take(cached_entry(self.key))
 
     def _take(self, entry: dict | None) -> None:
+        """Decide by a stored verdict (the heuristic's order is the same for the same library
+        and device, so a label names the same algorithm)."""
         if entry is None:
             return
         self.decided = True
@@ -182,12 +184,8 @@ class AlgoMatmul:
     def choose(self, a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
                torch_call) -> cublaslt.LtMatmul | None:
         """The call to use now: decided before, or timed now on these operands (a and b as
-        the problem's layouts: `b` may be a transposed view); None: torch's call."""
-        if self.decided:
-            return self.lt
-        if torch.cuda.is_current_stream_capturing():
-            return None
-        self._take(cached_entry(self.key))           # another step of this problem tuned it
+        the problem's layouts: `b` may be a transposed view; not while a CUDA graph is
+        captured, `for_operands` sees to that); None: torch's call."""
         if self.decided:
             return self.lt
         # torch's result, kept as rows spread over it (a wrong algorithm is wrong
@@ -196,9 +194,9 @@ class AlgoMatmul:
         rows = torch.linspace(0, self.problem.m - 1, min(self.problem.m, SAMPLE_ROWS),
                               device=out.device).long()
         expected = out.index_select(0, rows)
+        found = dict(_candidates(self.problem))
         runs = [(label, lambda lt=lt: lt(a, b, out, bias=bias),
-                 lambda: out.index_select(0, rows))
-                for label, lt in _candidates(self.problem)]
+                 lambda: out.index_select(0, rows)) for label, lt in found.items()]
         best, timings = pick(torch_call, runs, expected)
         del out
         store_entry(self.key, {"choice": best or TORCH})
@@ -206,5 +204,5 @@ class AlgoMatmul:
         log.info("cherenkov: matmul %dx%dx%d %s: %s (%s)", self.problem.m, self.problem.k,
                  self.problem.n, self.problem.epilogue, best or TORCH,
                  {k: round(v, 4) if isinstance(v, float) else v for k, v in timings.items()})
-        self._take({"choice": best or TORCH})
+        self.decided, self.lt = True, found.get(best)
         return self.lt

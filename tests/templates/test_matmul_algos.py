@@ -19,12 +19,12 @@ def meta(shape, dtype=torch.bfloat16, stride=None):
 
 def test_row_major_operands_as_cublas_sees_them():
     # row-major (k, n): column-major (n, k), untransposed, leading dimension n
-    assert cublaslt._operand(768, 3072, (3072, 1)) == (cublaslt.OP_N, 3072, 768, 3072)
+    assert cublaslt.operand_layout(768, 3072, (3072, 1)) == (cublaslt.OP_N, 3072, 768, 3072)
     # a transposed weight view (k, n) with strides (1, k): column-major (k, n), transposed
-    assert cublaslt._operand(768, 3072, (1, 768)) == (cublaslt.OP_T, 768, 3072, 768)
+    assert cublaslt.operand_layout(768, 3072, (1, 768)) == (cublaslt.OP_T, 768, 3072, 768)
     # a padded row (leading dimension past the row) is fine; no unit stride is not
-    assert cublaslt._operand(4, 8, (16, 1)) == (cublaslt.OP_N, 8, 4, 16)
-    assert cublaslt._operand(4, 8, (16, 2)) is None
+    assert cublaslt.operand_layout(4, 8, (16, 1)) == (cublaslt.OP_N, 8, 4, 16)
+    assert cublaslt.operand_layout(4, 8, (16, 2)) is None
 
 
 def test_problem_of_mm_and_addmm():
