@@ -8,6 +8,7 @@ anything inside Cherenkov raises while compiling, that graph runs in eager with 
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import sys
@@ -52,6 +53,7 @@ class ShapeSpecialized:
         self.last = None                          # (signature, compiled) of the last call
         self.tangents = unused_grads.tangent_positions(gm)    # a backward's; () otherwise
         self.zeroed: dict = {}                    # tangents given as None -> their variant
+        self.unrun: set = set()                   # keys of variants compiled ahead, not yet run
 
     def __call__(self, inputs: list):
         if self.tangents:
@@ -67,7 +69,10 @@ class ShapeSpecialized:
         key = tuple(signature)
         compiled = self.cache.get(key)
         new = None                                # the CompileInfo of a variant compiled now
-        if compiled is None:
+        if key in self.unrun:                     # compiled ahead: this is its first run
+            self.unrun.discard(key)
+            new = self.info_of[key]
+        elif compiled is None:
             if len(self.cache) >= self.config.cache_size:
                 self._fallback(f"more than cache_size={self.config.cache_size} shape variants")
                 return self.gm(*inputs)
@@ -116,9 +121,62 @@ class ShapeSpecialized:
             new.seconds["first kernel launches"] = loads
         return out
 
+    def compile_ahead(self, example_inputs: list) -> bool:
+        """Compile the variant for AOTAutograd's example inputs (fake tensors laid out as
+        traced) now, before the first call, so its kernels compile in the workers while the
+        caller goes on (a training graph's backward compiles before its forward first runs).
+        Only static shapes, and only where compiling needs no real values (plans chosen by
+        timing on the inputs do); a failure here leaves the compile to the first call."""
+        if not ahead_of_time(example_inputs, self.config):
+            return False
+        zeros = self._likely_zeros(example_inputs)
+        if zeros:
+            variant = self._zeroed_variant(zeros)
+            return variant is not None and variant.compile_ahead(
+                [x for i, x in enumerate(example_inputs) if i not in zeros])
+        key = tuple(_signature(example_inputs))
+        if key in self.cache:
+            return True
+        try:
+            compiled, info = compile_fx(self.gm, list(example_inputs), self.config,
+                                        f"{self.name}_v{len(self.cache)}")
+        except Exception as e:  # noqa: BLE001 -- the first call compiles (and falls back) then
+            log.info("cherenkov: graph %s not compiled ahead (%s: %s); it compiles at its "
+                     "first call", self.name, type(e).__name__, e)
+            return False
+        self.cache[key] = compiled
+        self.info_of[key] = info
+        self.unrun.add(key)
+        COMPILED.append(Compiled(self, info))
+        return True
+
+    def _likely_zeros(self, example_inputs: list) -> tuple:
+        """The tangents a training loop's backward call will likely get as None (with
+        `unused_grads`): where the forward returned a scalar -- a loss -- the gradients of
+        its other, non-scalar outputs (logits returned beside the loss). Only the guess of
+        which variant to compile ahead: another pattern compiles at its first call."""
+        if not self.config.unused_grads or not self.tangents:
+            return ()
+        shapes = {i: getattr(example_inputs[i], "shape", None) for i in self.tangents}
+        if not any(s == () for s in shapes.values()):
+            return ()
+        return tuple(i for i, s in shapes.items() if s != ())
+
     def _call_zeroed(self, inputs: list, zeros: tuple):
         """A backward call given None for the gradients of unused outputs (at `zeros`): its
         graph without those inputs, zeros in their place (runtime/unused_grads.py)."""
+        variant = self._zeroed_variant(zeros)
+        if variant is None or self.failed_reason is not None:
+            args = unused_grads.filled(self.gm, inputs, zeros)
+            inputs.clear()
+            return self.gm(*args)
+        rest = [x for i, x in enumerate(inputs) if i not in zeros]
+        inputs.clear()                            # the variant frees what it no longer needs
+        return variant(rest)
+
+    def _zeroed_variant(self, zeros: tuple) -> "ShapeSpecialized | None":
+        """This graph without the tangent inputs at `zeros` (zeros in their place), made
+        once; None where it cannot be made (that pattern then runs in eager)."""
         variant = self.zeroed.get(zeros, False)
         if variant is False:
             try:
@@ -130,16 +188,10 @@ class ShapeSpecialized:
                 variant = None
                 msg = f"cherenkov: graph {self.name} with zero gradients at {zeros} runs in " \
                       f"eager: {type(e).__name__}: {e}"
-                warnings.warn(msg, stacklevel=3)
+                warnings.warn(msg, stacklevel=4)
                 log.warning(msg)
             self.zeroed[zeros] = variant
-        if variant is None or self.failed_reason is not None:
-            args = unused_grads.filled(self.gm, inputs, zeros)
-            inputs.clear()
-            return self.gm(*args)
-        rest = [x for i, x in enumerate(inputs) if i not in zeros]
-        inputs.clear()                            # the variant frees what it no longer needs
-        return variant(rest)
+        return variant
 
     def device_spec(self, inputs):
         from cherenkov.hw import device_for_config
@@ -150,6 +202,24 @@ class ShapeSpecialized:
         self.failed_reason = reason
         warnings.warn(f"cherenkov: graph {self.name} runs in eager: {reason}", stacklevel=3)
         log.warning("cherenkov: graph %s runs in eager: %s", self.name, reason)
+
+
+def ahead_of_time(example_inputs, config: Config) -> bool:
+    """Whether a graph can compile from its example inputs: config `compile_ahead`, every
+    input a tensor of static shape and layout or a plain number, and no plan choice that
+    times the real inputs (`runtime/plan_choice.wanted`)."""
+    if not config.compile_ahead or not example_inputs:
+        return False
+    from cherenkov.lowering.from_fx import graph_device
+    from cherenkov.runtime import plan_choice
+    for x in example_inputs:
+        if isinstance(x, torch.Tensor):
+            if not all(isinstance(d, int) for d in (*x.shape, *x.stride(),
+                                                      x.storage_offset())):
+                return False
+        elif not isinstance(x, (int, float, bool)) or isinstance(x, torch.SymInt):
+            return False
+    return not plan_choice.wanted(config, graph_device(example_inputs))
 
 
 SNAPSHOT_MAX_BYTES = 1 << 28
@@ -211,6 +281,7 @@ def _make_compiler(config: Config, kind: str, group=None):
         if kind == "forward":
             caller_outputs(gm)
         fn = ShapeSpecialized(gm, config, f"{kind}{counter[0]}")
+        fn.compile_ahead(example_inputs)
 
         def run(args: list):
             # boxed call: take the caller's list and empty it, so an input nobody else holds
@@ -319,6 +390,17 @@ def _returned(gm: torch.fx.GraphModule, compiled, config: Config, example_inputs
         return holding
 
 
+def _backward_ahead(config: Config):
+    """With `compile_ahead`: AOTAutograd hands over a training graph's backward right after
+    its forward (its `force_non_lazy_backward_lowering`, where this torch has it), instead
+    of at the first backward call, so both compile before the forward first runs."""
+    from torch._functorch import config as functorch_config
+    if not config.compile_ahead or not hasattr(functorch_config,
+                                                 "force_non_lazy_backward_lowering"):
+        return contextlib.nullcontext()
+    return functorch_config.patch(force_non_lazy_backward_lowering=True)
+
+
 def cherenkov_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None = None,
                       **kwargs):
     """Entry point registered as torch.compile(backend="cherenkov"); torch.compile's
@@ -333,15 +415,16 @@ def cherenkov_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | 
     from cherenkov.runtime.cuda_graphs import PoolGroup
     pool = PoolGroup(pooled=config.cuda_graphs_pooled)
     try:
-        return _returned(gm, aot_module_simplified(
-            gm, example_inputs,
+        with _backward_ahead(config):
+            compiled = aot_module_simplified(
+                gm, example_inputs,
             fw_compiler=_make_compiler(config, "forward", pool),
             bw_compiler=_make_compiler(config, "backward", pool),
             inference_compiler=_make_compiler(config, "inference"),
             decompositions=decomposition_table(),
-            partition_fn=_partition_fn(config),
-            keep_inference_input_mutations=True,
-        ), config, example_inputs)
+                partition_fn=_partition_fn(config),
+                keep_inference_input_mutations=True)
+        return _returned(gm, compiled, config, example_inputs)
     except Exception as e:  # noqa: BLE001
         if config.strict:
             raise

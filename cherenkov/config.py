@@ -66,6 +66,10 @@ Every option lives in `Config`; every environment variable is read here and nowh
 |                             |                | (templates/matmul_algos.py; cached on disk). Off by  |
 |                             |                | default: GPT-2's step 30.2 vs 30.4 ms, Llama's 92.6  |
 |                             |                | vs 92.7, for ~1.5 s more first step on a cold cache  |
+| CHERENKOV_COMPILE_AHEAD=0   | compile_ahead  | static-shape graphs compile when AOTAutograd hands   |
+|                             |                | them over (a training graph's backward too, before   |
+|                             |                | the forward first runs: its kernels compile in the   |
+|                             |                | workers meanwhile); 0: each at its first call        |
 """
 from __future__ import annotations
 
@@ -141,6 +145,7 @@ class Config:
     matmul_templates: str = field(default="auto", metadata={"env": "CHERENKOV_MATMUL_TEMPLATES"})
     autotune: bool = field(default=False, metadata={"env": "CHERENKOV_AUTOTUNE"})
     matmul_algos: bool = field(default=False, metadata={"env": "CHERENKOV_MATMUL_ALGOS"})
+    compile_ahead: bool = field(default=True, metadata={"env": "CHERENKOV_COMPILE_AHEAD"})
 
     def __post_init__(self):
         object.__setattr__(self, "cuda_graphs", _graph_mode(self.cuda_graphs))

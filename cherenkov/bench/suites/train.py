@@ -141,6 +141,9 @@ BACKENDS = {b.name: b for b in (
     # matmuls by the fastest of cuBLASLt's candidates, timed on their first run, instead of
     # torch's call (templates/matmul_algos.py; off by default: 2026-12-01_train_matmul_algos_*)
     Backend("cherenkov+matmul-algos", _cherenkov(matmul_algos=True)),
+    # each graph compiled at its first call (AOTAutograd's lazy backward) instead of when
+    # AOTAutograd hands it over (config compile_ahead, the default)
+    Backend("cherenkov-lazy", _cherenkov(compile_ahead=False)),
     # the optimizer step compiled too (run when named with --impls), each by its own compiler
     Backend("torch.compile+opt", lambda m: torch.compile(m, dynamic=False),
             lambda opt: torch.compile(opt.step, dynamic=False)),
