@@ -148,6 +148,7 @@ class ShapeSpecialized:
         self.info_of[key] = info
         self.unrun.add(key)
         COMPILED.append(Compiled(self, info))
+        _report_output_strides(self.gm, compiled)
         return True
 
     def _likely_zeros(self, example_inputs: list) -> tuple:
@@ -202,6 +203,21 @@ class ShapeSpecialized:
         self.failed_reason = reason
         warnings.warn(f"cherenkov: graph {self.name} runs in eager: {reason}", stacklevel=3)
         log.warning("cherenkov: graph %s runs in eager: %s", self.name, reason)
+
+
+def _report_output_strides(gm: torch.fx.GraphModule, compiled) -> None:
+    """Tell AOTAutograd, while it compiles a forward, the strides its outputs will have (as
+    Inductor does): a saved activation returned as a view (an expand's stride 0, a
+    transpose) differs from the traced layout, and the backward's example inputs are
+    restrided to match -- the backward compiled ahead for them is the one its calls use."""
+    ctx = torch._guards.TracingContext.try_get()
+    if ctx is None or ctx.output_strides is None or ctx.output_strides:
+        return
+    returned = next(iter(gm.graph.find_nodes(op="output"))).args[0]
+    count = len(returned) if isinstance(returned, (tuple, list)) else 1
+    strides = compiled.output_strides()
+    if len(strides) >= count:
+        ctx.output_strides.extend(strides[:count])
 
 
 def ahead_of_time(example_inputs, config: Config) -> bool:

@@ -115,3 +115,33 @@ def test_a_graph_that_cannot_compile_ahead_compiles_at_its_call(monkeypatch):
     x = torch.randn(6)
     torch.testing.assert_close(cherenkov.compile(fn)(x), fn(x))
     assert len(calls) == 2                 # ahead (failed quietly), then at the first call
+
+
+def test_saved_views_are_reported_so_the_backward_compiled_ahead_is_the_one_run():
+    """Llama's grouped-query attention saves K and V expanded over the query heads: the
+    compiled forward returns them as views (stride 0), not in the traced layout. Reported to
+    AOTAutograd, the backward's example inputs carry those strides: it compiles once."""
+    from cherenkov.bench.suites.train import cases
+    from cherenkov.models import build_model
+    case = cases("smoke")[1]
+    torch.manual_seed(0)
+    model = build_model(case.model)
+    tokens = torch.randint(0, case.model.vocab, (case.batch, case.seq))
+    targets = torch.randint(0, case.model.vocab, (case.batch, case.seq))
+    _, want = model(tokens, targets)
+    want.backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    for p in model.parameters():
+        p.grad = None
+    start = len(backend.COMPILED)
+    _, loss = cherenkov.compile(model, dynamic=False)(tokens, targets)
+    ahead = _names(start)
+    loss.backward()
+    assert len(ahead) == 2 and _names(start) == ahead
+    saved = [s for s in backend.COMPILED[start][0].cache[next(iter(backend.COMPILED[start][0]
+                                                                 .cache))].output_strides()
+             if s is not None and 0 in s]
+    assert saved                                   # there were stride-0 views to report
+    torch.testing.assert_close(loss, want)
+    for p, g in zip(model.parameters(), grads):
+        torch.testing.assert_close(p.grad, g, rtol=1e-4, atol=1e-5)

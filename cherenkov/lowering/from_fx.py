@@ -69,6 +69,20 @@ def _devices(fake_out) -> set:
     return {t.device for t in flat if isinstance(t, torch.Tensor)}
 
 
+def _in_mode(value: torch.Tensor, fake_mode: FakeTensorMode) -> torch.Tensor:
+    """An input as a fake tensor of `fake_mode`. An input that is another mode's fake (a
+    graph compiled ahead from AOTAutograd's example inputs, maybe restrided views of them)
+    is remade from its layout: converting it would reach into the other mode's base."""
+    if not (isinstance(value, FakeTensor) and value.fake_mode is not fake_mode):
+        return fake_mode.from_tensor(value)
+    extent = value.storage_offset() + 1 + sum((n - 1) * st for n, st in
+                                              zip(value.shape, value.stride()) if n > 0)
+    with fake_mode:
+        storage = torch.empty(extent if value.numel() else 0, dtype=value.dtype,
+                              device=value.device)
+        return storage.as_strided(value.shape, value.stride(), value.storage_offset())
+
+
 def lower_fx(gm: torch.fx.GraphModule, inputs: list, strict: bool = False,
              name: str = "graph", route_attention: bool = True) -> tuple[Graph, LoweringReport]:
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
@@ -136,7 +150,7 @@ def lower_fx(gm: torch.fx.GraphModule, inputs: list, strict: bool = False,
             if isinstance(value, torch.Tensor):
                 node = Node(Op.INPUT, (), (placeholder_index,), TensorMeta.of(value))
                 env[fx_node] = node
-                fake_env[fx_node] = fake_mode.from_tensor(value)
+                fake_env[fx_node] = _in_mode(value, fake_mode)
             else:
                 node = Node(Op.INPUT, (), (placeholder_index,), None)
                 env[fx_node] = value

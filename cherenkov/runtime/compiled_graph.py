@@ -41,11 +41,32 @@ class CompiledGraph:
             self.slot[node] = i
         self.n_inputs = len(graph.inputs)
         self.steps: list[Step] = []
+        self.views: dict[Node, tuple] = {}    # a view step's node -> (base, its torch views)
         self.empty = allocator(device)
         if device.type == "cpu":
             self.empty = Recycler(self.empty)
         self._plan(fusion, kernels)
         self._call = self.run_plan
+
+    def output_strides(self) -> list[tuple | None]:
+        """The strides of each output as the plan returns it (None: not a tensor): a view's
+        are its chain's applied to its base's layout -- an expand keeps stride 0, a permute
+        its permuted strides -- where the traced graph may have recorded a copy's."""
+        strides = []
+        for out in self.graph.outputs:
+            meta = getattr(out, "meta", None)
+            if not isinstance(meta, TensorMeta):
+                strides.append(None)
+            elif out in self.views:
+                base, ops = self.views[out]
+                b = base.meta
+                t = torch.empty_strided(b.shape, b.strides, dtype=b.dtype, device="meta")
+                for op in ops:
+                    t = op(t)
+                strides.append(tuple(t.stride()))
+            else:
+                strides.append(tuple(meta.strides))
+        return strides
 
     # ---- planning -------------------------------------------------------------------------
     def _slot_of(self, node: Node) -> int:
@@ -353,6 +374,7 @@ class CompiledGraph:
             n = n.inputs[0]
         chain.reverse()
         ops = [torch_view(v) for v in chain]
+        self.views[node] = (base, ops)
         src, out = self._slot_of(base), self._slot_of(node)
         layout = final_layout(base, ops)
 
