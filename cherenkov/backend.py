@@ -19,6 +19,7 @@ from collections import OrderedDict
 
 import torch
 from torch._functorch.aot_autograd import aot_module_simplified
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 from functorch.compile import min_cut_rematerialization_partition
 
 from cherenkov.capture.decompositions import decomposition_table
@@ -138,8 +139,12 @@ class ShapeSpecialized:
         if key in self.cache:
             return True
         try:
-            compiled, info = compile_fx(self.gm, list(example_inputs), self.config,
-                                        f"{self.name}_v{len(self.cache)}")
+            # AOTAutograd calls its compilers under its fake mode: outside it, as at a first
+            # call, the passes' meta-tensor work runs at its own speed (Llama's passes and
+            # plan took 3-5x longer under it on the H200)
+            with unset_fake_temporarily():
+                compiled, info = compile_fx(self.gm, list(example_inputs), self.config,
+                                            f"{self.name}_v{len(self.cache)}")
         except Exception as e:  # noqa: BLE001 -- the first call compiles (and falls back) then
             log.info("cherenkov: graph %s not compiled ahead (%s: %s); it compiles at its "
                      "first call", self.name, type(e).__name__, e)
