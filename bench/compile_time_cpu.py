@@ -40,6 +40,9 @@ class Recorder:
     def __init__(self, gm, config, name):
         self.gm, self.name = gm, name
 
+    def compile_ahead(self, example_inputs) -> bool:
+        return False            # recorded at the first call, with real inputs
+
     def __call__(self, inputs):
         # a backward is given None for an unused output's gradient: zeros of its recorded
         # shape stand in, to lower and run the graph with

@@ -145,3 +145,20 @@ def test_saved_views_are_reported_so_the_backward_compiled_ahead_is_the_one_run(
     torch.testing.assert_close(loss, want)
     for p, g in zip(model.parameters(), grads):
         torch.testing.assert_close(p.grad, g, rtol=1e-4, atol=1e-5)
+
+
+def test_graphs_compile_ahead_outside_aotautograds_fake_mode(monkeypatch):
+    """AOTAutograd calls its compilers under its fake mode; the passes' meta-tensor work ran
+    3-5x slower under it, so a graph compiled ahead is compiled outside it, as at a call."""
+    active = []
+    real = backend.compile_fx
+
+    def spy(gm, inputs, config, name):
+        active.append(torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE)
+                      is not None)
+        return real(gm, inputs, config, name)
+    monkeypatch.setattr(backend, "compile_fx", spy)
+    torch.manual_seed(0)
+    model = Head()
+    _train(model, cherenkov.compile(model, strict=True), steps=1)
+    assert active == [False, False]          # forward and backward, each once
