@@ -220,7 +220,8 @@ def _report_output_strides(gm: torch.fx.GraphModule, compiled) -> None:
         return
     returned = next(iter(gm.graph.find_nodes(op="output"))).args[0]
     count = len(returned) if isinstance(returned, (tuple, list)) else 1
-    strides = compiled.output_strides()
+    from cherenkov.runtime.output_strides import output_strides
+    strides = output_strides(compiled)
     if len(strides) >= count:
         ctx.output_strides.extend(strides[:count])
 

@@ -48,26 +48,6 @@ class CompiledGraph:
         self._plan(fusion, kernels)
         self._call = self.run_plan
 
-    def output_strides(self) -> list[tuple | None]:
-        """The strides of each output as the plan returns it (None: not a tensor): a view's
-        are its chain's applied to its base's layout -- an expand keeps stride 0, a permute
-        its permuted strides -- where the traced graph may have recorded a copy's."""
-        strides = []
-        for out in self.graph.outputs:
-            meta = getattr(out, "meta", None)
-            if not isinstance(meta, TensorMeta):
-                strides.append(None)
-            elif out in self.views:
-                base, ops = self.views[out]
-                b = base.meta
-                t = torch.empty_strided(b.shape, b.strides, dtype=b.dtype, device="meta")
-                for op in ops:
-                    t = op(t)
-                strides.append(tuple(t.stride()))
-            else:
-                strides.append(tuple(meta.strides))
-        return strides
-
     # ---- planning -------------------------------------------------------------------------
     def _slot_of(self, node: Node) -> int:
         if node not in self.slot:
