@@ -27,14 +27,12 @@ from .kernels_bwd_src import BACKWARD
 # forward, then the backward's kernels (kernels_bwd_src.py), then decode and block masks
 KERNELS = r'''
 @triton.jit
-def _fwd_tile(acc, l_i, m_i, q, K_base, V_base, KD, VD, kv_row, hk, start_n, start_m, offs_m,
-              offs_d, b, h, sm_scale, KV_LEN, stride_kn, stride_vn, __CAPS__
-              D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
-              IS_PARTIAL: tl.constexpr, EVEN_N: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
-              DOT_PREC: tl.constexpr, TMA: tl.constexpr):
+def _fwd_scores(q, K_base, KD, kv_row, hk, start_n, offs_d, b, KV_LEN, stride_kn,
+                D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
+                EVEN_N: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr):
+    """q K^T of the key tile at start_n (unscaled)."""
     offs_n = start_n + tl.arange(0, BLOCK_N)
     kT_ptrs = K_base + offs_n[None, :] * stride_kn + offs_d[:, None]      # (D_PAD, BLOCK_N)
-    v_ptrs = V_base + offs_n[:, None] * stride_vn + offs_d[None, :]       # (BLOCK_N, D_PAD)
     if TMA == 2:
         kT = KD.load([kv_row + start_n, 0]).T
     elif TMA == 4:
@@ -43,7 +41,19 @@ def _fwd_tile(acc, l_i, m_i, q, K_base, V_base, KD, VD, kv_row, hk, start_n, sta
         kT = tl.load(kT_ptrs)
     else:
         kT = tl.load(kT_ptrs, mask=(offs_n[None, :] < KV_LEN) & (offs_d[:, None] < D), other=0.0)
-    qk = tl.dot(q, kT, input_precision=DOT_PREC)                          # (BLOCK_M, BLOCK_N)
+    return tl.dot(q, kT, input_precision=DOT_PREC)                        # (BLOCK_M, BLOCK_N)
+
+
+@triton.jit
+def _fwd_update(acc, l_i, m_i, qk, V_base, VD, kv_row, hk, start_n, start_m, offs_m, offs_d,
+                b, h, sm_scale, KV_LEN, stride_vn, __CAPS__
+                D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
+                IS_PARTIAL: tl.constexpr, EVEN_N: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
+                DOT_PREC: tl.constexpr, TMA: tl.constexpr):
+    """The online softmax's step for the key tile at start_n, given its scores qk: mods,
+    mask, rescaled accumulator plus p V."""
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    v_ptrs = V_base + offs_n[:, None] * stride_vn + offs_d[None, :]       # (BLOCK_N, D_PAD)
     q_idx = offs_m[:, None]
     kv_idx = offs_n[None, :]
     if HAS_SCORE_MOD:
@@ -71,6 +81,45 @@ def _fwd_tile(acc, l_i, m_i, q, K_base, V_base, KD, VD, kv_row, hk, start_n, sta
         v = tl.load(v_ptrs, mask=(offs_n[:, None] < KV_LEN) & (offs_d[None, :] < D), other=0.0)
     acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PREC)
     return acc, l_i, m_new
+
+
+@triton.jit
+def _fwd_tiles(acc, l_i, m_i, q, K_base, V_base, KD, VD, kv_row, hk, IDX, irow, n, start_m,
+               offs_m, offs_d, b, h, sm_scale, KV_LEN, stride_kn, stride_vn, __CAPS__
+               D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
+               SPARSE_N: tl.constexpr, IS_PARTIAL: tl.constexpr, EVEN_N: tl.constexpr,
+               HAS_SCORE_MOD: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr,
+               LOOKAHEAD: tl.constexpr):
+    """The n key tiles (of BLOCK_N) of the block list at IDX + irow. LOOKAHEAD: the next
+    tile's q K^T is issued before this tile's softmax, so the tensor cores can work on it
+    while the softmax runs (the last step computes one q K^T it does not use)."""
+    R = SPARSE_N // BLOCK_N
+    if LOOKAHEAD:
+        if n > 0:
+            start_n = tl.load(IDX + irow) * SPARSE_N
+            qk = _fwd_scores(q, K_base, KD, kv_row, hk, start_n, offs_d, b, KV_LEN, stride_kn,
+                             D, D_PAD, BLOCK_N, EVEN_N, DOT_PREC, TMA)
+            for it in range(0, n):
+                nxt = tl.minimum(it + 1, n - 1)
+                next_n = tl.load(IDX + irow + nxt // R) * SPARSE_N + (nxt % R) * BLOCK_N
+                qk_next = _fwd_scores(q, K_base, KD, kv_row, hk, next_n, offs_d, b, KV_LEN,
+                                      stride_kn, D, D_PAD, BLOCK_N, EVEN_N, DOT_PREC, TMA)
+                acc, l_i, m_i = _fwd_update(acc, l_i, m_i, qk, V_base, VD, kv_row, hk, start_n,
+                                            start_m, offs_m, offs_d, b, h, sm_scale, KV_LEN,
+                                            stride_vn, __CAPS__ D, D_PAD, BLOCK_N, IS_PARTIAL,
+                                            EVEN_N, HAS_SCORE_MOD, DOT_PREC, TMA)
+                qk = qk_next
+                start_n = next_n
+    else:
+        for it in range(0, n):
+            start_n = tl.load(IDX + irow + it // R) * SPARSE_N + (it % R) * BLOCK_N
+            qk = _fwd_scores(q, K_base, KD, kv_row, hk, start_n, offs_d, b, KV_LEN, stride_kn,
+                             D, D_PAD, BLOCK_N, EVEN_N, DOT_PREC, TMA)
+            acc, l_i, m_i = _fwd_update(acc, l_i, m_i, qk, V_base, VD, kv_row, hk, start_n,
+                                        start_m, offs_m, offs_d, b, h, sm_scale, KV_LEN,
+                                        stride_vn, __CAPS__ D, D_PAD, BLOCK_N, IS_PARTIAL,
+                                        EVEN_N, HAS_SCORE_MOD, DOT_PREC, TMA)
+    return acc, l_i, m_i
 
 
 @triton.jit
@@ -108,7 +157,7 @@ def _attn_fwd(Q, K, V, O, LSE, __CAPS__
               D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
               SPARSE_M: tl.constexpr, SPARSE_N: tl.constexpr, EVEN_M: tl.constexpr,
               EVEN_N: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, DOT_PREC: tl.constexpr,
-              TMA: tl.constexpr):
+              TMA: tl.constexpr, LOOKAHEAD: tl.constexpr = False):
     blk, bh = _program_block(NUM_M_BLOCKS, HEAD_GROUP)
     b, h, hk, start_m, offs_m = _query_rows(blk, bh, H, GROUPS, NUM_M_BLOCKS, BLOCK_M)
     offs_d = tl.arange(0, D_PAD)
@@ -128,23 +177,19 @@ def _attn_fwd(Q, K, V, O, LSE, __CAPS__
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, D_PAD], tl.float32)
-    R = SPARSE_N // BLOCK_N
     row = b * snb + h * snh + (start_m // SPARSE_M) * snm
     irow = b * sib + h * sih + (start_m // SPARSE_M) * sim
-    n_partial = tl.load(KV_NUM + row)
-    for it in range(0, n_partial * R):
-        start_n = tl.load(KV_IDX + irow + it // R) * SPARSE_N + (it % R) * BLOCK_N
-        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, K_base, V_base, KD, VD, kv_row, hk, start_n,
-                                  start_m, offs_m, offs_d, b, h, sm_scale, KV_LEN, stride_kn,
-                                  stride_vn, __CAPS__ D, D_PAD, BLOCK_N, True, EVEN_N,
-                                  HAS_SCORE_MOD, DOT_PREC, TMA)
-    n_full = tl.load(FULL_NUM + row)
-    for it in range(0, n_full * R):
-        start_n = tl.load(FULL_IDX + irow + it // R) * SPARSE_N + (it % R) * BLOCK_N
-        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, K_base, V_base, KD, VD, kv_row, hk, start_n,
-                                  start_m, offs_m, offs_d, b, h, sm_scale, KV_LEN, stride_kn,
-                                  stride_vn, __CAPS__ D, D_PAD, BLOCK_N, False, EVEN_N,
-                                  HAS_SCORE_MOD, DOT_PREC, TMA)
+    R = SPARSE_N // BLOCK_N
+    acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, K_base, V_base, KD, VD, kv_row, hk, KV_IDX,
+                               irow, tl.load(KV_NUM + row) * R, start_m, offs_m, offs_d, b, h,
+                               sm_scale, KV_LEN, stride_kn, stride_vn, __CAPS__ D, D_PAD,
+                               BLOCK_N, SPARSE_N, True, EVEN_N, HAS_SCORE_MOD, DOT_PREC, TMA,
+                               LOOKAHEAD)
+    acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, K_base, V_base, KD, VD, kv_row, hk, FULL_IDX,
+                               irow, tl.load(FULL_NUM + row) * R, start_m, offs_m, offs_d, b,
+                               h, sm_scale, KV_LEN, stride_kn, stride_vn, __CAPS__ D, D_PAD,
+                               BLOCK_N, SPARSE_N, False, EVEN_N, HAS_SCORE_MOD, DOT_PREC, TMA,
+                               LOOKAHEAD)
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
     lse = tl.where(l_i == 0.0, float("inf"), m_i + tl.log2(l_safe))
     if HAS_SCORE_MOD:     # the row terms the tiles left out: into the lse. A row whose term

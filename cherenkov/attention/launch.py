@@ -220,6 +220,15 @@ def _forward_mask(plan: Plan, D: int, dtype) -> BlockMask:
     return m.coarsened(rows)
 
 
+# The forward's key-tile loop issuing the next tile's q K^T before this tile's softmax
+# (kernels_src._fwd_tiles), so the tensor cores have work while the softmax runs -- FA3's
+# overlap within a warpgroup, as far as Triton's asynchronous dots carry it (in sm_90 SASS
+# compiled on the CPU with Triton 3.9 the loop's HGMMAs interleave with the exponentials;
+# the descriptor forward then takes two warpgroups, tuning's "fwd_tma_la"). Off until
+# measured on the GPU (bench/attention_lookahead_gpu.py).
+FWD_LOOKAHEAD = False
+
+
 def forward(plan: Plan, q, k, v, captured) -> tuple[torch.Tensor, torch.Tensor]:
     B, H, Q_LEN, D = q.shape
     HK, KV_LEN = k.shape[1], k.shape[2]
@@ -230,7 +239,8 @@ def forward(plan: Plan, q, k, v, captured) -> tuple[torch.Tensor, torch.Tensor]:
     tma = tma_mode(q, k, v, o, cfg.block_m, cfg.block_n, plan.interpret, mode)
     if tma:
         m = _forward_mask(plan, D, q.dtype)
-        cfg = choose_config("fwd_tma", D, q.dtype, m.block, plan.interpret)
+        cfg = choose_config("fwd_tma_la" if FWD_LOOKAHEAD else "fwd_tma", D, q.dtype, m.block,
+                            plan.interpret)
         tma = tma_mode(q, k, v, o, cfg.block_m, cfg.block_n, plan.interpret, mode)
     lse = torch.empty(B, H, Q_LEN, device=q.device, dtype=torch.float32)
     n_m = triton_cdiv(Q_LEN, cfg.block_m)
@@ -248,7 +258,7 @@ def forward(plan: Plan, q, k, v, captured) -> tuple[torch.Tensor, torch.Tensor]:
         dict(D=D, D_PAD=max(16, next_power_of_2(D)), BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
              SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % cfg.block_m == 0,
              EVEN_N=KV_LEN % m.block[1] == 0, HAS_SCORE_MOD=plan.has_score_mod,
-             DOT_PREC=_dot_precision(q.dtype), TMA=tma),
+             DOT_PREC=_dot_precision(q.dtype), TMA=tma, LOOKAHEAD=FWD_LOOKAHEAD),
         (o, lse), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     return o, lse
 

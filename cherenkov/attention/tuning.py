@@ -53,6 +53,12 @@ _GPU_TABLE = {
     # stages and 8 warps lost; on 64-row mask tiles (the tile clipped to 64 x 64) 2-7%
     "fwd_tma": {64: KernelConfig(128, 64, 4, 2), 128: KernelConfig(128, 64, 4, 2),
                 256: KernelConfig(64, 32, 4, 2)},
+    # the same with launch.FWD_LOOKAHEAD: two warpgroups of 64 rows, so the next tile's
+    # scores fit beside the accumulator (4 warps spilled: 433 LDL per program in sm_90 SASS
+    # on the CPU; 8 warps none, the tensor-core instructions interleaved with the softmax's
+    # exponentials); not yet measured on the GPU
+    "fwd_tma_la": {64: KernelConfig(128, 64, 8, 2), 128: KernelConfig(128, 64, 8, 2),
+                   256: KernelConfig(64, 32, 4, 2)},
     "dq": {64: KernelConfig(128, 64, 8, 3), 128: KernelConfig(64, 64, 4, 2),
            256: KernelConfig(64, 32, 4, 1)},
     "dkdv": {64: KernelConfig(64, 128, 8, 3), 128: KernelConfig(64, 128, 8, 2),
@@ -98,7 +104,8 @@ def stages_that_fit(cfg: KernelConfig, d_pad: int, elem_bytes: int, sram_bytes: 
 
 def choose_config(kernel: str, head_dim: int, dtype: torch.dtype, sparse_block=(64, 64),
                   interpret: bool = False, device=None) -> KernelConfig:
-    """Tiles for `kernel` in {"fwd", "fwd_tma", "dq", "dkdv", "dq_ds", "decode"} at this head
+    """Tiles for `kernel` in {"fwd", "fwd_tma", "fwd_tma_la", "dq", "dkdv", "dq_ds", "decode"}
+    at this head
     dim and dtype; `device` is a `cherenkov.hw.DeviceSpec` (default: the live device)."""
     if interpret:
         return _INTERPRETER.clip(sparse_block)
