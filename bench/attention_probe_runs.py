@@ -120,6 +120,9 @@ def probe_main(script: str, variants, configure, title: str, stem: str, timeout:
         print(json.dumps(time_cases(sys.argv[2])))
         return
     from cherenkov.bench.report import md_table, save_pair, script_meta
+    only = os.environ.get("PROBE_VARIANTS")
+    if only:
+        variants = [v for v in variants if v in only.split(",")]
     rows, data = table(run_children(script, variants, timeout))
     meta = script_meta()
     text = "\n".join([

@@ -6,8 +6,8 @@ shape (bench/attention_probe_runs.py).
 
     CHERENKOV_COMMIT=<sha> PYTHONPATH=. python3 bench/attention_ws_gpu.py OUT_DIR
 
-Variants: `base`; `ws full` (the loops over full tiles: dK/dV, dQ, dQ from dS -- and the
-forward's until its loop moved into kernels_src._fwd_tiles at 069ae3d).
+Variants: `base`; `ws full` (the loops over full tiles: dK/dV and dQ from dS -- and the
+forward's and dQ's until they moved into _fwd_tiles / _dq_tiles, after 38bc4d1).
 Writes OUT_DIR/attention_ws.md and .json. (At 38bc4d1 every `ws full` kernel failed in
 Triton 3.6's NVGPUWarpSpecialization pass.)
 """

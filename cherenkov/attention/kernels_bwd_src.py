@@ -159,25 +159,36 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, DELTA, __CAPS__
 
 
 @triton.jit
-def _dq_tile(dq, q, do, lse, delta, K_base, V_base, KD, VD, kv_row, start_n, offs_m, offs_d, b,
-             h, sm_scale, KV_LEN, stride_kn, stride_vn, __CAPS__ __GRADS__
-             D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
-             IS_PARTIAL: tl.constexpr, EVEN_N: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
-             HAS_CAPTURE_GRADS: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr):
+def _dq_scores(q, K_base, KD, kv_row, start_n, offs_d, KV_LEN, stride_kn,
+               D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
+               EVEN_N: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr):
+    """(q K^T of the key tile at start_n, that K tile transposed)."""
     offs_n = start_n + tl.arange(0, BLOCK_N)
     kT_ptrs = K_base + offs_n[None, :] * stride_kn + offs_d[:, None]      # (D_PAD, BLOCK_N)
-    vT_ptrs = V_base + offs_n[None, :] * stride_vn + offs_d[:, None]
     if TMA == 2:
         kT = KD.load([kv_row + start_n, 0]).T
-        vT = VD.load([kv_row + start_n, 0]).T
     elif EVEN_N and D == D_PAD:
         kT = tl.load(kT_ptrs)
+    else:
+        kT = tl.load(kT_ptrs, mask=(offs_n[None, :] < KV_LEN) & (offs_d[:, None] < D), other=0.0)
+    return tl.dot(q, kT, input_precision=DOT_PREC), kT
+
+
+@triton.jit
+def _dq_update(dq, qk, kT, do, lse, delta, V_base, VD, kv_row, start_n, offs_m, offs_d, b, h,
+               sm_scale, KV_LEN, stride_vn, __CAPS__ __GRADS__
+               D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
+               IS_PARTIAL: tl.constexpr, EVEN_N: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
+               HAS_CAPTURE_GRADS: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr):
+    """dQ's step for the key tile at start_n given its scores qk (and K^T): dP, dS, dS K."""
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    vT_ptrs = V_base + offs_n[None, :] * stride_vn + offs_d[:, None]
+    if TMA == 2:
+        vT = VD.load([kv_row + start_n, 0]).T
+    elif EVEN_N and D == D_PAD:
         vT = tl.load(vT_ptrs)
     else:
-        kv_mask = (offs_n[None, :] < KV_LEN) & (offs_d[:, None] < D)
-        kT = tl.load(kT_ptrs, mask=kv_mask, other=0.0)
-        vT = tl.load(vT_ptrs, mask=kv_mask, other=0.0)
-    qk = tl.dot(q, kT, input_precision=DOT_PREC)
+        vT = tl.load(vT_ptrs, mask=(offs_n[None, :] < KV_LEN) & (offs_d[:, None] < D), other=0.0)
     q_idx = offs_m[:, None]
     kv_idx = offs_n[None, :]
     if HAS_SCORE_MOD:
@@ -195,7 +206,46 @@ def _dq_tile(dq, q, do, lse, delta, K_base, V_base, KD, VD, kv_row, start_n, off
         if HAS_CAPTURE_GRADS:
             _capture_grads(qk * sm_scale, ds, p != 0.0, b, h, q_idx, kv_idx, __CAPS__ __GRADS__)
         ds = _scale_ds(ds, p, dsdx)
-    dq = tl.dot(ds.to(kT.dtype), tl.trans(kT), dq, input_precision=DOT_PREC)
+    return tl.dot(ds.to(kT.dtype), tl.trans(kT), dq, input_precision=DOT_PREC)
+
+
+@triton.jit
+def _dq_tiles(dq, q, do, lse, delta, K_base, V_base, KD, VD, kv_row, IDX, irow, n, offs_m,
+              offs_d, b, h, sm_scale, KV_LEN, stride_kn, stride_vn, __CAPS__ __GRADS__
+              D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
+              SPARSE_N: tl.constexpr, IS_PARTIAL: tl.constexpr, EVEN_N: tl.constexpr,
+              HAS_SCORE_MOD: tl.constexpr, HAS_CAPTURE_GRADS: tl.constexpr,
+              DOT_PREC: tl.constexpr, TMA: tl.constexpr, LOOKAHEAD: tl.constexpr):
+    """The n key tiles of the block list at IDX + irow. LOOKAHEAD: as the forward's
+    (kernels_src._fwd_tiles), the next tile's q K^T issued before this tile's dS."""
+    R = SPARSE_N // BLOCK_N
+    if LOOKAHEAD:
+        if n > 0:
+            start_n = tl.load(IDX + irow) * SPARSE_N
+            qk, kT = _dq_scores(q, K_base, KD, kv_row, start_n, offs_d, KV_LEN, stride_kn, D,
+                                D_PAD, BLOCK_N, EVEN_N, DOT_PREC, TMA)
+            for it in range(0, n):
+                nxt = tl.minimum(it + 1, n - 1)
+                next_n = tl.load(IDX + irow + nxt // R) * SPARSE_N + (nxt % R) * BLOCK_N
+                qk_next, kT_next = _dq_scores(q, K_base, KD, kv_row, next_n, offs_d, KV_LEN,
+                                              stride_kn, D, D_PAD, BLOCK_N, EVEN_N, DOT_PREC,
+                                              TMA)
+                dq = _dq_update(dq, qk, kT, do, lse, delta, V_base, VD, kv_row, start_n,
+                                offs_m, offs_d, b, h, sm_scale, KV_LEN, stride_vn, __CAPS__
+                                __GRADS__ D, D_PAD, BLOCK_N, IS_PARTIAL, EVEN_N, HAS_SCORE_MOD,
+                                HAS_CAPTURE_GRADS, DOT_PREC, TMA)
+                qk = qk_next
+                kT = kT_next
+                start_n = next_n
+    else:
+        for it in range(0, n):
+            start_n = tl.load(IDX + irow + it // R) * SPARSE_N + (it % R) * BLOCK_N
+            qk, kT = _dq_scores(q, K_base, KD, kv_row, start_n, offs_d, KV_LEN, stride_kn, D,
+                                D_PAD, BLOCK_N, EVEN_N, DOT_PREC, TMA)
+            dq = _dq_update(dq, qk, kT, do, lse, delta, V_base, VD, kv_row, start_n, offs_m,
+                            offs_d, b, h, sm_scale, KV_LEN, stride_vn, __CAPS__ __GRADS__ D,
+                            D_PAD, BLOCK_N, IS_PARTIAL, EVEN_N, HAS_SCORE_MOD,
+                            HAS_CAPTURE_GRADS, DOT_PREC, TMA)
     return dq
 
 
@@ -211,7 +261,7 @@ def _attn_bwd_dq(Q, K, V, DO, DQ, LSE, DELTA, O, __CAPS__ __GRADS__
                  BLOCK_N: tl.constexpr, SPARSE_M: tl.constexpr, SPARSE_N: tl.constexpr,
                  EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
                  HAS_CAPTURE_GRADS: tl.constexpr, FUSED_DELTA: tl.constexpr,
-                 DOT_PREC: tl.constexpr, TMA: tl.constexpr):
+                 DOT_PREC: tl.constexpr, TMA: tl.constexpr, LOOKAHEAD: tl.constexpr = False):
     """dQ per query block. FUSED_DELTA: the rows' delta = rowsum(dO * O) is computed here
     (and stored for the dK/dV kernel, launched after this one) instead of by _attn_bwd_delta."""
     blk, bh = _program_block(NUM_M_BLOCKS, HEAD_GROUP)
@@ -237,20 +287,14 @@ def _attn_bwd_dq(Q, K, V, DO, DQ, LSE, DELTA, O, __CAPS__ __GRADS__
     R = SPARSE_N // BLOCK_N
     row = b * snb + h * snh + (start_m // SPARSE_M) * snm
     irow = b * sib + h * sih + (start_m // SPARSE_M) * sim
-    n_partial = tl.load(KV_NUM + row)
-    for it in range(0, n_partial * R):
-        start_n = tl.load(KV_IDX + irow + it // R) * SPARSE_N + (it % R) * BLOCK_N
-        dq = _dq_tile(dq, q, do, lse, delta, K_base, V_base, KD, VD, kv_row, start_n, offs_m,
-                      offs_d, b, h, sm_scale, KV_LEN, stride_kn, stride_vn, __CAPS__ __GRADS__
-                      D, D_PAD, BLOCK_N, True, EVEN_N, HAS_SCORE_MOD, HAS_CAPTURE_GRADS,
-                      DOT_PREC, TMA)
-    n_full = tl.load(FULL_NUM + row)
-    for it in range(0, n_full * R):
-        start_n = tl.load(FULL_IDX + irow + it // R) * SPARSE_N + (it % R) * BLOCK_N
-        dq = _dq_tile(dq, q, do, lse, delta, K_base, V_base, KD, VD, kv_row, start_n, offs_m,
-                      offs_d, b, h, sm_scale, KV_LEN, stride_kn, stride_vn, __CAPS__ __GRADS__
-                      D, D_PAD, BLOCK_N, False, EVEN_N, HAS_SCORE_MOD, HAS_CAPTURE_GRADS,
-                      DOT_PREC, TMA)
+    dq = _dq_tiles(dq, q, do, lse, delta, K_base, V_base, KD, VD, kv_row, KV_IDX, irow,
+                   tl.load(KV_NUM + row) * R, offs_m, offs_d, b, h, sm_scale, KV_LEN, stride_kn,
+                   stride_vn, __CAPS__ __GRADS__ D, D_PAD, BLOCK_N, SPARSE_N, True, EVEN_N,
+                   HAS_SCORE_MOD, HAS_CAPTURE_GRADS, DOT_PREC, TMA, LOOKAHEAD)
+    dq = _dq_tiles(dq, q, do, lse, delta, K_base, V_base, KD, VD, kv_row, FULL_IDX, irow,
+                   tl.load(FULL_NUM + row) * R, offs_m, offs_d, b, h, sm_scale, KV_LEN,
+                   stride_kn, stride_vn, __CAPS__ __GRADS__ D, D_PAD, BLOCK_N, SPARSE_N, False,
+                   EVEN_N, HAS_SCORE_MOD, HAS_CAPTURE_GRADS, DOT_PREC, TMA, LOOKAHEAD)
     dq = dq * sm_scale
     tl.store(DQ + b * stride_dqb + h * stride_dqh + offs_m[:, None] * stride_dqm + offs_d[None, :],
              dq.to(DQ.dtype.element_ty), mask=row_mask)

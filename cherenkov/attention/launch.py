@@ -370,6 +370,12 @@ def _ds_chunk(plan: Plan, q, k, grad_ks) -> int:
     return heads
 
 
+# The dQ kernel's loop with the forward's lookahead (kernels_bwd_src._dq_tiles: the next
+# tile's q K^T issued before this tile's dS), on two warpgroups (tuning's "dq_la"). Off until
+# measured on the GPU (bench/attention_lookahead_gpu.py).
+DQ_LOOKAHEAD = False
+
+
 def _dq_kernel(plan, q, k, v, do, o, lse, delta, caps, grad_ks, grad_bufs, fused,
                backward_mode) -> torch.Tensor:
     """dQ by its own kernel (and delta, when `fused`)."""
@@ -379,7 +385,7 @@ def _dq_kernel(plan, q, k, v, do, o, lse, delta, caps, grad_ks, grad_bufs, fused
     D_PAD = max(16, next_power_of_2(D))
     prec = _dot_precision(q.dtype)
     dq = torch.empty_like(q, memory_format=torch.contiguous_format)
-    cfg = choose_config("dq", D, q.dtype, m.block, plan.interpret)
+    cfg = choose_config("dq_la" if DQ_LOOKAHEAD else "dq", D, q.dtype, m.block, plan.interpret)
     n_m = triton_cdiv(Q_LEN, cfg.block_m)
     tma = tma_mode(q, k, v, do, cfg.block_m, cfg.block_n, plan.interpret, backward_mode)
     kd, vd = _descriptors(tma, (k, cfg.block_n), (v, cfg.block_n))
@@ -395,7 +401,8 @@ def _dq_kernel(plan, q, k, v, do, o, lse, delta, caps, grad_ks, grad_bufs, fused
         dict(D=D, D_PAD=D_PAD, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
              SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % cfg.block_m == 0,
              EVEN_N=KV_LEN % m.block[1] == 0, HAS_SCORE_MOD=plan.has_score_mod,
-             HAS_CAPTURE_GRADS=bool(grad_ks), FUSED_DELTA=fused, DOT_PREC=prec, TMA=tma),
+             HAS_CAPTURE_GRADS=bool(grad_ks), FUSED_DELTA=fused, DOT_PREC=prec, TMA=tma,
+             LOOKAHEAD=DQ_LOOKAHEAD),
         () if grad_ks else (dq, delta) if fused else (dq,),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     return dq

@@ -30,3 +30,22 @@ def test_lookahead_with_a_score_mod_and_documents(monkeypatch):
     slopes = alibi_slopes(4)
     check(*make_qkv(1, 4, 1, 33, 47, 32), lambda: alibi(slopes), causal, block=(32, 64))
     check(*make_qkv(1, 2, 2, 37, 37, 16), mask_mod=document(DOC_IDS[:37].clone(), causal=True))
+
+
+@pytest.mark.parametrize("block", [(16, 16), (32, 64)])
+@pytest.mark.parametrize("name", ["causal", "prefix_lm", "rows without keys"])
+def test_lookahead_dq_matches_the_plain_loop_and_the_reference(monkeypatch, name, block):
+    """launch.DQ_LOOKAHEAD (kernels_bwd_src._dq_tiles): dQ's bits as the plain loop's."""
+    q, k, v = make_qkv(1, 2, 2, 37, 101, 16)
+    bm = block_mask(MASKS[name], 1, 2, 37, 101, block=block)
+    go = torch.randn(1, 2, 37, 16)
+    plain = torch.autograd.grad(attention(q, k, v, block_mask=bm), (q, k, v), go)
+    monkeypatch.setattr(launch, "DQ_LOOKAHEAD", True)
+    ahead = torch.autograd.grad(attention(q, k, v, block_mask=bm), (q, k, v), go)
+    assert all(torch.equal(a, b) for a, b in zip(ahead, plain))
+    check(q, k, v, mask_mod=MASKS[name], block=block)
+    monkeypatch.setattr(launch, "FWD_LOOKAHEAD", True)
+    # both, with a score mod whose captured slopes get gradients (the dQ kernel computes
+    # those; score mods without them take the stored-dS backward)
+    slopes = alibi_slopes(4).requires_grad_()
+    check(*make_qkv(1, 4, 4, 37, 101, 16), alibi, causal, captured=(slopes,), block=block)
