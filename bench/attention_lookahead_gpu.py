@@ -1,6 +1,7 @@
-"""The lookahead loops (the next key tile's q K^T issued before this tile's softmax / dS):
-the forward's (launch.FWD_LOOKAHEAD, two warpgroups: tuning's "fwd_tma_la") and dQ's
-(launch.DQ_LOOKAHEAD, two warpgroups on its 64 x 64 tile: "dq_la"), against the plain loops,
+"""The lookahead loops (the next tile's scores issued before this tile's softmax / dS): the
+forward's (launch.FWD_LOOKAHEAD, two warpgroups: tuning's "fwd_tma_la"), dQ's (DQ_LOOKAHEAD,
+"dq_la") and dK/dV's (DKDV_LOOKAHEAD, "dkdv_la"; its loops spill in sm_90 SASS on the CPU,
+24 LDL a block, the others' not), against the plain loops,
 each variant in its own process, checked and timed at the attention suite's shape
 (bench/attention_probe_runs.py). The plain loops on 8 warps tell the warps' share apart.
 
@@ -18,25 +19,26 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from attention_probe_runs import probe_main  # noqa: E402
 
-VARIANTS = {   # (forward lookahead, dQ lookahead, warps of the plain forward / dQ)
-    "base": (False, False, None, None), "fwd 8 warps": (False, False, 8, None),
-    "fwd lookahead": (True, False, None, None), "dq 8 warps": (False, False, None, 8),
-    "dq lookahead": (False, True, None, None), "both lookahead": (True, True, None, None)}
+VARIANTS = {   # {flag: on} and {kernel: warps of its plain loop}
+    "base": ({}, {}), "fwd 8 warps": ({}, {"fwd_tma": 8}),
+    "fwd lookahead": ({"FWD_LOOKAHEAD": True}, {}), "dq 8 warps": ({}, {"dq": 8}),
+    "dq lookahead": ({"DQ_LOOKAHEAD": True}, {}), "dkdv 8 warps": ({}, {"dkdv": 8}),
+    "dkdv lookahead": ({"DKDV_LOOKAHEAD": True}, {}),
+    "fwd + dq lookahead": ({"FWD_LOOKAHEAD": True, "DQ_LOOKAHEAD": True}, {})}
 
 
 def _configure(variant: str) -> None:
     from cherenkov.attention import launch, tuning
-    fwd, dq, fwd_warps, dq_warps = VARIANTS[variant]
-    launch.FWD_LOOKAHEAD, launch.DQ_LOOKAHEAD = fwd, dq
-    if fwd_warps is not None:
-        tuning._GPU_TABLE["fwd_tma"][128] = tuning.KernelConfig(128, 64, fwd_warps, 2)
-    if dq_warps is not None:        # past the one-warpgroup rule for 64 x 64 tiles
+    flags, warps = VARIANTS[variant]
+    for name, value in flags.items():
+        setattr(launch, name, value)
+    if warps:                       # past the one-warpgroup rule for 64 x 64 tiles
         table_config = tuning._table_config
 
         def with_warps(kernel, *args):
             cfg = table_config(kernel, *args)
-            return tuning.KernelConfig(cfg.block_m, cfg.block_n, dq_warps, cfg.num_stages) \
-                if kernel == "dq" else cfg
+            return tuning.KernelConfig(cfg.block_m, cfg.block_n, warps[kernel],
+                                       cfg.num_stages) if kernel in warps else cfg
         tuning._table_config = with_warps
 
 

@@ -55,8 +55,8 @@ def _kernel(module, kind: str, has_mod: bool, ds_store: bool, lookahead: bool = 
     if kind == "dkdv":
         descs = {"QD": "tensordesc<bf16[64,128]>", "DOD": "tensordesc<bf16[64,128]>",
                  "DSD": "tensordesc<bf16[64,64]>"}
-        return (module._attn_bwd_dkdv, dict(base, **tiles, DP_FIRST=False, DS_STORE=ds_store),
-                descs, 4, 2)
+        return (module._attn_bwd_dkdv, dict(base, **tiles, DP_FIRST=False, DS_STORE=ds_store,
+                                            LOOKAHEAD=lookahead), descs, 4, 2)
     descs = {"KD": "tensordesc<bf16[64,128]>", "VD": "tensordesc<bf16[64,128]>"}
     return (module._attn_bwd_dq, dict(base, **tiles, HAS_CAPTURE_GRADS=False, FUSED_DELTA=True,
                                       LOOKAHEAD=lookahead), descs, 4, 2)
@@ -108,8 +108,8 @@ def main() -> int:
     ap.add_argument("--stages", type=int)
     ap.add_argument("--ds-store", action="store_true")
     ap.add_argument("--lookahead", action="store_true",
-                    help="fwd, dq: the lookahead loop (launch.FWD_LOOKAHEAD / DQ_LOOKAHEAD; "
-                         "the forward then on 8 warps by default)")
+                    help="the lookahead loop (launch.FWD_LOOKAHEAD / DQ_LOOKAHEAD / "
+                         "DKDV_LOOKAHEAD; the forward then on 8 warps by default)")
     args = ap.parse_args()
     if os.environ.get("TRITON_INTERPRET") == "1":
         print("run without TRITON_INTERPRET (env -u TRITON_INTERPRET ...)", file=sys.stderr)

@@ -23,37 +23,49 @@ def _attn_bwd_delta(O, DO, DELTA, stride_ob, stride_oh, stride_om, stride_dob, s
 
 
 @triton.jit
-def _dkdv_tile(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD, DS, DSD, ds_row,
-               ds_q_rows, q_row, start_m, offs_n, offs_d, b, h, sm_scale, Q_LEN, stride_qm,
-               stride_dom, __CAPS__
-               D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
-               BLOCK_N: tl.constexpr, SPARSE_M: tl.constexpr, IS_PARTIAL: tl.constexpr, EVEN_M: tl.constexpr,
-               HAS_SCORE_MOD: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr,
-               DP_FIRST: tl.constexpr, DS_STORE: tl.constexpr):
-    """DP_FIRST (score mods whose derivative varies per score): dP's matmul issued with S's and
-    dS formed before the dV matmul -- no tile held across the dP matmul, so the derivative's
-    tile fits beside 64-row steps (softcap forward+backward 2.64 vs 2.82 ms with 32-row steps,
-    bench/results/2026-12-01_attention_bwd_order_variants_h200_d9ee083.md); without a score
-    mod's derivative tile that order takes 17-26% longer (causal, ALiBi).
+def _dkdv_scores(k, Q_base, QD, q_row, start_m, offs_d, Q_LEN, stride_qm,
+                 D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
+                 EVEN_M: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr):
+    """(K q^T of the query tile at start_m, that q tile transposed)."""
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    qT_ptrs = Q_base + offs_m[None, :] * stride_qm + offs_d[:, None]      # (D_PAD, BLOCK_M)
+    if TMA == 2:
+        qT = QD.load([q_row + start_m, 0]).T
+    elif EVEN_M and D == D_PAD:
+        qT = tl.load(qT_ptrs)
+    else:
+        qT = tl.load(qT_ptrs, mask=(offs_m[None, :] < Q_LEN) & (offs_d[:, None] < D), other=0.0)
+    return tl.dot(k, qT, input_precision=DOT_PREC), qT                  # (BLOCK_N, BLOCK_M)
+
+
+@triton.jit
+def _dkdv_update(dk, dv, qkT, qT, v, DO_base, LSE_base, DELTA_base, DOD, DS, DSD, ds_row,
+                 ds_q_rows, q_row, start_m, offs_n, offs_d, b, h, sm_scale, Q_LEN, stride_dom,
+                 __CAPS__
+                 D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
+                 BLOCK_N: tl.constexpr, SPARSE_M: tl.constexpr, IS_PARTIAL: tl.constexpr,
+                 EVEN_M: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, DOT_PREC: tl.constexpr,
+                 TMA: tl.constexpr, DP_FIRST: tl.constexpr, DS_STORE: tl.constexpr):
+    """DP_FIRST (score mods whose derivative varies per score): dP's matmul issued right
+    after S's is at hand and dS formed before the dV matmul -- no tile held across the dP
+    matmul, so the derivative's tile fits beside 64-row steps (softcap forward+backward 2.64
+    vs 2.82 ms with 32-row steps, bench/results/2026-12-01_attention_bwd_order_variants_h200_
+    d9ee083.md); without a score mod's derivative tile that order takes 17-26% longer
+    (causal, ALiBi).
     DS_STORE (launch.DS_STORE): this tile's dS^T is also stored for _attn_bwd_dq_ds, so no dQ
     kernel recomputes S and dP, at rows ds_row (this program's first key row) + the query
     block's ds_q_rows of DS (see _attn_bwd_dkdv). With TMA == 2 through DSD: an asynchronous
     bulk copy that Triton's pipeliner waits on only before the next tile's."""
     offs_m = start_m + tl.arange(0, BLOCK_M)
-    qT_ptrs = Q_base + offs_m[None, :] * stride_qm + offs_d[:, None]      # (D_PAD, BLOCK_M)
     do_ptrs = DO_base + offs_m[:, None] * stride_dom + offs_d[None, :]    # (BLOCK_M, D_PAD)
     if TMA == 2:
-        qT = QD.load([q_row + start_m, 0]).T
         do = DOD.load([q_row + start_m, 0])
     elif EVEN_M and D == D_PAD:
-        qT = tl.load(qT_ptrs)
         do = tl.load(do_ptrs)
     else:
-        qT = tl.load(qT_ptrs, mask=(offs_m[None, :] < Q_LEN) & (offs_d[:, None] < D), other=0.0)
         do = tl.load(do_ptrs, mask=(offs_m[:, None] < Q_LEN) & (offs_d[None, :] < D), other=0.0)
     lse = tl.load(LSE_base + offs_m, mask=offs_m < Q_LEN, other=float("inf"))
     delta = tl.load(DELTA_base + offs_m, mask=offs_m < Q_LEN, other=0.0)
-    qkT = tl.dot(k, qT, input_precision=DOT_PREC)                         # (BLOCK_N, BLOCK_M)
     if DP_FIRST:
         dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PREC)          # (BLOCK_N, BLOCK_M)
     q_idx = offs_m[None, :]
@@ -90,6 +102,50 @@ def _dkdv_tile(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD, DS,
     return dk, dv
 
 
+@triton.jit
+def _dkdv_tiles(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD, DS, DSD, ds_row,
+                ds_q_rows, q_row, IDX, irow, n, offs_n, offs_d, b, h, sm_scale, Q_LEN,
+                stride_qm, stride_dom, __CAPS__
+                D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
+                BLOCK_N: tl.constexpr, SPARSE_M: tl.constexpr, IS_PARTIAL: tl.constexpr,
+                EVEN_M: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, DOT_PREC: tl.constexpr,
+                TMA: tl.constexpr, DP_FIRST: tl.constexpr, DS_STORE: tl.constexpr,
+                LOOKAHEAD: tl.constexpr):
+    """The n query tiles of the block list at IDX + irow. LOOKAHEAD: as the forward's
+    (kernels_src._fwd_tiles), the next tile's K q^T issued before this tile's dS and dK / dV."""
+    R = SPARSE_M // BLOCK_M
+    if LOOKAHEAD:
+        if n > 0:
+            start_m = tl.load(IDX + irow) * SPARSE_M
+            qkT, qT = _dkdv_scores(k, Q_base, QD, q_row, start_m, offs_d, Q_LEN, stride_qm, D,
+                                   D_PAD, BLOCK_M, EVEN_M, DOT_PREC, TMA)
+            for it in range(0, n):
+                nxt = tl.minimum(it + 1, n - 1)
+                next_m = tl.load(IDX + irow + nxt // R) * SPARSE_M + (nxt % R) * BLOCK_M
+                qkT_next, qT_next = _dkdv_scores(k, Q_base, QD, q_row, next_m, offs_d, Q_LEN,
+                                                 stride_qm, D, D_PAD, BLOCK_M, EVEN_M,
+                                                 DOT_PREC, TMA)
+                dk, dv = _dkdv_update(dk, dv, qkT, qT, v, DO_base, LSE_base, DELTA_base, DOD,
+                                      DS, DSD, ds_row, ds_q_rows, q_row, start_m, offs_n,
+                                      offs_d, b, h, sm_scale, Q_LEN, stride_dom, __CAPS__ D,
+                                      D_PAD, BLOCK_M, BLOCK_N, SPARSE_M, IS_PARTIAL, EVEN_M,
+                                      HAS_SCORE_MOD, DOT_PREC, TMA, DP_FIRST, DS_STORE)
+                qkT = qkT_next
+                qT = qT_next
+                start_m = next_m
+    else:
+        for it in range(0, n):
+            start_m = tl.load(IDX + irow + it // R) * SPARSE_M + (it % R) * BLOCK_M
+            qkT, qT = _dkdv_scores(k, Q_base, QD, q_row, start_m, offs_d, Q_LEN, stride_qm, D,
+                                   D_PAD, BLOCK_M, EVEN_M, DOT_PREC, TMA)
+            dk, dv = _dkdv_update(dk, dv, qkT, qT, v, DO_base, LSE_base, DELTA_base, DOD, DS,
+                                  DSD, ds_row, ds_q_rows, q_row, start_m, offs_n, offs_d, b, h,
+                                  sm_scale, Q_LEN, stride_dom, __CAPS__ D, D_PAD, BLOCK_M,
+                                  BLOCK_N, SPARSE_M, IS_PARTIAL, EVEN_M, HAS_SCORE_MOD,
+                                  DOT_PREC, TMA, DP_FIRST, DS_STORE)
+    return dk, dv
+
+
 @triton.jit(do_not_specialize=["HEAD_GROUP", "HEAD0"])   # their values never change the code
 def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, DELTA, __CAPS__
                    Q_NUM, Q_IDX, FULL_NUM, FULL_IDX, QD, DOD, DS, DSD,
@@ -102,7 +158,7 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, DELTA, __CAPS__
                    BLOCK_N: tl.constexpr, SPARSE_M: tl.constexpr, SPARSE_N: tl.constexpr,
                    EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
                    DOT_PREC: tl.constexpr, TMA: tl.constexpr, DP_FIRST: tl.constexpr,
-                   DS_STORE: tl.constexpr):
+                   DS_STORE: tl.constexpr, LOOKAHEAD: tl.constexpr = False):
     """dK, dV per key block of the kv heads HEAD0.. (the grid's heads). DS_STORE: each tile's
     dS^T is stored too, into DS (DSD: its 2-D view), rows of SPARSE_M query columns: per query
     head of these kv heads (in grid order), per query block, one row per key index (KV_LEN
@@ -135,22 +191,18 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, DELTA, __CAPS__
         q_row = (b * H + h) * Q_LEN                      # TMA == 2: rows of (B*H*Q_LEN, D)
         row = b * snb + h * snh + (start_n // SPARSE_N) * snn
         irow = b * sib + h * sih + (start_n // SPARSE_N) * sin
-        n_partial = tl.load(Q_NUM + row)
-        for it in range(0, n_partial * R):
-            start_m = tl.load(Q_IDX + irow + it // R) * SPARSE_M + (it % R) * BLOCK_M
-            dk, dv = _dkdv_tile(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD,
-                                DS, DSD, ds_row, ds_q_rows, q_row, start_m, offs_n, offs_d, b, h,
-                                sm_scale, Q_LEN, stride_qm, stride_dom, __CAPS__ D, D_PAD,
-                                BLOCK_M, BLOCK_N, SPARSE_M, True, EVEN_M, HAS_SCORE_MOD, DOT_PREC,
-                                TMA, DP_FIRST, DS_STORE)
-        n_full = tl.load(FULL_NUM + row)
-        for it in range(0, n_full * R):
-            start_m = tl.load(FULL_IDX + irow + it // R) * SPARSE_M + (it % R) * BLOCK_M
-            dk, dv = _dkdv_tile(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD,
-                                DS, DSD, ds_row, ds_q_rows, q_row, start_m, offs_n, offs_d, b, h,
-                                sm_scale, Q_LEN, stride_qm, stride_dom, __CAPS__ D, D_PAD,
-                                BLOCK_M, BLOCK_N, SPARSE_M, False, EVEN_M, HAS_SCORE_MOD, DOT_PREC,
-                                TMA, DP_FIRST, DS_STORE)
+        dk, dv = _dkdv_tiles(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD,
+                             DS, DSD, ds_row, ds_q_rows, q_row, Q_IDX, irow,
+                             tl.load(Q_NUM + row) * R, offs_n, offs_d, b, h, sm_scale, Q_LEN,
+                             stride_qm, stride_dom, __CAPS__ D, D_PAD, BLOCK_M, BLOCK_N,
+                             SPARSE_M, True, EVEN_M, HAS_SCORE_MOD, DOT_PREC, TMA, DP_FIRST,
+                             DS_STORE, LOOKAHEAD)
+        dk, dv = _dkdv_tiles(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD,
+                             DS, DSD, ds_row, ds_q_rows, q_row, FULL_IDX, irow,
+                             tl.load(FULL_NUM + row) * R, offs_n, offs_d, b, h, sm_scale, Q_LEN,
+                             stride_qm, stride_dom, __CAPS__ D, D_PAD, BLOCK_M, BLOCK_N,
+                             SPARSE_M, False, EVEN_M, HAS_SCORE_MOD, DOT_PREC, TMA, DP_FIRST,
+                             DS_STORE, LOOKAHEAD)
     dk = dk * sm_scale
     tl.store(DK + b * stride_dkb + hk * stride_dkh + offs_n[:, None] * stride_dkn + offs_d[None, :],
              dk.to(DK.dtype.element_ty), mask=kv_mask)

@@ -408,6 +408,12 @@ def _dq_kernel(plan, q, k, v, do, o, lse, delta, caps, grad_ks, grad_bufs, fused
     return dq
 
 
+# The dK/dV kernel's loop with the lookahead (kernels_bwd_src._dkdv_tiles: the next query
+# tile's K q^T issued before this tile's dS), on two warpgroups (tuning's "dkdv_la"). Off
+# until measured on the GPU (bench/attention_lookahead_gpu.py).
+DKDV_LOOKAHEAD = False
+
+
 def _dkdv_kernel(plan, q, k, v, do, lse, delta, caps, backward_mode, dk, dv, ds=None,
                  head0: int = 0, heads: int | None = None) -> None:
     """dK and dV of kv heads head0 .. head0 + heads (all by default) into dk, dv; with `ds`,
@@ -418,7 +424,8 @@ def _dkdv_kernel(plan, q, k, v, do, lse, delta, caps, backward_mode, dk, dv, ds=
     m = plan.mask
     D_PAD = max(16, next_power_of_2(D))
     prec = _dot_precision(q.dtype)
-    cfg = choose_config("dkdv", D, q.dtype, m.block, plan.interpret)
+    cfg = choose_config("dkdv_la" if DKDV_LOOKAHEAD else "dkdv", D, q.dtype, m.block,
+                        plan.interpret)
     tma = tma_mode(q, k, v, do, cfg.block_m, cfg.block_n, plan.interpret, backward_mode)
     qd, dod = _descriptors(tma, (q, cfg.block_m), (do, cfg.block_m))
     dsd = _ds_descriptor(ds, m, cfg) if ds is not None and tma == 2 else None
@@ -436,7 +443,8 @@ def _dkdv_kernel(plan, q, k, v, do, lse, delta, caps, backward_mode, dk, dv, ds=
         dict(D=D, D_PAD=D_PAD, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
              SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % m.block[0] == 0,
              EVEN_N=KV_LEN % cfg.block_n == 0, HAS_SCORE_MOD=plan.has_score_mod, DOT_PREC=prec,
-             TMA=tma, DP_FIRST=plan.traced.score_grad_varies, DS_STORE=ds is not None),
+             TMA=tma, DP_FIRST=plan.traced.score_grad_varies, DS_STORE=ds is not None,
+             LOOKAHEAD=DKDV_LOOKAHEAD),
         (dk, dv), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
 

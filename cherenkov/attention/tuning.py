@@ -68,6 +68,10 @@ _GPU_TABLE = {
               256: KernelConfig(64, 32, 4, 1)},
     "dkdv": {64: KernelConfig(64, 128, 8, 3), 128: KernelConfig(64, 128, 8, 2),
              256: KernelConfig(32, 64, 4, 1)},
+    # dK/dV with launch.DKDV_LOOKAHEAD: two warpgroups on the (clipped) 64 x 64 tile; exempt
+    # from the one-warpgroup rule below; not yet measured on the GPU
+    "dkdv_la": {64: KernelConfig(64, 128, 8, 3), 128: KernelConfig(64, 128, 8, 2),
+                256: KernelConfig(32, 64, 4, 1)},
     # dQ from stored dS (launch.DS_STORE): a stream of dS tiles, one matmul each; 3 stages,
     # 2 and 4 within 2% (bench/results/2026-12-01_attention_dq_ds_variants_*)
     "dq_ds": {64: KernelConfig(64, 64, 4, 3), 128: KernelConfig(64, 64, 4, 3),
@@ -109,8 +113,8 @@ def stages_that_fit(cfg: KernelConfig, d_pad: int, elem_bytes: int, sram_bytes: 
 
 def choose_config(kernel: str, head_dim: int, dtype: torch.dtype, sparse_block=(64, 64),
                   interpret: bool = False, device=None) -> KernelConfig:
-    """Tiles for `kernel` in {"fwd", "fwd_tma", "fwd_tma_la", "dq", "dq_la", "dkdv", "dq_ds",
-    "decode"} at this head
+    """Tiles for `kernel` in {"fwd", "fwd_tma", "fwd_tma_la", "dq", "dq_la", "dkdv", "dkdv_la",
+    "dq_ds", "decode"} at this head
     dim and dtype; `device` is a `cherenkov.hw.DeviceSpec` (default: the live device)."""
     if interpret:
         return _INTERPRETER.clip(sparse_block)
@@ -145,6 +149,6 @@ def _table_config(kernel: str, head_dim: int, dtype: torch.dtype, sparse_block) 
                             cfg.num_stages)
     cfg = cfg.clip(sparse_block)
     if (kernel == "dkdv" and cfg.block_n <= 64 or cfg.block_m * cfg.block_n <= 64 * 64) \
-            and cfg.num_warps > 4 and kernel != "dq_la":
+            and cfg.num_warps > 4 and kernel not in ("dq_la", "dkdv_la"):
         cfg = KernelConfig(cfg.block_m, cfg.block_n, 4, cfg.num_stages)   # one warpgroup
     return cfg

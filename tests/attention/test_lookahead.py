@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from cherenkov.attention import (alibi, alibi_slopes, attention, block_mask, causal, document,
-                                 prefix_lm, sliding_window)
+                                 prefix_lm, sliding_window, tanh_softcap)
 from cherenkov.attention import launch
 from tests.attention.test_api import DOC_IDS, check, make_qkv
 
@@ -49,3 +49,21 @@ def test_lookahead_dq_matches_the_plain_loop_and_the_reference(monkeypatch, name
     # those; score mods without them take the stored-dS backward)
     slopes = alibi_slopes(4).requires_grad_()
     check(*make_qkv(1, 4, 4, 37, 101, 16), alibi, causal, captured=(slopes,), block=block)
+
+
+@pytest.mark.parametrize("block", [(16, 16), (32, 64), (64, 32)])
+@pytest.mark.parametrize("name", ["causal", "sliding_window", "rows without keys"])
+def test_lookahead_dkdv_matches_the_plain_loop_and_the_reference(monkeypatch, name, block):
+    """launch.DKDV_LOOKAHEAD (kernels_bwd_src._dkdv_tiles): dK / dV's bits as the plain
+    loop's; with a score mod on the stored-dS backward (ALiBi) and with softcap (DP_FIRST)."""
+    q, k, v = make_qkv(1, 2, 2, 37, 101, 16)
+    bm = block_mask(MASKS[name], 1, 2, 37, 101, block=block)
+    go = torch.randn(1, 2, 37, 16)
+    plain = torch.autograd.grad(attention(q, k, v, block_mask=bm), (q, k, v), go)
+    monkeypatch.setattr(launch, "DKDV_LOOKAHEAD", True)
+    ahead = torch.autograd.grad(attention(q, k, v, block_mask=bm), (q, k, v), go)
+    assert all(torch.equal(a, b) for a, b in zip(ahead, plain))
+    check(q, k, v, mask_mod=MASKS[name], block=block)
+    slopes = alibi_slopes(4)
+    check(*make_qkv(1, 4, 1, 33, 47, 32), lambda: alibi(slopes), causal, block=block)
+    check(*make_qkv(1, 2, 2, 37, 101, 16), lambda: tanh_softcap(1.5), block=block)
