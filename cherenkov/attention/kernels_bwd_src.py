@@ -23,28 +23,44 @@ def _attn_bwd_delta(O, DO, DELTA, stride_ob, stride_oh, stride_om, stride_dob, s
 
 
 @triton.jit
-def _dkdv_scores(k, Q_base, QD, q_row, start_m, offs_d, Q_LEN, stride_qm,
+def _dkdv_q_tile(Q_base, QD, q_row, start_m, offs_d, Q_LEN, stride_qm,
                  D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
-                 EVEN_M: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr):
-    """(K q^T of the query tile at start_m, that q tile transposed)."""
+                 EVEN_M: tl.constexpr, TMA: tl.constexpr):
+    """The query tile at start_m, transposed: (D_PAD, BLOCK_M)."""
     offs_m = start_m + tl.arange(0, BLOCK_M)
-    qT_ptrs = Q_base + offs_m[None, :] * stride_qm + offs_d[:, None]      # (D_PAD, BLOCK_M)
+    qT_ptrs = Q_base + offs_m[None, :] * stride_qm + offs_d[:, None]
     if TMA == 2:
         qT = QD.load([q_row + start_m, 0]).T
     elif EVEN_M and D == D_PAD:
         qT = tl.load(qT_ptrs)
     else:
         qT = tl.load(qT_ptrs, mask=(offs_m[None, :] < Q_LEN) & (offs_d[:, None] < D), other=0.0)
-    return tl.dot(k, qT, input_precision=DOT_PREC), qT                  # (BLOCK_N, BLOCK_M)
+    return qT
 
 
 @triton.jit
-def _dkdv_update(dk, dv, qkT, qT, v, DO_base, LSE_base, DELTA_base, DOD, DS, DSD, ds_row,
-                 ds_q_rows, q_row, start_m, offs_n, offs_d, b, h, sm_scale, Q_LEN, stride_dom,
-                 __CAPS__
-                 D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
-                 BLOCK_N: tl.constexpr, SPARSE_M: tl.constexpr, IS_PARTIAL: tl.constexpr,
-                 EVEN_M: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, DOT_PREC: tl.constexpr,
+def _dkdv_rows(DO_base, DOD, LSE_base, DELTA_base, q_row, start_m, offs_d, Q_LEN, stride_dom,
+               D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
+               EVEN_M: tl.constexpr, TMA: tl.constexpr):
+    """dO (BLOCK_M, D_PAD), lse and delta of the query rows at start_m."""
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    do_ptrs = DO_base + offs_m[:, None] * stride_dom + offs_d[None, :]
+    if TMA == 2:
+        do = DOD.load([q_row + start_m, 0])
+    elif EVEN_M and D == D_PAD:
+        do = tl.load(do_ptrs)
+    else:
+        do = tl.load(do_ptrs, mask=(offs_m[:, None] < Q_LEN) & (offs_d[None, :] < D), other=0.0)
+    lse = tl.load(LSE_base + offs_m, mask=offs_m < Q_LEN, other=float("inf"))
+    delta = tl.load(DELTA_base + offs_m, mask=offs_m < Q_LEN, other=0.0)
+    return do, lse, delta
+
+
+@triton.jit
+def _dkdv_update(dk, dv, qkT, qT, do, lse, delta, v, DS, DSD, ds_row, ds_q_rows, start_m, offs_n,
+                 b, h, sm_scale, __CAPS__
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPARSE_M: tl.constexpr,
+                 IS_PARTIAL: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, DOT_PREC: tl.constexpr,
                  TMA: tl.constexpr, DP_FIRST: tl.constexpr, DS_STORE: tl.constexpr):
     """DP_FIRST (score mods whose derivative varies per score): dP's matmul issued right
     after S's is at hand and dS formed before the dV matmul -- no tile held across the dP
@@ -57,15 +73,6 @@ def _dkdv_update(dk, dv, qkT, qT, v, DO_base, LSE_base, DELTA_base, DOD, DS, DSD
     block's ds_q_rows of DS (see _attn_bwd_dkdv). With TMA == 2 through DSD: an asynchronous
     bulk copy that Triton's pipeliner waits on only before the next tile's."""
     offs_m = start_m + tl.arange(0, BLOCK_M)
-    do_ptrs = DO_base + offs_m[:, None] * stride_dom + offs_d[None, :]    # (BLOCK_M, D_PAD)
-    if TMA == 2:
-        do = DOD.load([q_row + start_m, 0])
-    elif EVEN_M and D == D_PAD:
-        do = tl.load(do_ptrs)
-    else:
-        do = tl.load(do_ptrs, mask=(offs_m[:, None] < Q_LEN) & (offs_d[None, :] < D), other=0.0)
-    lse = tl.load(LSE_base + offs_m, mask=offs_m < Q_LEN, other=float("inf"))
-    delta = tl.load(DELTA_base + offs_m, mask=offs_m < Q_LEN, other=0.0)
     if DP_FIRST:
         dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PREC)          # (BLOCK_N, BLOCK_M)
     q_idx = offs_m[None, :]
@@ -111,38 +118,45 @@ def _dkdv_tiles(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD, DS
                 EVEN_M: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, DOT_PREC: tl.constexpr,
                 TMA: tl.constexpr, DP_FIRST: tl.constexpr, DS_STORE: tl.constexpr,
                 LOOKAHEAD: tl.constexpr):
-    """The n query tiles of the block list at IDX + irow. LOOKAHEAD: as the forward's
-    (kernels_src._fwd_tiles), the next tile's K q^T issued before this tile's dS and dK / dV."""
+    """The n query tiles of the block list at IDX + irow, each loaded (q, then dO and its
+    rows' lse and delta), K q^T, then _dkdv_update. LOOKAHEAD: as the forward's
+    (kernels_src._fwd_tiles), the next tile's q and K q^T come before this tile's dO and dS."""
     R = SPARSE_M // BLOCK_M
     if LOOKAHEAD:
         if n > 0:
             start_m = tl.load(IDX + irow) * SPARSE_M
-            qkT, qT = _dkdv_scores(k, Q_base, QD, q_row, start_m, offs_d, Q_LEN, stride_qm, D,
-                                   D_PAD, BLOCK_M, EVEN_M, DOT_PREC, TMA)
+            qT = _dkdv_q_tile(Q_base, QD, q_row, start_m, offs_d, Q_LEN, stride_qm, D, D_PAD,
+                              BLOCK_M, EVEN_M, TMA)
+            qkT = tl.dot(k, qT, input_precision=DOT_PREC)
             for it in range(0, n):
                 nxt = tl.minimum(it + 1, n - 1)
                 next_m = tl.load(IDX + irow + nxt // R) * SPARSE_M + (nxt % R) * BLOCK_M
-                qkT_next, qT_next = _dkdv_scores(k, Q_base, QD, q_row, next_m, offs_d, Q_LEN,
-                                                 stride_qm, D, D_PAD, BLOCK_M, EVEN_M,
-                                                 DOT_PREC, TMA)
-                dk, dv = _dkdv_update(dk, dv, qkT, qT, v, DO_base, LSE_base, DELTA_base, DOD,
-                                      DS, DSD, ds_row, ds_q_rows, q_row, start_m, offs_n,
-                                      offs_d, b, h, sm_scale, Q_LEN, stride_dom, __CAPS__ D,
-                                      D_PAD, BLOCK_M, BLOCK_N, SPARSE_M, IS_PARTIAL, EVEN_M,
-                                      HAS_SCORE_MOD, DOT_PREC, TMA, DP_FIRST, DS_STORE)
+                qT_next = _dkdv_q_tile(Q_base, QD, q_row, next_m, offs_d, Q_LEN, stride_qm, D,
+                                       D_PAD, BLOCK_M, EVEN_M, TMA)
+                qkT_next = tl.dot(k, qT_next, input_precision=DOT_PREC)
+                do, lse, delta = _dkdv_rows(DO_base, DOD, LSE_base, DELTA_base, q_row, start_m,
+                                            offs_d, Q_LEN, stride_dom, D, D_PAD, BLOCK_M,
+                                            EVEN_M, TMA)
+                dk, dv = _dkdv_update(dk, dv, qkT, qT, do, lse, delta, v, DS, DSD, ds_row,
+                                      ds_q_rows, start_m, offs_n, b, h, sm_scale, __CAPS__
+                                      BLOCK_M, BLOCK_N, SPARSE_M, IS_PARTIAL, HAS_SCORE_MOD,
+                                      DOT_PREC, TMA, DP_FIRST, DS_STORE)
                 qkT = qkT_next
                 qT = qT_next
                 start_m = next_m
     else:
         for it in range(0, n):
             start_m = tl.load(IDX + irow + it // R) * SPARSE_M + (it % R) * BLOCK_M
-            qkT, qT = _dkdv_scores(k, Q_base, QD, q_row, start_m, offs_d, Q_LEN, stride_qm, D,
-                                   D_PAD, BLOCK_M, EVEN_M, DOT_PREC, TMA)
-            dk, dv = _dkdv_update(dk, dv, qkT, qT, v, DO_base, LSE_base, DELTA_base, DOD, DS,
-                                  DSD, ds_row, ds_q_rows, q_row, start_m, offs_n, offs_d, b, h,
-                                  sm_scale, Q_LEN, stride_dom, __CAPS__ D, D_PAD, BLOCK_M,
-                                  BLOCK_N, SPARSE_M, IS_PARTIAL, EVEN_M, HAS_SCORE_MOD,
-                                  DOT_PREC, TMA, DP_FIRST, DS_STORE)
+            qT = _dkdv_q_tile(Q_base, QD, q_row, start_m, offs_d, Q_LEN, stride_qm, D, D_PAD,
+                              BLOCK_M, EVEN_M, TMA)
+            do, lse, delta = _dkdv_rows(DO_base, DOD, LSE_base, DELTA_base, q_row, start_m,
+                                        offs_d, Q_LEN, stride_dom, D, D_PAD, BLOCK_M, EVEN_M,
+                                        TMA)
+            qkT = tl.dot(k, qT, input_precision=DOT_PREC)                 # (BLOCK_N, BLOCK_M)
+            dk, dv = _dkdv_update(dk, dv, qkT, qT, do, lse, delta, v, DS, DSD, ds_row,
+                                  ds_q_rows, start_m, offs_n, b, h, sm_scale, __CAPS__ BLOCK_M,
+                                  BLOCK_N, SPARSE_M, IS_PARTIAL, HAS_SCORE_MOD, DOT_PREC, TMA,
+                                  DP_FIRST, DS_STORE)
     return dk, dv
 
 
@@ -211,36 +225,30 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, DELTA, __CAPS__
 
 
 @triton.jit
-def _dq_scores(q, K_base, KD, kv_row, start_n, offs_d, KV_LEN, stride_kn,
-               D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
-               EVEN_N: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr):
-    """(q K^T of the key tile at start_n, that K tile transposed)."""
+def _dq_kv_tile(Base, Desc, kv_row, start_n, offs_d, KV_LEN, stride_n,
+                D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
+                EVEN_N: tl.constexpr, TMA: tl.constexpr):
+    """The K (or V) tile at start_n, transposed: (D_PAD, BLOCK_N)."""
     offs_n = start_n + tl.arange(0, BLOCK_N)
-    kT_ptrs = K_base + offs_n[None, :] * stride_kn + offs_d[:, None]      # (D_PAD, BLOCK_N)
+    ptrs = Base + offs_n[None, :] * stride_n + offs_d[:, None]
     if TMA == 2:
-        kT = KD.load([kv_row + start_n, 0]).T
+        tile = Desc.load([kv_row + start_n, 0]).T
     elif EVEN_N and D == D_PAD:
-        kT = tl.load(kT_ptrs)
+        tile = tl.load(ptrs)
     else:
-        kT = tl.load(kT_ptrs, mask=(offs_n[None, :] < KV_LEN) & (offs_d[:, None] < D), other=0.0)
-    return tl.dot(q, kT, input_precision=DOT_PREC), kT
+        tile = tl.load(ptrs, mask=(offs_n[None, :] < KV_LEN) & (offs_d[:, None] < D), other=0.0)
+    return tile
 
 
 @triton.jit
-def _dq_update(dq, qk, kT, do, lse, delta, V_base, VD, kv_row, start_n, offs_m, offs_d, b, h,
-               sm_scale, KV_LEN, stride_vn, __CAPS__ __GRADS__
-               D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
-               IS_PARTIAL: tl.constexpr, EVEN_N: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
-               HAS_CAPTURE_GRADS: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr):
-    """dQ's step for the key tile at start_n given its scores qk (and K^T): dP, dS, dS K."""
+def _dq_update(dq, qk, kT, vT, do, lse, delta, start_n, offs_m, b, h, sm_scale, KV_LEN,
+               __CAPS__ __GRADS__
+               BLOCK_N: tl.constexpr, IS_PARTIAL: tl.constexpr, EVEN_N: tl.constexpr,
+               HAS_SCORE_MOD: tl.constexpr, HAS_CAPTURE_GRADS: tl.constexpr,
+               DOT_PREC: tl.constexpr):
+    """dQ's step for the key tile at start_n given its scores qk (and K^T, V^T): dP, dS,
+    dS K."""
     offs_n = start_n + tl.arange(0, BLOCK_N)
-    vT_ptrs = V_base + offs_n[None, :] * stride_vn + offs_d[:, None]
-    if TMA == 2:
-        vT = VD.load([kv_row + start_n, 0]).T
-    elif EVEN_N and D == D_PAD:
-        vT = tl.load(vT_ptrs)
-    else:
-        vT = tl.load(vT_ptrs, mask=(offs_n[None, :] < KV_LEN) & (offs_d[:, None] < D), other=0.0)
     q_idx = offs_m[:, None]
     kv_idx = offs_n[None, :]
     if HAS_SCORE_MOD:
@@ -268,36 +276,41 @@ def _dq_tiles(dq, q, do, lse, delta, K_base, V_base, KD, VD, kv_row, IDX, irow, 
               SPARSE_N: tl.constexpr, IS_PARTIAL: tl.constexpr, EVEN_N: tl.constexpr,
               HAS_SCORE_MOD: tl.constexpr, HAS_CAPTURE_GRADS: tl.constexpr,
               DOT_PREC: tl.constexpr, TMA: tl.constexpr, LOOKAHEAD: tl.constexpr):
-    """The n key tiles of the block list at IDX + irow. LOOKAHEAD: as the forward's
-    (kernels_src._fwd_tiles), the next tile's q K^T issued before this tile's dS."""
+    """The n key tiles of the block list at IDX + irow, each loaded (K, V), q K^T, then
+    _dq_update. LOOKAHEAD: as the forward's (kernels_src._fwd_tiles), the next tile's K and
+    q K^T come before this tile's V and dS."""
     R = SPARSE_N // BLOCK_N
     if LOOKAHEAD:
         if n > 0:
             start_n = tl.load(IDX + irow) * SPARSE_N
-            qk, kT = _dq_scores(q, K_base, KD, kv_row, start_n, offs_d, KV_LEN, stride_kn, D,
-                                D_PAD, BLOCK_N, EVEN_N, DOT_PREC, TMA)
+            kT = _dq_kv_tile(K_base, KD, kv_row, start_n, offs_d, KV_LEN, stride_kn, D, D_PAD,
+                             BLOCK_N, EVEN_N, TMA)
+            qk = tl.dot(q, kT, input_precision=DOT_PREC)
             for it in range(0, n):
                 nxt = tl.minimum(it + 1, n - 1)
                 next_n = tl.load(IDX + irow + nxt // R) * SPARSE_N + (nxt % R) * BLOCK_N
-                qk_next, kT_next = _dq_scores(q, K_base, KD, kv_row, next_n, offs_d, KV_LEN,
-                                              stride_kn, D, D_PAD, BLOCK_N, EVEN_N, DOT_PREC,
-                                              TMA)
-                dq = _dq_update(dq, qk, kT, do, lse, delta, V_base, VD, kv_row, start_n,
-                                offs_m, offs_d, b, h, sm_scale, KV_LEN, stride_vn, __CAPS__
-                                __GRADS__ D, D_PAD, BLOCK_N, IS_PARTIAL, EVEN_N, HAS_SCORE_MOD,
-                                HAS_CAPTURE_GRADS, DOT_PREC, TMA)
+                kT_next = _dq_kv_tile(K_base, KD, kv_row, next_n, offs_d, KV_LEN, stride_kn, D,
+                                      D_PAD, BLOCK_N, EVEN_N, TMA)
+                qk_next = tl.dot(q, kT_next, input_precision=DOT_PREC)
+                vT = _dq_kv_tile(V_base, VD, kv_row, start_n, offs_d, KV_LEN, stride_vn, D,
+                                 D_PAD, BLOCK_N, EVEN_N, TMA)
+                dq = _dq_update(dq, qk, kT, vT, do, lse, delta, start_n, offs_m, b, h, sm_scale,
+                                KV_LEN, __CAPS__ __GRADS__ BLOCK_N, IS_PARTIAL, EVEN_N,
+                                HAS_SCORE_MOD, HAS_CAPTURE_GRADS, DOT_PREC)
                 qk = qk_next
                 kT = kT_next
                 start_n = next_n
     else:
         for it in range(0, n):
             start_n = tl.load(IDX + irow + it // R) * SPARSE_N + (it % R) * BLOCK_N
-            qk, kT = _dq_scores(q, K_base, KD, kv_row, start_n, offs_d, KV_LEN, stride_kn, D,
-                                D_PAD, BLOCK_N, EVEN_N, DOT_PREC, TMA)
-            dq = _dq_update(dq, qk, kT, do, lse, delta, V_base, VD, kv_row, start_n, offs_m,
-                            offs_d, b, h, sm_scale, KV_LEN, stride_vn, __CAPS__ __GRADS__ D,
-                            D_PAD, BLOCK_N, IS_PARTIAL, EVEN_N, HAS_SCORE_MOD,
-                            HAS_CAPTURE_GRADS, DOT_PREC, TMA)
+            kT = _dq_kv_tile(K_base, KD, kv_row, start_n, offs_d, KV_LEN, stride_kn, D, D_PAD,
+                             BLOCK_N, EVEN_N, TMA)
+            vT = _dq_kv_tile(V_base, VD, kv_row, start_n, offs_d, KV_LEN, stride_vn, D, D_PAD,
+                             BLOCK_N, EVEN_N, TMA)
+            qk = tl.dot(q, kT, input_precision=DOT_PREC)
+            dq = _dq_update(dq, qk, kT, vT, do, lse, delta, start_n, offs_m, b, h, sm_scale,
+                            KV_LEN, __CAPS__ __GRADS__ BLOCK_N, IS_PARTIAL, EVEN_N,
+                            HAS_SCORE_MOD, HAS_CAPTURE_GRADS, DOT_PREC)
     return dq
 
 
