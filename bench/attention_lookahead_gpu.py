@@ -1,7 +1,7 @@
 """The lookahead loops (the next tile's scores issued before this tile's softmax / dS): the
 forward's (launch.FWD_LOOKAHEAD, two warpgroups: tuning's "fwd_tma_la"), dQ's (DQ_LOOKAHEAD,
 "dq_la") and dK/dV's (DKDV_LOOKAHEAD, "dkdv_la"; its loops spill in sm_90 SASS on the CPU,
-24 LDL a block, the others' not), against the plain loops,
+the others' not: 2026-12-02_attention_sass_variants_cpu_958620a.md), against the plain loops,
 each variant in its own process, checked and timed at the attention suite's shape
 (bench/attention_probe_runs.py). The plain loops on 8 warps tell the warps' share apart.
 

@@ -6,6 +6,7 @@ the fp32 math reference on a small shape, and one table of the variants against 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -113,7 +114,6 @@ def probe_main(script: str, variants, configure, title: str, stem: str, timeout:
     """A probe script's entry: `script --child <variant>` configures the variant (before
     anything compiles) and prints time_cases' JSON; `script [OUT_DIR]` runs every variant's
     child and writes OUT_DIR/<stem>.md and .json."""
-    import os
     if len(sys.argv) > 2 and sys.argv[1] == "--child":
         sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(script))))
         configure(sys.argv[2])

@@ -6,7 +6,8 @@ step, and the CUDA kernels grouped by name (total time per step, launches per st
 category (matmul, attention, generated, aten, optimizer, copy); and what is alive at one step's
 memory peak, by allocation site (cherenkov/bench/memory_peak.py). Cherenkov's generated kernels
 are named by content hash; the report maps each to its fused op count and bytes, and the
-sources of the 12 costliest ones are written beside it (<stem>_kernel_sources.py).
+sources of the 12 costliest ones are written beside it (<stem>_kernel_sources.py.txt: a dump
+of generated kernels, data for reading, not a module of the repository).
 
     PYTHONPATH=. python3 bench/profile_train_gpu.py --out $OUT [--case gpt2-style]
 """
@@ -230,7 +231,7 @@ def main() -> None:
     # one file, so it comes back from the device with the report
     parts = [f"# {n}: {info['us']:.0f} us/step, {info['count']:.0f} launches\n\n{known[n][2]}"
              for n, info in [kv for kv in top if kv[0] in known][:args.sources]]
-    (out / f"{stem}_kernel_sources.py").write_text("\n\n".join(parts))
+    (out / f"{stem}_kernel_sources.py.txt").write_text("\n\n".join(parts))
 
 
 if __name__ == "__main__":

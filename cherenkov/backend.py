@@ -26,6 +26,7 @@ from cherenkov.capture.decompositions import decomposition_table
 from cherenkov.compiler import compile_fx
 from cherenkov.config import Config, current
 from cherenkov.runtime import unused_grads
+from cherenkov.runtime.output_strides import output_strides
 
 log = logging.getLogger("cherenkov")
 
@@ -220,7 +221,6 @@ def _report_output_strides(gm: torch.fx.GraphModule, compiled) -> None:
         return
     returned = next(iter(gm.graph.find_nodes(op="output"))).args[0]
     count = len(returned) if isinstance(returned, (tuple, list)) else 1
-    from cherenkov.runtime.output_strides import output_strides
     strides = output_strides(compiled)
     if len(strides) >= count:
         ctx.output_strides.extend(strides[:count])

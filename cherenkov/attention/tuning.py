@@ -54,22 +54,24 @@ _GPU_TABLE = {
     "fwd_tma": {64: KernelConfig(128, 64, 4, 2), 128: KernelConfig(128, 64, 4, 2),
                 256: KernelConfig(64, 32, 4, 2)},
     # the same with launch.FWD_LOOKAHEAD: two warpgroups of 64 rows, so the next tile's
-    # scores fit beside the accumulator (4 warps spilled: 433 LDL per program in sm_90 SASS
-    # on the CPU; 8 warps none, the tensor-core instructions interleaved with the softmax's
-    # exponentials); not yet measured on the GPU
+    # scores fit beside the accumulator (in sm_90 SASS compiled on the CPU, 4 warps spilled
+    # 433 LDL, 8 warps none, their HGMMAs interleaved with the exponentials:
+    # bench/results/2026-12-02_attention_sass_variants_cpu_958620a.md); not yet measured on
+    # the GPU
     "fwd_tma_la": {64: KernelConfig(128, 64, 8, 2), 128: KernelConfig(128, 64, 8, 2),
                    256: KernelConfig(64, 32, 4, 2)},
     "dq": {64: KernelConfig(128, 64, 8, 3), 128: KernelConfig(64, 64, 4, 2),
            256: KernelConfig(64, 32, 4, 1)},
     # dQ with launch.DQ_LOOKAHEAD: two warpgroups on the 64 x 64 tile, so the next tile's
-    # scores fit (on 4 warps the lookahead spilled 220 LDL in sm_90 SASS on the CPU, on 8: 6,
-    # none in the loops); exempt from the one-warpgroup rule below; not yet measured on the GPU
+    # scores fit (sm_90 SASS on the CPU: 189 LDL on 4 warps, on 8 none in the loops; same
+    # file); exempt from the one-warpgroup rule below; not yet measured on the GPU
     "dq_la": {64: KernelConfig(128, 64, 8, 3), 128: KernelConfig(64, 64, 8, 2),
               256: KernelConfig(64, 32, 4, 1)},
     "dkdv": {64: KernelConfig(64, 128, 8, 3), 128: KernelConfig(64, 128, 8, 2),
              256: KernelConfig(32, 64, 4, 1)},
-    # dK/dV with launch.DKDV_LOOKAHEAD: two warpgroups on the (clipped) 64 x 64 tile; exempt
-    # from the one-warpgroup rule below; not yet measured on the GPU
+    # dK/dV with launch.DKDV_LOOKAHEAD: two warpgroups on the (clipped) 64 x 64 tile (its
+    # loops still spill there, 83 LDL in the same file); exempt from the one-warpgroup rule
+    # below; not yet measured on the GPU
     "dkdv_la": {64: KernelConfig(64, 128, 8, 3), 128: KernelConfig(64, 128, 8, 2),
                 256: KernelConfig(32, 64, 4, 1)},
     # dQ from stored dS (launch.DS_STORE): a stream of dS tiles, one matmul each; 3 stages,
