@@ -1,5 +1,5 @@
-"""What the attention variant probes (bench/attention_ws_gpu.py, attention_lookahead_gpu.py)
-share: the suite's cases at B=4 H=16 S=4096 D=128 bf16, each variant timed in its own process
+"""What the attention variant probes (bench/attention_ws_gpu.py; attention_lookahead_gpu.py
+until d7c96cf) share: the suite's cases at B=4 H=16 S=4096 D=128 bf16, each variant timed in its own process
 (a kernel-source or module-flag change must come before anything compiles), checked against
 the fp32 math reference on a small shape, and one table of the variants against `base`.
 """

@@ -5,7 +5,6 @@ Triton's GPU passes and ptxas run on the CPU, nvdisasm (shipped with Triton) dis
 
     env -u TRITON_INTERPRET .venv/bin/python bench/attention_sass_cpu.py fwd alibi
     env -u TRITON_INTERPRET .venv/bin/python bench/attention_sass_cpu.py dkdv causal --warps 8
-    env -u TRITON_INTERPRET .venv/bin/python bench/attention_sass_cpu.py fwd alibi --lookahead
 
 Kernels: fwd (descriptor forward, 128 x 64 tiles), dkdv (64 x 64, TMA; --ds-store for the
 stored-dS form score mods take), dq (64 x 64, TMA). Mods: causal (no score mod), alibi,
@@ -42,33 +41,31 @@ SCORE = {"causal": None, "alibi": lambda: mods.alibi(torch.randn(16)),
 BASE = dict(D=128, D_PAD=128, DOT_PREC="tf32", EVEN_M=True, EVEN_N=True, TMA=2)
 
 
-def _kernel(module, kind: str, has_mod: bool, ds_store: bool, lookahead: bool = False):
+def _kernel(module, kind: str, has_mod: bool, ds_store: bool):
     """(function, constexprs, descriptor arguments, default warps, default stages)."""
     base = dict(BASE, HAS_SCORE_MOD=has_mod)
     if kind == "fwd":
         descs = {n: f"tensordesc<bf16[{r},128]>" for n, r in
                  (("QD", 128), ("KD", 64), ("VD", 64), ("OD", 128))}
         return (module._attn_fwd, dict(base, SPARSE_M=128, SPARSE_N=64, BLOCK_M=128,
-                                       BLOCK_N=64, LOOKAHEAD=lookahead), descs,
-                8 if lookahead else 4, 2)
+                                       BLOCK_N=64), descs, 4, 2)
     tiles = dict(SPARSE_M=64, SPARSE_N=64, BLOCK_M=64, BLOCK_N=64)
     if kind == "dkdv":
         descs = {"QD": "tensordesc<bf16[64,128]>", "DOD": "tensordesc<bf16[64,128]>",
                  "DSD": "tensordesc<bf16[64,64]>"}
-        return (module._attn_bwd_dkdv, dict(base, **tiles, DP_FIRST=False, DS_STORE=ds_store,
-                                            LOOKAHEAD=lookahead), descs, 4, 2)
+        return (module._attn_bwd_dkdv, dict(base, **tiles, DP_FIRST=False, DS_STORE=ds_store),
+                descs, 4, 2)
     descs = {"KD": "tensordesc<bf16[64,128]>", "VD": "tensordesc<bf16[64,128]>"}
-    return (module._attn_bwd_dq, dict(base, **tiles, HAS_CAPTURE_GRADS=False, FUSED_DELTA=True,
-                                      LOOKAHEAD=lookahead), descs, 4, 2)
+    return (module._attn_bwd_dq, dict(base, **tiles, HAS_CAPTURE_GRADS=False, FUSED_DELTA=True),
+            descs, 4, 2)
 
 
 def sass_of(kind: str, mod: str, warps: int | None, stages: int | None,
-            ds_store: bool, lookahead: bool = False) -> str:
+            ds_store: bool) -> str:
     factory = SCORE[mod]
     traced = trace_mods(factory() if factory else None, mods.causal)
     module = load_kernels(traced, interpret=False, float_index=True)
-    fn, constexprs, descs, w, s = _kernel(module, kind, factory is not None, ds_store,
-                                          lookahead)
+    fn, constexprs, descs, w, s = _kernel(module, kind, factory is not None, ds_store)
     captured = {f"C{i}": "*fp32" for i, _ in enumerate(traced.captured)}
     sig = {**signature(fn, constexprs, captured), **descs}
     src = ASTSource(fn=fn, signature=sig,
@@ -107,15 +104,11 @@ def main() -> int:
     ap.add_argument("--warps", type=int)
     ap.add_argument("--stages", type=int)
     ap.add_argument("--ds-store", action="store_true")
-    ap.add_argument("--lookahead", action="store_true",
-                    help="the lookahead loop (launch.FWD_LOOKAHEAD / DQ_LOOKAHEAD / "
-                         "DKDV_LOOKAHEAD; the forward then on 8 warps by default)")
     args = ap.parse_args()
     if os.environ.get("TRITON_INTERPRET") == "1":
         print("run without TRITON_INTERPRET (env -u TRITON_INTERPRET ...)", file=sys.stderr)
         return 2
-    by_block = blocks(sass_of(args.kernel, args.mod, args.warps, args.stages, args.ds_store,
-                              args.lookahead))
+    by_block = blocks(sass_of(args.kernel, args.mod, args.warps, args.stages, args.ds_store))
     every = [op for ops in by_block.values() for op in ops]
     print(f"{args.kernel} {args.mod}: {len(every)} instructions, LDL {every.count('LDL')}, "
           f"STL {every.count('STL')}")

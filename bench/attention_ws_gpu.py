@@ -6,8 +6,8 @@ shape (bench/attention_probe_runs.py).
 
     CHERENKOV_COMMIT=<sha> PYTHONPATH=. python3 bench/attention_ws_gpu.py OUT_DIR
 
-Variants: `base`; `ws full` (the loops over full tiles: dK/dV and dQ from dS -- and the
-forward's and dQ's until they moved into _fwd_tiles / _dq_tiles, after 38bc4d1).
+Variants: `base`; `ws` (every tile loop: _fwd_tiles, _dq_tiles, _dkdv_tiles -- at 38bc4d1,
+before the loops moved into those helpers, `ws full` marked the loops over full tiles).
 Writes OUT_DIR/attention_ws.md and .json. (At 38bc4d1 every `ws full` kernel failed in
 Triton 3.6's NVGPUWarpSpecialization pass.)
 """
@@ -20,14 +20,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from attention_probe_runs import probe_main  # noqa: E402
 
-VARIANTS = {"base": (), "ws full": ("n_full",)}
+VARIANTS = {"base": (), "ws": ("n",)}
 
 
 def _patch(loops: tuple) -> None:
     from cherenkov.attention import codegen
     text = codegen.KERNELS
     for count in loops:
-        old = f"for it in range(0, {count} * R):"
+        old = f"for it in range(0, {count}):"
         assert old in text, old
         text = text.replace(old, f"for it in tl.range(0, {count} * R, warp_specialize=True):")
     codegen.KERNELS = text

@@ -116,47 +116,23 @@ def _dkdv_tiles(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD, DS
                 D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
                 BLOCK_N: tl.constexpr, SPARSE_M: tl.constexpr, IS_PARTIAL: tl.constexpr,
                 EVEN_M: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, DOT_PREC: tl.constexpr,
-                TMA: tl.constexpr, DP_FIRST: tl.constexpr, DS_STORE: tl.constexpr,
-                LOOKAHEAD: tl.constexpr):
+                TMA: tl.constexpr, DP_FIRST: tl.constexpr, DS_STORE: tl.constexpr):
     """The n query tiles of the block list at IDX + irow, each loaded (q, then dO and its
-    rows' lse and delta), K q^T, then _dkdv_update. LOOKAHEAD: as the forward's
-    (kernels_src._fwd_tiles), the next tile's q and K q^T come before this tile's dO and dS."""
+    rows' lse and delta), K q^T, then _dkdv_update. (The next tile's q and K q^T issued before
+    this tile's dO and dS, on two warpgroups, ran forward+backward 0.57-0.61x:
+    bench/results/2026-12-02_attention_lookahead_dkdv_h200_d7c96cf.md.)"""
     R = SPARSE_M // BLOCK_M
-    if LOOKAHEAD:
-        if n > 0:
-            start_m = tl.load(IDX + irow) * SPARSE_M
-            qT = _dkdv_q_tile(Q_base, QD, q_row, start_m, offs_d, Q_LEN, stride_qm, D, D_PAD,
-                              BLOCK_M, EVEN_M, TMA)
-            qkT = tl.dot(k, qT, input_precision=DOT_PREC)
-            for it in range(0, n):
-                nxt = tl.minimum(it + 1, n - 1)
-                next_m = tl.load(IDX + irow + nxt // R) * SPARSE_M + (nxt % R) * BLOCK_M
-                qT_next = _dkdv_q_tile(Q_base, QD, q_row, next_m, offs_d, Q_LEN, stride_qm, D,
-                                       D_PAD, BLOCK_M, EVEN_M, TMA)
-                qkT_next = tl.dot(k, qT_next, input_precision=DOT_PREC)
-                do, lse, delta = _dkdv_rows(DO_base, DOD, LSE_base, DELTA_base, q_row, start_m,
-                                            offs_d, Q_LEN, stride_dom, D, D_PAD, BLOCK_M,
-                                            EVEN_M, TMA)
-                dk, dv = _dkdv_update(dk, dv, qkT, qT, do, lse, delta, v, DS, DSD, ds_row,
-                                      ds_q_rows, start_m, offs_n, b, h, sm_scale, __CAPS__
-                                      BLOCK_M, BLOCK_N, SPARSE_M, IS_PARTIAL, HAS_SCORE_MOD,
-                                      DOT_PREC, TMA, DP_FIRST, DS_STORE)
-                qkT = qkT_next
-                qT = qT_next
-                start_m = next_m
-    else:
-        for it in range(0, n):
-            start_m = tl.load(IDX + irow + it // R) * SPARSE_M + (it % R) * BLOCK_M
-            qT = _dkdv_q_tile(Q_base, QD, q_row, start_m, offs_d, Q_LEN, stride_qm, D, D_PAD,
-                              BLOCK_M, EVEN_M, TMA)
-            do, lse, delta = _dkdv_rows(DO_base, DOD, LSE_base, DELTA_base, q_row, start_m,
-                                        offs_d, Q_LEN, stride_dom, D, D_PAD, BLOCK_M, EVEN_M,
-                                        TMA)
-            qkT = tl.dot(k, qT, input_precision=DOT_PREC)                 # (BLOCK_N, BLOCK_M)
-            dk, dv = _dkdv_update(dk, dv, qkT, qT, do, lse, delta, v, DS, DSD, ds_row,
-                                  ds_q_rows, start_m, offs_n, b, h, sm_scale, __CAPS__ BLOCK_M,
-                                  BLOCK_N, SPARSE_M, IS_PARTIAL, HAS_SCORE_MOD, DOT_PREC, TMA,
-                                  DP_FIRST, DS_STORE)
+    for it in range(0, n):
+        start_m = tl.load(IDX + irow + it // R) * SPARSE_M + (it % R) * BLOCK_M
+        qT = _dkdv_q_tile(Q_base, QD, q_row, start_m, offs_d, Q_LEN, stride_qm, D, D_PAD,
+                          BLOCK_M, EVEN_M, TMA)
+        do, lse, delta = _dkdv_rows(DO_base, DOD, LSE_base, DELTA_base, q_row, start_m,
+                                    offs_d, Q_LEN, stride_dom, D, D_PAD, BLOCK_M, EVEN_M, TMA)
+        qkT = tl.dot(k, qT, input_precision=DOT_PREC)                 # (BLOCK_N, BLOCK_M)
+        dk, dv = _dkdv_update(dk, dv, qkT, qT, do, lse, delta, v, DS, DSD, ds_row, ds_q_rows,
+                              start_m, offs_n, b, h, sm_scale, __CAPS__ BLOCK_M, BLOCK_N,
+                              SPARSE_M, IS_PARTIAL, HAS_SCORE_MOD, DOT_PREC, TMA, DP_FIRST,
+                              DS_STORE)
     return dk, dv
 
 
@@ -172,7 +148,7 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, DELTA, __CAPS__
                    BLOCK_N: tl.constexpr, SPARSE_M: tl.constexpr, SPARSE_N: tl.constexpr,
                    EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
                    DOT_PREC: tl.constexpr, TMA: tl.constexpr, DP_FIRST: tl.constexpr,
-                   DS_STORE: tl.constexpr, LOOKAHEAD: tl.constexpr = False):
+                   DS_STORE: tl.constexpr):
     """dK, dV per key block of the kv heads HEAD0.. (the grid's heads). DS_STORE: each tile's
     dS^T is stored too, into DS (DSD: its 2-D view), rows of SPARSE_M query columns: per query
     head of these kv heads (in grid order), per query block, one row per key index (KV_LEN
@@ -210,13 +186,13 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, DELTA, __CAPS__
                              tl.load(Q_NUM + row) * R, offs_n, offs_d, b, h, sm_scale, Q_LEN,
                              stride_qm, stride_dom, __CAPS__ D, D_PAD, BLOCK_M, BLOCK_N,
                              SPARSE_M, True, EVEN_M, HAS_SCORE_MOD, DOT_PREC, TMA, DP_FIRST,
-                             DS_STORE, LOOKAHEAD)
+                             DS_STORE)
         dk, dv = _dkdv_tiles(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD,
                              DS, DSD, ds_row, ds_q_rows, q_row, FULL_IDX, irow,
                              tl.load(FULL_NUM + row) * R, offs_n, offs_d, b, h, sm_scale, Q_LEN,
                              stride_qm, stride_dom, __CAPS__ D, D_PAD, BLOCK_M, BLOCK_N,
                              SPARSE_M, False, EVEN_M, HAS_SCORE_MOD, DOT_PREC, TMA, DP_FIRST,
-                             DS_STORE, LOOKAHEAD)
+                             DS_STORE)
     dk = dk * sm_scale
     tl.store(DK + b * stride_dkb + hk * stride_dkh + offs_n[:, None] * stride_dkn + offs_d[None, :],
              dk.to(DK.dtype.element_ty), mask=kv_mask)
@@ -275,42 +251,22 @@ def _dq_tiles(dq, q, do, lse, delta, K_base, V_base, KD, VD, kv_row, IDX, irow, 
               D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
               SPARSE_N: tl.constexpr, IS_PARTIAL: tl.constexpr, EVEN_N: tl.constexpr,
               HAS_SCORE_MOD: tl.constexpr, HAS_CAPTURE_GRADS: tl.constexpr,
-              DOT_PREC: tl.constexpr, TMA: tl.constexpr, LOOKAHEAD: tl.constexpr):
+              DOT_PREC: tl.constexpr, TMA: tl.constexpr):
     """The n key tiles of the block list at IDX + irow, each loaded (K, V), q K^T, then
-    _dq_update. LOOKAHEAD: as the forward's (kernels_src._fwd_tiles), the next tile's K and
-    q K^T come before this tile's V and dS."""
+    _dq_update. (The next tile's K and q K^T issued before this tile's V and dS, on two
+    warpgroups, ran forward+backward 0.64-0.65x on the plain masks:
+    bench/results/2026-12-02_attention_lookahead_h200_d7c96cf.md.)"""
     R = SPARSE_N // BLOCK_N
-    if LOOKAHEAD:
-        if n > 0:
-            start_n = tl.load(IDX + irow) * SPARSE_N
-            kT = _dq_kv_tile(K_base, KD, kv_row, start_n, offs_d, KV_LEN, stride_kn, D, D_PAD,
-                             BLOCK_N, EVEN_N, TMA)
-            qk = tl.dot(q, kT, input_precision=DOT_PREC)
-            for it in range(0, n):
-                nxt = tl.minimum(it + 1, n - 1)
-                next_n = tl.load(IDX + irow + nxt // R) * SPARSE_N + (nxt % R) * BLOCK_N
-                kT_next = _dq_kv_tile(K_base, KD, kv_row, next_n, offs_d, KV_LEN, stride_kn, D,
-                                      D_PAD, BLOCK_N, EVEN_N, TMA)
-                qk_next = tl.dot(q, kT_next, input_precision=DOT_PREC)
-                vT = _dq_kv_tile(V_base, VD, kv_row, start_n, offs_d, KV_LEN, stride_vn, D,
-                                 D_PAD, BLOCK_N, EVEN_N, TMA)
-                dq = _dq_update(dq, qk, kT, vT, do, lse, delta, start_n, offs_m, b, h, sm_scale,
-                                KV_LEN, __CAPS__ __GRADS__ BLOCK_N, IS_PARTIAL, EVEN_N,
-                                HAS_SCORE_MOD, HAS_CAPTURE_GRADS, DOT_PREC)
-                qk = qk_next
-                kT = kT_next
-                start_n = next_n
-    else:
-        for it in range(0, n):
-            start_n = tl.load(IDX + irow + it // R) * SPARSE_N + (it % R) * BLOCK_N
-            kT = _dq_kv_tile(K_base, KD, kv_row, start_n, offs_d, KV_LEN, stride_kn, D, D_PAD,
-                             BLOCK_N, EVEN_N, TMA)
-            vT = _dq_kv_tile(V_base, VD, kv_row, start_n, offs_d, KV_LEN, stride_vn, D, D_PAD,
-                             BLOCK_N, EVEN_N, TMA)
-            qk = tl.dot(q, kT, input_precision=DOT_PREC)
-            dq = _dq_update(dq, qk, kT, vT, do, lse, delta, start_n, offs_m, b, h, sm_scale,
-                            KV_LEN, __CAPS__ __GRADS__ BLOCK_N, IS_PARTIAL, EVEN_N,
-                            HAS_SCORE_MOD, HAS_CAPTURE_GRADS, DOT_PREC)
+    for it in range(0, n):
+        start_n = tl.load(IDX + irow + it // R) * SPARSE_N + (it % R) * BLOCK_N
+        kT = _dq_kv_tile(K_base, KD, kv_row, start_n, offs_d, KV_LEN, stride_kn, D, D_PAD,
+                         BLOCK_N, EVEN_N, TMA)
+        vT = _dq_kv_tile(V_base, VD, kv_row, start_n, offs_d, KV_LEN, stride_vn, D, D_PAD,
+                         BLOCK_N, EVEN_N, TMA)
+        qk = tl.dot(q, kT, input_precision=DOT_PREC)
+        dq = _dq_update(dq, qk, kT, vT, do, lse, delta, start_n, offs_m, b, h, sm_scale,
+                        KV_LEN, __CAPS__ __GRADS__ BLOCK_N, IS_PARTIAL, EVEN_N,
+                        HAS_SCORE_MOD, HAS_CAPTURE_GRADS, DOT_PREC)
     return dq
 
 
@@ -326,7 +282,7 @@ def _attn_bwd_dq(Q, K, V, DO, DQ, LSE, DELTA, O, __CAPS__ __GRADS__
                  BLOCK_N: tl.constexpr, SPARSE_M: tl.constexpr, SPARSE_N: tl.constexpr,
                  EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
                  HAS_CAPTURE_GRADS: tl.constexpr, FUSED_DELTA: tl.constexpr,
-                 DOT_PREC: tl.constexpr, TMA: tl.constexpr, LOOKAHEAD: tl.constexpr = False):
+                 DOT_PREC: tl.constexpr, TMA: tl.constexpr):
     """dQ per query block. FUSED_DELTA: the rows' delta = rowsum(dO * O) is computed here
     (and stored for the dK/dV kernel, launched after this one) instead of by _attn_bwd_delta."""
     blk, bh = _program_block(NUM_M_BLOCKS, HEAD_GROUP)
@@ -355,11 +311,11 @@ def _attn_bwd_dq(Q, K, V, DO, DQ, LSE, DELTA, O, __CAPS__ __GRADS__
     dq = _dq_tiles(dq, q, do, lse, delta, K_base, V_base, KD, VD, kv_row, KV_IDX, irow,
                    tl.load(KV_NUM + row) * R, offs_m, offs_d, b, h, sm_scale, KV_LEN, stride_kn,
                    stride_vn, __CAPS__ __GRADS__ D, D_PAD, BLOCK_N, SPARSE_N, True, EVEN_N,
-                   HAS_SCORE_MOD, HAS_CAPTURE_GRADS, DOT_PREC, TMA, LOOKAHEAD)
+                   HAS_SCORE_MOD, HAS_CAPTURE_GRADS, DOT_PREC, TMA)
     dq = _dq_tiles(dq, q, do, lse, delta, K_base, V_base, KD, VD, kv_row, FULL_IDX, irow,
                    tl.load(FULL_NUM + row) * R, offs_m, offs_d, b, h, sm_scale, KV_LEN,
                    stride_kn, stride_vn, __CAPS__ __GRADS__ D, D_PAD, BLOCK_N, SPARSE_N, False,
-                   EVEN_N, HAS_SCORE_MOD, HAS_CAPTURE_GRADS, DOT_PREC, TMA, LOOKAHEAD)
+                   EVEN_N, HAS_SCORE_MOD, HAS_CAPTURE_GRADS, DOT_PREC, TMA)
     dq = dq * sm_scale
     tl.store(DQ + b * stride_dqb + h * stride_dqh + offs_m[:, None] * stride_dqm + offs_d[None, :],
              dq.to(DQ.dtype.element_ty), mask=row_mask)

@@ -88,37 +88,19 @@ def _fwd_tiles(acc, l_i, m_i, q, K_base, V_base, KD, VD, kv_row, hk, IDX, irow, 
                offs_m, offs_d, b, h, sm_scale, KV_LEN, stride_kn, stride_vn, __CAPS__
                D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
                SPARSE_N: tl.constexpr, IS_PARTIAL: tl.constexpr, EVEN_N: tl.constexpr,
-               HAS_SCORE_MOD: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr,
-               LOOKAHEAD: tl.constexpr):
-    """The n key tiles (of BLOCK_N) of the block list at IDX + irow. LOOKAHEAD: the next
-    tile's q K^T is issued before this tile's softmax, so the tensor cores can work on it
-    while the softmax runs (the last step computes one q K^T it does not use)."""
+               HAS_SCORE_MOD: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr):
+    """The n key tiles (of BLOCK_N) of the block list at IDX + irow. (Issuing the next tile's
+    q K^T before this tile's softmax, on two warpgroups, ran the forward 0.73-0.76x:
+    bench/results/2026-12-02_attention_lookahead_h200_d7c96cf.md.)"""
     R = SPARSE_N // BLOCK_N
-    if LOOKAHEAD:
-        if n > 0:
-            start_n = tl.load(IDX + irow) * SPARSE_N
-            qk = _fwd_scores(q, K_base, KD, kv_row, hk, start_n, offs_d, b, KV_LEN, stride_kn,
-                             D, D_PAD, BLOCK_N, EVEN_N, DOT_PREC, TMA)
-            for it in range(0, n):
-                nxt = tl.minimum(it + 1, n - 1)
-                next_n = tl.load(IDX + irow + nxt // R) * SPARSE_N + (nxt % R) * BLOCK_N
-                qk_next = _fwd_scores(q, K_base, KD, kv_row, hk, next_n, offs_d, b, KV_LEN,
-                                      stride_kn, D, D_PAD, BLOCK_N, EVEN_N, DOT_PREC, TMA)
-                acc, l_i, m_i = _fwd_update(acc, l_i, m_i, qk, V_base, VD, kv_row, hk, start_n,
-                                            start_m, offs_m, offs_d, b, h, sm_scale, KV_LEN,
-                                            stride_vn, __CAPS__ D, D_PAD, BLOCK_N, IS_PARTIAL,
-                                            EVEN_N, HAS_SCORE_MOD, DOT_PREC, TMA)
-                qk = qk_next
-                start_n = next_n
-    else:
-        for it in range(0, n):
-            start_n = tl.load(IDX + irow + it // R) * SPARSE_N + (it % R) * BLOCK_N
-            qk = _fwd_scores(q, K_base, KD, kv_row, hk, start_n, offs_d, b, KV_LEN, stride_kn,
-                             D, D_PAD, BLOCK_N, EVEN_N, DOT_PREC, TMA)
-            acc, l_i, m_i = _fwd_update(acc, l_i, m_i, qk, V_base, VD, kv_row, hk, start_n,
-                                        start_m, offs_m, offs_d, b, h, sm_scale, KV_LEN,
-                                        stride_vn, __CAPS__ D, D_PAD, BLOCK_N, IS_PARTIAL,
-                                        EVEN_N, HAS_SCORE_MOD, DOT_PREC, TMA)
+    for it in range(0, n):
+        start_n = tl.load(IDX + irow + it // R) * SPARSE_N + (it % R) * BLOCK_N
+        qk = _fwd_scores(q, K_base, KD, kv_row, hk, start_n, offs_d, b, KV_LEN, stride_kn,
+                         D, D_PAD, BLOCK_N, EVEN_N, DOT_PREC, TMA)
+        acc, l_i, m_i = _fwd_update(acc, l_i, m_i, qk, V_base, VD, kv_row, hk, start_n,
+                                    start_m, offs_m, offs_d, b, h, sm_scale, KV_LEN,
+                                    stride_vn, __CAPS__ D, D_PAD, BLOCK_N, IS_PARTIAL,
+                                    EVEN_N, HAS_SCORE_MOD, DOT_PREC, TMA)
     return acc, l_i, m_i
 
 
@@ -157,7 +139,7 @@ def _attn_fwd(Q, K, V, O, LSE, __CAPS__
               D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
               SPARSE_M: tl.constexpr, SPARSE_N: tl.constexpr, EVEN_M: tl.constexpr,
               EVEN_N: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, DOT_PREC: tl.constexpr,
-              TMA: tl.constexpr, LOOKAHEAD: tl.constexpr = False):
+              TMA: tl.constexpr):
     blk, bh = _program_block(NUM_M_BLOCKS, HEAD_GROUP)
     b, h, hk, start_m, offs_m = _query_rows(blk, bh, H, GROUPS, NUM_M_BLOCKS, BLOCK_M)
     offs_d = tl.arange(0, D_PAD)
@@ -183,13 +165,11 @@ def _attn_fwd(Q, K, V, O, LSE, __CAPS__
     acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, K_base, V_base, KD, VD, kv_row, hk, KV_IDX,
                                irow, tl.load(KV_NUM + row) * R, start_m, offs_m, offs_d, b, h,
                                sm_scale, KV_LEN, stride_kn, stride_vn, __CAPS__ D, D_PAD,
-                               BLOCK_N, SPARSE_N, True, EVEN_N, HAS_SCORE_MOD, DOT_PREC, TMA,
-                               LOOKAHEAD)
+                               BLOCK_N, SPARSE_N, True, EVEN_N, HAS_SCORE_MOD, DOT_PREC, TMA)
     acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, K_base, V_base, KD, VD, kv_row, hk, FULL_IDX,
                                irow, tl.load(FULL_NUM + row) * R, start_m, offs_m, offs_d, b,
                                h, sm_scale, KV_LEN, stride_kn, stride_vn, __CAPS__ D, D_PAD,
-                               BLOCK_N, SPARSE_N, False, EVEN_N, HAS_SCORE_MOD, DOT_PREC, TMA,
-                               LOOKAHEAD)
+                               BLOCK_N, SPARSE_N, False, EVEN_N, HAS_SCORE_MOD, DOT_PREC, TMA)
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
     lse = tl.where(l_i == 0.0, float("inf"), m_i + tl.log2(l_safe))
     if HAS_SCORE_MOD:     # the row terms the tiles left out: into the lse. A row whose term

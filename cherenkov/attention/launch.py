@@ -220,15 +220,6 @@ def _forward_mask(plan: Plan, D: int, dtype) -> BlockMask:
     return m.coarsened(rows)
 
 
-# The forward's key-tile loop issuing the next tile's q K^T before this tile's softmax
-# (kernels_src._fwd_tiles), so the tensor cores have work while the softmax runs -- FA3's
-# overlap within a warpgroup, as far as Triton's asynchronous dots carry it (in sm_90 SASS
-# compiled on the CPU with Triton 3.9 the loop's HGMMAs interleave with the exponentials;
-# the descriptor forward then takes two warpgroups, tuning's "fwd_tma_la"). Off until
-# measured on the GPU (bench/attention_lookahead_gpu.py).
-FWD_LOOKAHEAD = False
-
-
 def forward(plan: Plan, q, k, v, captured) -> tuple[torch.Tensor, torch.Tensor]:
     B, H, Q_LEN, D = q.shape
     HK, KV_LEN = k.shape[1], k.shape[2]
@@ -239,8 +230,7 @@ def forward(plan: Plan, q, k, v, captured) -> tuple[torch.Tensor, torch.Tensor]:
     tma = tma_mode(q, k, v, o, cfg.block_m, cfg.block_n, plan.interpret, mode)
     if tma:
         m = _forward_mask(plan, D, q.dtype)
-        cfg = choose_config("fwd_tma_la" if FWD_LOOKAHEAD else "fwd_tma", D, q.dtype, m.block,
-                            plan.interpret)
+        cfg = choose_config("fwd_tma", D, q.dtype, m.block, plan.interpret)
         tma = tma_mode(q, k, v, o, cfg.block_m, cfg.block_n, plan.interpret, mode)
     lse = torch.empty(B, H, Q_LEN, device=q.device, dtype=torch.float32)
     n_m = triton_cdiv(Q_LEN, cfg.block_m)
@@ -258,7 +248,7 @@ def forward(plan: Plan, q, k, v, captured) -> tuple[torch.Tensor, torch.Tensor]:
         dict(D=D, D_PAD=max(16, next_power_of_2(D)), BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
              SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % cfg.block_m == 0,
              EVEN_N=KV_LEN % m.block[1] == 0, HAS_SCORE_MOD=plan.has_score_mod,
-             DOT_PREC=_dot_precision(q.dtype), TMA=tma, LOOKAHEAD=FWD_LOOKAHEAD),
+             DOT_PREC=_dot_precision(q.dtype), TMA=tma),
         (o, lse), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     return o, lse
 
@@ -370,12 +360,6 @@ def _ds_chunk(plan: Plan, q, k, grad_ks) -> int:
     return heads
 
 
-# The dQ kernel's loop with the forward's lookahead (kernels_bwd_src._dq_tiles: the next
-# tile's q K^T issued before this tile's dS), on two warpgroups (tuning's "dq_la"). Off until
-# measured on the GPU (bench/attention_lookahead_gpu.py).
-DQ_LOOKAHEAD = False
-
-
 def _dq_kernel(plan, q, k, v, do, o, lse, delta, caps, grad_ks, grad_bufs, fused,
                backward_mode) -> torch.Tensor:
     """dQ by its own kernel (and delta, when `fused`)."""
@@ -385,7 +369,7 @@ def _dq_kernel(plan, q, k, v, do, o, lse, delta, caps, grad_ks, grad_bufs, fused
     D_PAD = max(16, next_power_of_2(D))
     prec = _dot_precision(q.dtype)
     dq = torch.empty_like(q, memory_format=torch.contiguous_format)
-    cfg = choose_config("dq_la" if DQ_LOOKAHEAD else "dq", D, q.dtype, m.block, plan.interpret)
+    cfg = choose_config("dq", D, q.dtype, m.block, plan.interpret)
     n_m = triton_cdiv(Q_LEN, cfg.block_m)
     tma = tma_mode(q, k, v, do, cfg.block_m, cfg.block_n, plan.interpret, backward_mode)
     kd, vd = _descriptors(tma, (k, cfg.block_n), (v, cfg.block_n))
@@ -401,17 +385,10 @@ def _dq_kernel(plan, q, k, v, do, o, lse, delta, caps, grad_ks, grad_bufs, fused
         dict(D=D, D_PAD=D_PAD, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
              SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % cfg.block_m == 0,
              EVEN_N=KV_LEN % m.block[1] == 0, HAS_SCORE_MOD=plan.has_score_mod,
-             HAS_CAPTURE_GRADS=bool(grad_ks), FUSED_DELTA=fused, DOT_PREC=prec, TMA=tma,
-             LOOKAHEAD=DQ_LOOKAHEAD),
+             HAS_CAPTURE_GRADS=bool(grad_ks), FUSED_DELTA=fused, DOT_PREC=prec, TMA=tma),
         () if grad_ks else (dq, delta) if fused else (dq,),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     return dq
-
-
-# The dK/dV kernel's loop with the lookahead (kernels_bwd_src._dkdv_tiles: the next query
-# tile's K q^T issued before this tile's dS), on two warpgroups (tuning's "dkdv_la"). Off
-# until measured on the GPU (bench/attention_lookahead_gpu.py).
-DKDV_LOOKAHEAD = False
 
 
 def _dkdv_kernel(plan, q, k, v, do, lse, delta, caps, backward_mode, dk, dv, ds=None,
@@ -424,8 +401,7 @@ def _dkdv_kernel(plan, q, k, v, do, lse, delta, caps, backward_mode, dk, dv, ds=
     m = plan.mask
     D_PAD = max(16, next_power_of_2(D))
     prec = _dot_precision(q.dtype)
-    cfg = choose_config("dkdv_la" if DKDV_LOOKAHEAD else "dkdv", D, q.dtype, m.block,
-                        plan.interpret)
+    cfg = choose_config("dkdv", D, q.dtype, m.block, plan.interpret)
     tma = tma_mode(q, k, v, do, cfg.block_m, cfg.block_n, plan.interpret, backward_mode)
     qd, dod = _descriptors(tma, (q, cfg.block_m), (do, cfg.block_m))
     dsd = _ds_descriptor(ds, m, cfg) if ds is not None and tma == 2 else None
@@ -443,8 +419,7 @@ def _dkdv_kernel(plan, q, k, v, do, lse, delta, caps, backward_mode, dk, dv, ds=
         dict(D=D, D_PAD=D_PAD, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
              SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % m.block[0] == 0,
              EVEN_N=KV_LEN % cfg.block_n == 0, HAS_SCORE_MOD=plan.has_score_mod, DOT_PREC=prec,
-             TMA=tma, DP_FIRST=plan.traced.score_grad_varies, DS_STORE=ds is not None,
-             LOOKAHEAD=DKDV_LOOKAHEAD),
+             TMA=tma, DP_FIRST=plan.traced.score_grad_varies, DS_STORE=ds is not None),
         (dk, dv), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
 

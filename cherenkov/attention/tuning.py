@@ -53,27 +53,10 @@ _GPU_TABLE = {
     # stages and 8 warps lost; on 64-row mask tiles (the tile clipped to 64 x 64) 2-7%
     "fwd_tma": {64: KernelConfig(128, 64, 4, 2), 128: KernelConfig(128, 64, 4, 2),
                 256: KernelConfig(64, 32, 4, 2)},
-    # the same with launch.FWD_LOOKAHEAD: two warpgroups of 64 rows, so the next tile's
-    # scores fit beside the accumulator (in sm_90 SASS compiled on the CPU, 4 warps spilled
-    # 433 LDL, 8 warps none, their HGMMAs interleaved with the exponentials:
-    # bench/results/2026-12-02_attention_sass_variants_cpu_958620a.md); not yet measured on
-    # the GPU
-    "fwd_tma_la": {64: KernelConfig(128, 64, 8, 2), 128: KernelConfig(128, 64, 8, 2),
-                   256: KernelConfig(64, 32, 4, 2)},
     "dq": {64: KernelConfig(128, 64, 8, 3), 128: KernelConfig(64, 64, 4, 2),
            256: KernelConfig(64, 32, 4, 1)},
-    # dQ with launch.DQ_LOOKAHEAD: two warpgroups on the 64 x 64 tile, so the next tile's
-    # scores fit (sm_90 SASS on the CPU: 189 LDL on 4 warps, on 8 none in the loops; same
-    # file); exempt from the one-warpgroup rule below; not yet measured on the GPU
-    "dq_la": {64: KernelConfig(128, 64, 8, 3), 128: KernelConfig(64, 64, 8, 2),
-              256: KernelConfig(64, 32, 4, 1)},
     "dkdv": {64: KernelConfig(64, 128, 8, 3), 128: KernelConfig(64, 128, 8, 2),
              256: KernelConfig(32, 64, 4, 1)},
-    # dK/dV with launch.DKDV_LOOKAHEAD: two warpgroups on the (clipped) 64 x 64 tile (its
-    # loops still spill there, 83 LDL in the same file); exempt from the one-warpgroup rule
-    # below; not yet measured on the GPU
-    "dkdv_la": {64: KernelConfig(64, 128, 8, 3), 128: KernelConfig(64, 128, 8, 2),
-                256: KernelConfig(32, 64, 4, 1)},
     # dQ from stored dS (launch.DS_STORE): a stream of dS tiles, one matmul each; 3 stages,
     # 2 and 4 within 2% (bench/results/2026-12-01_attention_dq_ds_variants_*)
     "dq_ds": {64: KernelConfig(64, 64, 4, 3), 128: KernelConfig(64, 64, 4, 3),
@@ -115,8 +98,7 @@ def stages_that_fit(cfg: KernelConfig, d_pad: int, elem_bytes: int, sram_bytes: 
 
 def choose_config(kernel: str, head_dim: int, dtype: torch.dtype, sparse_block=(64, 64),
                   interpret: bool = False, device=None) -> KernelConfig:
-    """Tiles for `kernel` in {"fwd", "fwd_tma", "fwd_tma_la", "dq", "dq_la", "dkdv", "dkdv_la",
-    "dq_ds", "decode"} at this head
+    """Tiles for `kernel` in {"fwd", "fwd_tma", "dq", "dkdv", "dq_ds", "decode"} at this head
     dim and dtype; `device` is a `cherenkov.hw.DeviceSpec` (default: the live device)."""
     if interpret:
         return _INTERPRETER.clip(sparse_block)
@@ -151,6 +133,9 @@ def _table_config(kernel: str, head_dim: int, dtype: torch.dtype, sparse_block) 
                             cfg.num_stages)
     cfg = cfg.clip(sparse_block)
     if (kernel == "dkdv" and cfg.block_n <= 64 or cfg.block_m * cfg.block_n <= 64 * 64) \
-            and cfg.num_warps > 4 and kernel not in ("dq_la", "dkdv_la"):
-        cfg = KernelConfig(cfg.block_m, cfg.block_n, 4, cfg.num_stages)   # one warpgroup
+            and cfg.num_warps > 4:
+        # one warpgroup: 64 x 64 tiles on 8 warps ran forward+backward 0.63-0.70x (dQ) and
+        # 0.62-0.66x (dK/dV) at S=4096 D=128 (2026-12-02_attention_lookahead*_h200_d7c96cf.md),
+        # and so did the next tile's scores issued ahead of this tile's on two warpgroups
+        cfg = KernelConfig(cfg.block_m, cfg.block_n, 4, cfg.num_stages)
     return cfg

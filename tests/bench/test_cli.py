@@ -120,3 +120,18 @@ def test_attention_suite_time_budget_skips_everything(tmp_path):
     [js] = tmp_path.glob("*_attention_*.json")
     rows = json.loads(js.read_text())["results"]
     assert rows and all(r.get("error") == "skipped: time budget" for r in rows)
+
+
+def test_attention_suite_times_both_sdpa_backends_for_causal(tmp_path):
+    """The causal case times SDPA's flash backend (the issue's comparator) and SDPA's own
+    choice (cuDNN on Hopper), and the targets compare ours with the issue's 447 TFLOP/s."""
+    assert main(["bench", "attention", "--cpu", "--smoke", "--cases", "causal",
+                 "--out", str(tmp_path)]) == 0
+    [js] = tmp_path.glob("*_attention_cpu-smoke.json")
+    data = json.loads(js.read_text())
+    impls = {r["impl"] for r in data["results"] if r["case"] == "causal"}
+    assert {"sdpa_flash", "sdpa_default", "cherenkov"} <= impls
+    assert all("error" not in r and r["fwd_bwd_ms"] > 0 for r in data["results"]
+               if r["case"] == "causal" and r["impl"] != "flex")     # flex: skipped in smoke
+    assert any("447 TFLOP/s" in t for t in data["targets"])
+    assert any("SDPA's default backend" in t for t in data["targets"])
