@@ -53,16 +53,22 @@ def timings(fn, q, k, v, do) -> tuple[float, float]:
                          return_mode="median")
 
 
+def problem(B: int, H: int, S: int, D: int) -> tuple:
+    """(q, k, v, dO, causal block mask): bf16 on the GPU from seed 0 (also for
+    bench/attention_vs_cudnn_gpu.py)."""
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16, generator=g)
+               .requires_grad_() for _ in range(3))
+    do = torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16, generator=g)
+    return q, k, v, do, ca.block_mask(ca.causal, B, H, S, S, device="cuda")
+
+
 def main() -> int:
     out_dir = sys.argv[1] if len(sys.argv) > 1 else "bench/results"
     os.makedirs(out_dir, exist_ok=True)
     rows, cases = [], []
     for name, (B, H, S, D) in SHAPES.items():
-        g = torch.Generator(device="cuda").manual_seed(0)
-        q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16, generator=g)
-                   .requires_grad_() for _ in range(3))
-        do = torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16, generator=g)
-        bm = ca.block_mask(ca.causal, B, H, S, S, device="cuda")
+        q, k, v, do, bm = problem(B, H, S, D)
         impls = {"sdpa cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
                  "sdpa flash": sdpa(SDPBackend.FLASH_ATTENTION), "sdpa default": sdpa(None),
                  "cherenkov": lambda q, k, v, bm=bm: ca.attention(q, k, v, block_mask=bm)}

@@ -14,11 +14,13 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import cherenkov.attention as ca  # noqa: E402
+from attention_sdpa_shapes_gpu import problem  # noqa: E402
 from cherenkov.bench.report import md_table, script_meta  # noqa: E402
 
 SHAPES = {"suite B4 H16 S4096 D128": (4, 16, 4096, 128), "gpt2 B16 H12 T1024 D64": (16, 12, 1024, 64)}
@@ -44,11 +46,7 @@ def main() -> int:
     os.makedirs(out_dir, exist_ok=True)
     rows = []
     for label, (B, H, S, D) in SHAPES.items():
-        g = torch.Generator(device="cuda").manual_seed(0)
-        q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16, generator=g)
-                   .requires_grad_() for _ in range(3))
-        do = torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16, generator=g)
-        bm = ca.block_mask(ca.causal, B, H, S, S, device="cuda")
+        q, k, v, do, bm = problem(B, H, S, D)
         impls = {"cherenkov": lambda: ca.attention(q, k, v, block_mask=bm).backward(do),
                  "sdpa default": lambda: F.scaled_dot_product_attention(
                      q, k, v, is_causal=True).backward(do)}
