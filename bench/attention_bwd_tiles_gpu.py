@@ -50,8 +50,9 @@ def left() -> float:
     return BUDGET_S - (time.time() - START)
 
 
-def kernel_table(fn, calls: int = 10) -> dict:
-    """GPU ms per call by kernel name (torch.profiler over `calls` calls)."""
+def kernel_table(fn, calls: int = 10, top: int | None = 8) -> dict:
+    """GPU ms per call by kernel name (torch.profiler over `calls` calls), the `top` longest
+    (None: every kernel)."""
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
@@ -64,7 +65,7 @@ def kernel_table(fn, calls: int = 10) -> dict:
         t = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0)
         if t and not e.key.startswith("ProfilerStep"):
             per[e.key[:70]] += t / 1e3 / calls
-    return dict(per.most_common(8))
+    return dict(per.most_common(top))
 
 
 def host_ms(fn, calls: int = 20) -> float:

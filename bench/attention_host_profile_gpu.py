@@ -29,19 +29,7 @@ import cherenkov.attention as ca  # noqa: E402
 from cherenkov.bench.report import script_meta  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from attention_bwd_tiles_gpu import host_ms  # noqa: E402
-
-def kernel_ms(run, calls: int = 20) -> float:
-    """GPU time of the kernels one call launches (ms), from torch.profiler's device events."""
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            run()
-        torch.cuda.synchronize()
-    total_us = sum(ev.device_time_total for ev in prof.events()
-                   if ev.device_type == torch.autograd.DeviceType.CUDA
-                   and not getattr(ev, "is_user_annotation", False))
-    return total_us / calls / 1e3
+from attention_bwd_tiles_gpu import host_ms, kernel_table  # noqa: E402
 
 
 def main() -> int:
@@ -68,7 +56,7 @@ def main() -> int:
         host = [host_ms(run, 50) for _ in range(3)]
         bench = [do_bench(run, warmup=10, rep=40, grad_to_none=[q, k, v],
                           return_mode="median") for _ in range(3)]
-        gpu = kernel_ms(run)
+        gpu = sum(kernel_table(run, 20, top=None).values())
         prof = cProfile.Profile()
         prof.enable()
         for _ in range(50):

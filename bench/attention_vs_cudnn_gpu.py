@@ -9,7 +9,6 @@ Writes OUT_DIR/attention_vs_cudnn.md.
 """
 from __future__ import annotations
 
-import collections
 import os
 import sys
 
@@ -20,25 +19,11 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import cherenkov.attention as ca  # noqa: E402
+from attention_bwd_tiles_gpu import kernel_table  # noqa: E402
 from attention_sdpa_shapes_gpu import problem  # noqa: E402
 from cherenkov.bench.report import md_table, script_meta  # noqa: E402
 
 SHAPES = {"suite B4 H16 S4096 D128": (4, 16, 4096, 128), "gpt2 B16 H12 T1024 D64": (16, 12, 1024, 64)}
-
-
-def per_kernel(run, calls: int = 20) -> dict[str, float]:
-    """{kernel name: mean GPU ms per call} of what `run` launches."""
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            run()
-        torch.cuda.synchronize()
-    out: dict[str, float] = collections.defaultdict(float)
-    for ev in prof.events():
-        if ev.device_type == torch.autograd.DeviceType.CUDA and \
-                not getattr(ev, "is_user_annotation", False):
-            out[ev.name[:90]] += ev.device_time_total / calls / 1e3
-    return dict(out)
 
 
 def main() -> int:
@@ -54,7 +39,7 @@ def main() -> int:
             for _ in range(5):
                 run()
             torch.cuda.synchronize()
-            kernels = per_kernel(run)
+            kernels = kernel_table(run, 20, top=None)
             total = sum(kernels.values())
             rows.append([label, impl, "all kernels", f"{total:.3f}"])
             for name, ms in sorted(kernels.items(), key=lambda kv: -kv[1]):
@@ -65,7 +50,7 @@ def main() -> int:
         f"# Causal attention kernels, ours vs SDPA's default backend, on {meta['gpu']}", "",
         f"{meta['date']}, torch {meta['torch']}, triton {meta['triton']}, commit "
         f"{meta['commit']}. Forward+backward per call, bf16; GPU ms per call per kernel "
-        "(torch.profiler, 20 calls).", "",
+        "(bench/attention_bwd_tiles_gpu.kernel_table: torch.profiler, 20 calls).", "",
         *md_table(["shape", "impl", "kernel", "ms per call"], rows)]) + "\n"
     path = os.path.join(out_dir, "attention_vs_cudnn.md")
     with open(path, "w") as f:

@@ -23,12 +23,9 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 import attention_sass_cpu as sass_cpu  # noqa: E402
+from attention_ws_gpu import mark_loops  # noqa: E402
 from cherenkov.attention import codegen  # noqa: E402
 from cherenkov.bench.report import md_table, save_pair, script_meta  # noqa: E402
-
-LOOP = "for it in range(0, n):"
-MARKED = "for it in tl.range(0, n, warp_specialize=True):"
-
 
 @triton.jit
 def _control(QD, KD, VD, O, n, BM: tl.constexpr, BN: tl.constexpr, D: tl.constexpr):
@@ -65,7 +62,7 @@ def control(arch: int, warps: int) -> dict:
 
 def main(out_dir: str) -> None:
     plain = codegen.KERNELS
-    assert plain.count(LOOP) == 3, "expected the three tile-loop helpers"
+    assert plain.count("for it in range(0, n):") == 3, "expected the three tile-loop helpers"
     ttgir: list[str] = []
     compile_ = triton.compile
 
@@ -76,7 +73,9 @@ def main(out_dir: str) -> None:
     sass_cpu.triton.compile = keeping_ttgir
     rows, data = [], []
     for marked in (False, True):
-        codegen.KERNELS = plain.replace(LOOP, MARKED) if marked else plain
+        codegen.KERNELS = plain
+        if marked:
+            mark_loops(("n",))           # attention_ws_gpu's marking, as on the GPU
         for kernel in ("fwd", "dq", "dkdv"):
             for warps in (4, 8):
                 row = dict(kernel=kernel, warps=warps, warp_specialize=marked)

@@ -23,16 +23,18 @@ from attention_probe_runs import probe_main  # noqa: E402
 VARIANTS = {"base": (), "ws": ("n",)}
 
 
-def _patch(loops: tuple) -> None:
+def mark_loops(loops: tuple) -> None:
+    """codegen.KERNELS with the tile loops `for it in range(0, <count>)` of each count in
+    `loops` marked for warp specialization (also bench/attention_ws_cpu.py)."""
     from cherenkov.attention import codegen
     text = codegen.KERNELS
     for count in loops:
         old = f"for it in range(0, {count}):"
         assert old in text, old
-        text = text.replace(old, f"for it in tl.range(0, {count} * R, warp_specialize=True):")
+        text = text.replace(old, f"for it in tl.range(0, {count}, warp_specialize=True):")
     codegen.KERNELS = text
 
 
 if __name__ == "__main__":
-    probe_main(__file__, VARIANTS, lambda variant: _patch(VARIANTS[variant]),
+    probe_main(__file__, VARIANTS, lambda variant: mark_loops(VARIANTS[variant]),
                "Warp specialization of the attention kernels' tile loops", "attention_ws", 230)

@@ -118,12 +118,9 @@ def _dkdv_tiles(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD, DS
                 EVEN_M: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, DOT_PREC: tl.constexpr,
                 TMA: tl.constexpr, DP_FIRST: tl.constexpr, DS_STORE: tl.constexpr):
     """The n query tiles of the block list at IDX + irow, each loaded (q, then dO and its
-    rows' lse and delta), K q^T, then _dkdv_update. (The next tile's q and K q^T issued before
-    this tile's dO and dS, on two warpgroups, ran forward+backward 0.57-0.61x:
-    bench/results/2026-12-02_attention_lookahead_dkdv_h200_d7c96cf.md.)"""
-    R = SPARSE_M // BLOCK_M
+    rows' lse and delta), K q^T, then _dkdv_update."""
     for it in range(0, n):
-        start_m = tl.load(IDX + irow + it // R) * SPARSE_M + (it % R) * BLOCK_M
+        start_m = _tile_start(IDX, irow, it, SPARSE_M, BLOCK_M)
         qT = _dkdv_q_tile(Q_base, QD, q_row, start_m, offs_d, Q_LEN, stride_qm, D, D_PAD,
                           BLOCK_M, EVEN_M, TMA)
         do, lse, delta = _dkdv_rows(DO_base, DOD, LSE_base, DELTA_base, q_row, start_m,
@@ -253,12 +250,9 @@ def _dq_tiles(dq, q, do, lse, delta, K_base, V_base, KD, VD, kv_row, IDX, irow, 
               HAS_SCORE_MOD: tl.constexpr, HAS_CAPTURE_GRADS: tl.constexpr,
               DOT_PREC: tl.constexpr, TMA: tl.constexpr):
     """The n key tiles of the block list at IDX + irow, each loaded (K, V), q K^T, then
-    _dq_update. (The next tile's K and q K^T issued before this tile's V and dS, on two
-    warpgroups, ran forward+backward 0.64-0.65x on the plain masks:
-    bench/results/2026-12-02_attention_lookahead_h200_d7c96cf.md.)"""
-    R = SPARSE_N // BLOCK_N
+    _dq_update."""
     for it in range(0, n):
-        start_n = tl.load(IDX + irow + it // R) * SPARSE_N + (it % R) * BLOCK_N
+        start_n = _tile_start(IDX, irow, it, SPARSE_N, BLOCK_N)
         kT = _dq_kv_tile(K_base, KD, kv_row, start_n, offs_d, KV_LEN, stride_kn, D, D_PAD,
                          BLOCK_N, EVEN_N, TMA)
         vT = _dq_kv_tile(V_base, VD, kv_row, start_n, offs_d, KV_LEN, stride_vn, D, D_PAD,

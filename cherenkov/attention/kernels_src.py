@@ -84,17 +84,22 @@ def _fwd_update(acc, l_i, m_i, qk, V_base, VD, kv_row, hk, start_n, start_m, off
 
 
 @triton.jit
+def _tile_start(IDX, irow, it, SPARSE: tl.constexpr, BLOCK: tl.constexpr):
+    """First row of the it-th kernel tile (of BLOCK rows) of the block list at IDX + irow,
+    whose entries are mask tiles of SPARSE rows (SPARSE // BLOCK kernel tiles each)."""
+    R: tl.constexpr = SPARSE // BLOCK
+    return tl.load(IDX + irow + it // R) * SPARSE + (it % R) * BLOCK
+
+
+@triton.jit
 def _fwd_tiles(acc, l_i, m_i, q, K_base, V_base, KD, VD, kv_row, hk, IDX, irow, n, start_m,
                offs_m, offs_d, b, h, sm_scale, KV_LEN, stride_kn, stride_vn, __CAPS__
                D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
                SPARSE_N: tl.constexpr, IS_PARTIAL: tl.constexpr, EVEN_N: tl.constexpr,
                HAS_SCORE_MOD: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr):
-    """The n key tiles (of BLOCK_N) of the block list at IDX + irow. (Issuing the next tile's
-    q K^T before this tile's softmax, on two warpgroups, ran the forward 0.73-0.76x:
-    bench/results/2026-12-02_attention_lookahead_h200_d7c96cf.md.)"""
-    R = SPARSE_N // BLOCK_N
+    """The n key tiles (of BLOCK_N) of the block list at IDX + irow."""
     for it in range(0, n):
-        start_n = tl.load(IDX + irow + it // R) * SPARSE_N + (it % R) * BLOCK_N
+        start_n = _tile_start(IDX, irow, it, SPARSE_N, BLOCK_N)
         qk = _fwd_scores(q, K_base, KD, kv_row, hk, start_n, offs_d, b, KV_LEN, stride_kn,
                          D, D_PAD, BLOCK_N, EVEN_N, DOT_PREC, TMA)
         acc, l_i, m_i = _fwd_update(acc, l_i, m_i, qk, V_base, VD, kv_row, hk, start_n,

@@ -134,8 +134,10 @@ def _table_config(kernel: str, head_dim: int, dtype: torch.dtype, sparse_block) 
     cfg = cfg.clip(sparse_block)
     if (kernel == "dkdv" and cfg.block_n <= 64 or cfg.block_m * cfg.block_n <= 64 * 64) \
             and cfg.num_warps > 4:
-        # one warpgroup: 64 x 64 tiles on 8 warps ran forward+backward 0.63-0.70x (dQ) and
-        # 0.62-0.66x (dK/dV) at S=4096 D=128 (2026-12-02_attention_lookahead*_h200_d7c96cf.md),
-        # and so did the next tile's scores issued ahead of this tile's on two warpgroups
+        # one warpgroup: 64 x 64 tiles on 8 warps ran forward+backward 0.65-0.70x (dQ) and
+        # 0.62-0.66x (dK/dV) at S=4096 D=128; loops issuing the next tile's scores before this
+        # tile's softmax / dS on two warpgroups lost too (forward 0.73-0.76x, dQ 0.64-0.65x,
+        # dK/dV 0.57-0.61x forward+backward; removed, at d7c96cf):
+        # bench/results/2026-12-02_attention_lookahead*_h200_d7c96cf.md
         cfg = KernelConfig(cfg.block_m, cfg.block_n, 4, cfg.num_stages)
     return cfg

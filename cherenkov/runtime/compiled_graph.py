@@ -41,7 +41,7 @@ class CompiledGraph:
             self.slot[node] = i
         self.n_inputs = len(graph.inputs)
         self.steps: list[Step] = []
-        self.views: dict[Node, tuple] = {}    # a view step's node -> (base, its torch views)
+        self.view_strides: dict[Node, tuple] = {}   # a view step's node -> its run's strides
         self.empty = allocator(device)
         if device.type == "cpu":
             self.empty = Recycler(self.empty)
@@ -354,12 +354,12 @@ class CompiledGraph:
             n = n.inputs[0]
         chain.reverse()
         ops = [torch_view(v) for v in chain]
-        self.views[node] = (base, ops)
         src, out = self._slot_of(base), self._slot_of(node)
         layout = final_layout(base, ops)
 
         if layout is not None:              # the whole chain is one as_strided of the base
             size, stride, offset = layout
+            self.view_strides[node] = stride
 
             def run(env):
                 env[out] = env[src].as_strided(size, stride, offset)
