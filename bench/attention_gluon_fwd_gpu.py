@@ -9,7 +9,7 @@ registers. OVERLAP=1 is FlashAttention-3's intra-warpgroup order: tile j's S is 
 tile j-1's P V, and tile j's softmax runs while that P V is still on the tensor cores (the
 rescale of O waits for it). 8 warps = two warpgroups of 64 query rows each.
 
-    CHERENKOV_COMMIT=<sha> PYTHONPATH=. python3 bench/attention_gluon_fwd_gpu.py OUT_DIR
+    CHERENKOV_COMMIT=<sha> PYTHONPATH=. python3 bench/attention_gluon_fwd_gpu.py OUT_DIR [--only=I]
     python bench/attention_gluon_fwd_gpu.py --sm90     # CPU: compile every variant for sm_90,
                                                        # print registers / spills
 
@@ -103,6 +103,9 @@ def _attn_fwd_gluon(q_desc, k_desc, v_desc, o_desc, LSE, qk_scale, S_LEN,
         s = warpgroup_mma(q_smem, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False,
                           is_async=True)
         s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
+        if SYNC:
+            _cta_sync()
+        _load_tile(k_desc, k_smem, k_bars, 0, row0 + STAGES * BLOCK_N, STAGES < n_tiles)
         p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, offs_m, 0, n_full, qk_scale,
                                            BLOCK_N, S_LAYOUT)
         p16 = gl.convert_layout(p.to(gl.bfloat16), P_LAYOUT)
@@ -258,6 +261,8 @@ def main() -> int:
     import cherenkov.attention as ca
     from cherenkov.bench.report import md_table, save_pair, script_meta
     out_dir = sys.argv[1] if len(sys.argv) > 1 else "bench/results"
+    only = [int(a.split("=")[1]) for a in sys.argv if a.startswith("--only=")]
+    variants = [VARIANTS[i] for i in only] if only else VARIANTS
     meta = script_meta()
     rows = []
     for label, (B, H, S, D) in SHAPES.items():
@@ -271,7 +276,7 @@ def main() -> int:
             impls = {"cherenkov": lambda: ca.attention(q, k, v, block_mask=bm),
                      "sdpa default (cuDNN)": lambda: F.scaled_dot_product_attention(
                          q, k, v, is_causal=True)}
-            for bm_, bn, warps, stages, overlap in VARIANTS:
+            for bm_, bn, warps, stages, overlap in variants:
                 name = f"gluon {bm_}x{bn} w{warps} s{stages} overlap={overlap}"
                 try:
                     o, lse2 = forward(q, k, v, bm_, bn, warps, stages, overlap)
@@ -310,7 +315,8 @@ def main() -> int:
         "interleaved rounds; TFLOP/s count the causal half; errors vs cherenkov.attention "
         "(O: max abs, lse: natural log).", "",
         *md_table(head, [[r.get(h, "") for h in head] for r in rows]), ""])
-    save_pair(out_dir, "attention_gluon_fwd", text, {"meta": meta, "rows": rows})
+    stem = "attention_gluon_fwd" + "".join(f"_v{i}" for i in only)
+    save_pair(out_dir, stem, text, {"meta": meta, "rows": rows})
     return 0
 
 
