@@ -74,26 +74,33 @@ class BlockMask:
         return cls(state, *rows, *cols, block=tuple(block), shape=tuple(shape),
                    mask_mod=mask_mod, exact=exact)
 
-    def coarsened(self, rows: int) -> "BlockMask":
-        """This mask with tiles of `rows` times as many query rows (kept on the mask): a tile
-        is empty where all its parts are, full where all are, partial otherwise. Only for
-        `exact` masks (see above); on the device, without a sync."""
-        if rows == 1:
+    def coarsened(self, rows: int, cols: int = 1) -> "BlockMask":
+        """This mask with tiles of `rows` times as many query rows and `cols` times as many
+        key columns (kept on the mask): a tile is empty where all its parts are, full where
+        all are, partial otherwise. Only for `exact` masks (see above); on the device,
+        without a sync. Columns past the last tile count as empty (a tile reaching past the
+        keys is partial: the kernels mask keys past KV_LEN themselves)."""
+        if rows == 1 and cols == 1:
             return self
         if not self.exact:
             raise ValueError("only masks built from their mask_mod by block_mask() coarsen")
-        got = self._coarse.get(rows)
+        got = self._coarse.get((rows, cols))
         if got is None:
             state = self.state
             pad = -state.shape[2] % rows                 # repeat the last row block
             if pad:
                 state = torch.cat([state, state[:, :, -1:].expand(-1, -1, pad, -1)], dim=2)
-            parts = state.unflatten(2, (-1, rows))       # (Bm, Hm, nQ', rows, nKV)
-            full, empty = (parts == FULL).all(3), (parts == EMPTY).all(3)
+            pad = -state.shape[3] % cols
+            if pad:
+                state = torch.cat([state, torch.full_like(state[..., :pad], EMPTY)], dim=3)
+            parts = state.unflatten(3, (-1, cols)).unflatten(2, (-1, rows))
+            # (Bm, Hm, nQ', rows, nKV', cols)
+            full = (parts == FULL).all(5).all(3)
+            empty = (parts == EMPTY).all(5).all(3)
             coarse = torch.where(full, FULL, torch.where(empty, EMPTY, PARTIAL)).to(torch.int8)
-            got = self._coarse[rows] = BlockMask.from_state(
-                coarse, (self.block[0] * rows, self.block[1]), self.shape, self.mask_mod,
-                exact=True)
+            got = self._coarse[(rows, cols)] = BlockMask.from_state(
+                coarse, (self.block[0] * rows, self.block[1] * cols), self.shape,
+                self.mask_mod, exact=True)
         return got
 
     @property

@@ -18,6 +18,7 @@ from types import FunctionType, ModuleType
 
 import torch
 
+from .kernels_gluon_src import GLUON_HEADER, GLUON_KERNELS
 from .kernels_src import KERNELS
 from .render import capture_params, grad_params, render_mods
 from .trace import TracedMods, trace_mods
@@ -36,9 +37,29 @@ _LOADED: dict[tuple[str, str], ModuleType] = {}
 _LOCK = threading.Lock()
 
 
-def kernel_source(traced: TracedMods, target: str = "cuda", float_index: bool = False) -> str:
+def gluon_hopper() -> bool:
+    """Whether this Triton has Gluon's Hopper language (the warp-specialized forward,
+    kernels_gluon_src.py)."""
+    try:
+        import triton.experimental.gluon.language.nvidia.hopper  # noqa: F401
+        from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: F401
+    except Exception:       # noqa: BLE001 -- absent, or a Triton whose Gluon differs
+        return False
+    return True
+
+
+def kernel_source(traced: TracedMods, target: str = "cuda", float_index: bool = False,
+                  gluon: bool | None = None) -> str:
+    """The module's text; `gluon` (default: for CUDA where gluon_hopper()) appends the
+    Gluon forward."""
+    if gluon is None:
+        gluon = target == "cuda" and gluon_hopper()
     text = _HEADER.format(score=traced.score, mask=traced.mask)
+    if gluon:
+        text += GLUON_HEADER
     text += render_mods(traced, target, float_index) + "\n" + KERNELS
+    if gluon:
+        text += GLUON_KERNELS
     return (text.replace("__CAPS__ ", capture_params(traced))
                 .replace("__CAPS__", capture_params(traced))
                 .replace("__GRADS__ ", grad_params(traced))

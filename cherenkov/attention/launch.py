@@ -16,6 +16,7 @@ import torch
 
 from cherenkov import hw
 
+from . import launch_gluon
 from .block_mask import BlockMask
 from .kernel_launch import descriptor_class, launcher
 from .trace import TracedMods
@@ -212,8 +213,8 @@ def _forward_mask(plan: Plan, D: int, dtype) -> BlockMask:
     if want <= m.block[0] or want % m.block[0] or not (m.exact and plan.coarsen):
         return m
     rows = want // m.block[0]
-    if rows in m._coarse:
-        return m._coarse[rows]
+    if (rows, 1) in m._coarse:
+        return m._coarse[(rows, 1)]
     if plan.traced.mask_reads_tensors() \
             or (m.device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
         return m
@@ -223,6 +224,14 @@ def _forward_mask(plan: Plan, D: int, dtype) -> BlockMask:
 def forward(plan: Plan, q, k, v, captured) -> tuple[torch.Tensor, torch.Tensor]:
     B, H, Q_LEN, D = q.shape
     HK, KV_LEN = k.shape[1], k.shape[2]
+    if launch_gluon.usable(plan, q, k, v):
+        m = launch_gluon.tile_mask(plan)
+        if m is not None:
+            group = head_group(B * H, 2 * KV_LEN * D * k.element_size(), plan.mask.device,
+                               plan.interpret)
+            return launch_gluon.forward(
+                plan, m, q, k, v, captured, capture_args(captured, q.device),
+                _mask_strides(m.kv_num_blocks, m.kv_indices), group)
     m = plan.mask
     o = torch.empty_like(q, memory_format=torch.contiguous_format)
     cfg = choose_config("fwd", D, q.dtype, m.block, plan.interpret)

@@ -339,7 +339,7 @@ def _render_row_shift(row: Node | None, caps: str, target: str, wide: bool) -> s
     em = _Emitter(target, wide=wide, indices=("b", "h", "q_idx"))
     value = "0.0" if row is None else em.name(row)
     return _function("_row_shift", f"sm_scale, b, h, q_idx, q0, {caps}", em,
-                     f"tl.zeros_like(q_idx).to(tl.float32) + {value}")
+                     f"(q_idx * 0).to(tl.float32) + {value}")   # no tl.zeros_like: Gluon
 
 
 def _render_scale_ds(d: Node) -> str:
@@ -357,9 +357,11 @@ def _render_scale_ds(d: Node) -> str:
 
 def _as_tile(node: Node, em: "_Emitter") -> str:
     """The node's name, as a tile of the scores' shape even where it folded to a constant or a
-    per-launch scalar, or varies along one tile axis only (a mod not reading the score)."""
+    per-launch scalar, or varies along one tile axis only (a mod not reading the score). The
+    zeros come from the index tiles (whose broadcast is the scores' shape): Gluon's tensors
+    carry layouts, which tl.zeros_like cannot give."""
     if "score" not in depends_on(node):
-        return f"(tl.zeros_like(score) + {em.name(node)})"
+        return f"((q_idx * 0 + kv_idx * 0).to(tl.float32) + {em.name(node)})"
     return em.name(node)
 
 

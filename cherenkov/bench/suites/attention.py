@@ -165,6 +165,19 @@ def run_case(name, B, H, S, D, score_mod=None, mask_mod=None, sdpa_causal=False,
     ours = lambda q, k, v: ca.attention(q, k, v, score_mod=score_mod, mask_mod=mask_mod,
                                         block_mask=bm)
     time_impl(name, "cherenkov", ours, args, flops)
+    if not SMOKE and left() > 30:     # the forward by the Triton kernel, where Gluon's ran
+        from cherenkov.attention import launch_gluon
+
+        def triton_forward(q, k, v):
+            saved, launch_gluon.GLUON_FWD = launch_gluon.GLUON_FWD, "off"
+            try:
+                return ours(q, k, v)
+            finally:
+                launch_gluon.GLUON_FWD = saved
+        with torch.no_grad():
+            diff = (triton_forward(*args) - ours(*args)).abs().max().item()
+        CHECKS.append({"case": name, "triton_forward_vs_default": float(f"{diff:.3g}")})
+        time_impl(name, "cherenkov triton-fwd", triton_forward, args, flops)
     for block in extra_blocks:        # other mask tiles, to guide choose_config
         if left() > 30:
             bm_b = ca.block_mask(mask_mod, B, H, S, S, block=block, device=DEV)

@@ -1,0 +1,105 @@
+"""When and how the warp-specialized Gluon forward (kernels_gluon_src.py) runs.
+
+It takes a forward on an sm_90 GPU when the generated module carries it (a Triton with
+Gluon's Hopper language), the inputs are bf16 / fp16 with head dim 64 or 128, contiguous,
+16-byte aligned, both lengths multiples of 128 (2-D TMA views never cross a head), and the
+block mask has -- or, built from the plan's own index-only mask_mod, coarsens to -- 128 x 128
+tiles. Anything else runs the Triton forward (launch.forward), as does GLUON_FWD = "off"
+(env CHERENKOV_ATTN_GLUON=off). The backward is the Triton one either way (same LSE).
+"""
+from __future__ import annotations
+
+import functools
+import os
+
+import torch
+
+from .block_mask import BlockMask
+from .tuning import next_power_of_2
+
+GLUON_FWD = os.environ.get("CHERENKOV_ATTN_GLUON", "auto")     # "auto" | "off"
+TILE = 128            # query rows per program (two warpgroups of 64) and keys per tile
+HEAD_DIMS = (64, 128)
+# the K / V ring's depth and the consumers' registers (setmaxnreg; the producer keeps 24):
+# 2 stages of 128 x 128 tiles at D=128 fill 160 KB of shared memory
+STAGES = 2
+CONSUMER_REGS, MAX_REGS = 240, 168
+
+
+@functools.lru_cache(maxsize=None)
+def _sm90(device_index: int) -> bool:
+    return torch.cuda.get_device_capability(device_index) == (9, 0)
+
+
+def tile_mask(plan) -> BlockMask | None:
+    """The plan's block mask in 128 x 128 tiles, or None: as it is, or coarsened from finer
+    tiles when it was built from the plan's own mask_mod and that reads no tensors (document
+    masks keep finer tiles, which skip more; see launch._forward_mask). Not built while a CUDA
+    graph is captured."""
+    m = plan.mask
+    if m.block == (TILE, TILE):
+        return m
+    if TILE % m.block[0] or TILE % m.block[1] or not (m.exact and plan.coarsen):
+        return None
+    key = (TILE // m.block[0], TILE // m.block[1])
+    if key in m._coarse:
+        return m._coarse[key]
+    if plan.traced.mask_reads_tensors() \
+            or (m.device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
+        return None
+    return m.coarsened(*key)
+
+
+def usable(plan, q, k, v) -> bool:
+    """Whether this forward can run the Gluon kernel (the mask aside: tile_mask)."""
+    if GLUON_FWD == "off" or plan.interpret or not q.is_cuda \
+            or not hasattr(plan.kernels, "_attn_fwd_ws"):
+        return False
+    B, H, Q_LEN, D = q.shape
+    if q.dtype not in (torch.bfloat16, torch.float16) or D not in HEAD_DIMS \
+            or D != next_power_of_2(D) or Q_LEN % TILE or k.shape[2] % TILE:
+        return False
+    index = q.device.index if q.device.index is not None else torch.cuda.current_device()
+    if not _sm90(index):
+        return False
+    size = q.element_size()
+    return all(t.is_contiguous() and t.dtype == q.dtype and t.data_ptr() % 16 == 0
+               and t.shape[-1] * size % 16 == 0 for t in (q, k, v))
+
+
+def _layouts(d: int):
+    from triton.experimental.gluon import language as gl
+    s = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                  instr_shape=[16, TILE, 16])
+    o = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, d, 16])
+    return s, o
+
+
+def _descriptor(t: torch.Tensor, rows: int):
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+    t2 = t.view(-1, t.shape[-1])
+    dtype = gl.bfloat16 if t.dtype == torch.bfloat16 else gl.float16
+    layout = gl.NVMMASharedLayout.get_default_for([rows, t.shape[-1]], dtype)
+    return TensorDescriptor(t2, list(t2.shape), list(t2.stride()), [rows, t.shape[-1]], layout)
+
+
+def forward(plan, m: BlockMask, q, k, v, captured, capture_args, mask_strides, group: int
+            ) -> tuple[torch.Tensor, torch.Tensor]:
+    """O (contiguous, like q) and the log2-domain LSE through the Gluon kernel; `m`: the
+    128 x 128 block mask (tile_mask)."""
+    B, H, Q_LEN, D = q.shape
+    HK, KV_LEN = k.shape[1], k.shape[2]
+    o = torch.empty_like(q, memory_format=torch.contiguous_format)
+    lse = torch.empty(B, H, Q_LEN, device=q.device, dtype=torch.float32)
+    s_layout, o_layout = _layouts(D)
+    n_m = Q_LEN // TILE
+    plan.kernels._attn_fwd_ws[(n_m * B * H,)](
+        _descriptor(q, TILE // 2), _descriptor(k, TILE), _descriptor(v, TILE),
+        _descriptor(o, TILE // 2), lse, *capture_args,
+        m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices,
+        *mask_strides, plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m, group,
+        ROWS=TILE // 2, BLOCK_N=TILE, D=D, STAGES=STAGES, S_LAYOUT=s_layout,
+        O_LAYOUT=o_layout, HAS_SCORE_MOD=plan.has_score_mod, CONSUMER_REGS=CONSUMER_REGS,
+        num_warps=4, maxnreg=MAX_REGS)
+    return o, lse

@@ -1,0 +1,77 @@
+"""The warp-specialized Gluon forward without a GPU: it compiles for sm_90 (every built-in
+mod's rendering, both head dims and 16-bit types), masks coarsen to its 128 x 128 tiles in
+both directions exactly, and which masks and inputs it takes (launch_gluon)."""
+import os
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from cherenkov.attention import launch_gluon
+from cherenkov.attention.block_mask import EMPTY, PARTIAL, block_mask
+from cherenkov.attention.mods import causal, document, prefix_lm, sliding_window
+from cherenkov.attention.trace import trace_mods
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def test_gluon_forward_compiles_for_sm90():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(HERE))
+    run = subprocess.run([sys.executable, os.path.join(HERE, "sm90_gluon_compile.py")],
+                         capture_output=True, text=True, env=env, timeout=600)
+    if run.returncode == 2:
+        pytest.skip("this Triton has no Gluon Hopper language")
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
+    lines = [line for line in run.stdout.splitlines() if "shared memory" in line]
+    assert len(lines) == 12, run.stdout
+
+
+@pytest.mark.parametrize("name, mask_mod", [
+    ("causal", causal), ("window", sliding_window(40)), ("prefix", prefix_lm(50))])
+def test_masks_coarsen_both_ways_to_the_mask_built_with_bigger_tiles(name, mask_mod):
+    fine = block_mask(mask_mod, 2, 1, 256, 384, block=(32, 32))
+    big = fine.coarsened(4, 4)
+    direct = block_mask(mask_mod, 2, 1, 256, 384, block=(128, 128))
+    assert big.block == (128, 128) and big.exact and fine.coarsened(4, 4) is big
+    for field in ("state", "kv_num_blocks", "full_kv_num_blocks", "q_num_blocks",
+                  "full_q_num_blocks"):
+        assert torch.equal(getattr(big, field), getattr(direct, field)), field
+    n = big.kv_num_blocks.max().item()
+    assert torch.equal(big.kv_indices[..., :n], direct.kv_indices[..., :n])
+
+
+def test_columns_past_the_keys_make_a_tile_partial():
+    """Keys 320..383 do not exist: the last 128-wide tile is at most partial, never full."""
+    fine = block_mask(lambda b, h, q, kv: q >= 0, 1, 1, 128, 320, block=(64, 64))
+    big = fine.coarsened(2, 2)
+    assert big.state.shape[-1] == 3
+    assert big.state[0, 0, 0, 2].item() == PARTIAL and (big.state != EMPTY).all()
+
+
+def _plan(mask, mask_mod, coarsen=True):
+    return SimpleNamespace(mask=mask, coarsen=coarsen, traced=trace_mods(None, mask_mod))
+
+
+def test_which_masks_get_128_tiles():
+    fine = block_mask(causal, 1, 1, 256, 256, block=(64, 64))
+    assert launch_gluon.tile_mask(_plan(fine, causal, coarsen=False)) is None
+    big = launch_gluon.tile_mask(_plan(fine, causal))
+    assert big.block == (128, 128) and launch_gluon.tile_mask(_plan(fine, causal)) is big
+    ids = torch.arange(256) // 100
+    docs = block_mask(document(ids), 1, 1, 256, 256, block=(64, 64))
+    assert launch_gluon.tile_mask(_plan(docs, document(ids))) is None   # reads ids
+    given = block_mask(document(ids), 1, 1, 256, 256, block=(128, 128))
+    assert launch_gluon.tile_mask(_plan(given, document(ids))) is given
+    odd = block_mask(causal, 1, 1, 256, 256, block=(64, 256))
+    assert launch_gluon.tile_mask(_plan(odd, causal)) is None       # 256 > 128
+
+
+def test_cpu_tensors_and_interpreted_plans_take_the_triton_forward():
+    q = torch.randn(1, 2, 128, 128, dtype=torch.bfloat16)
+    plan = SimpleNamespace(interpret=False, kernels=SimpleNamespace(_attn_fwd_ws=None))
+    assert not launch_gluon.usable(plan, q, q, q)                          # on the CPU
+    plan.interpret = True
+    assert not launch_gluon.usable(plan, q, q, q)

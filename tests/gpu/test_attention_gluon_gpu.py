@@ -1,0 +1,91 @@
+"""GPU: the warp-specialized Gluon forward (launch_gluon) -- which calls take it, and that its
+output, LSE and the gradients through it match the Triton forward's (sm_90 only)."""
+import pytest
+import torch
+
+import cherenkov.attention as ca
+from cherenkov.attention import launch_gluon
+from cherenkov.attention.codegen import gluon_hopper
+
+pytestmark = pytest.mark.skipif(
+    not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0)
+    or not gluon_hopper(), reason="needs an sm_90 GPU and Triton's Gluon")
+
+
+def _qkv(B, H, S, D=128, HK=None, dtype=torch.bfloat16, grad=True):
+    g = torch.Generator(device="cuda").manual_seed(0)
+    shapes = [(B, H, S, D), (B, HK or H, S, D), (B, HK or H, S, D)]
+    return [torch.randn(s, device="cuda", dtype=dtype, generator=g).requires_grad_(grad)
+            for s in shapes]
+
+
+class _Count:
+    def __init__(self, monkeypatch):
+        self.n, real = 0, launch_gluon.forward
+
+        def counted(*a, **kw):
+            self.n += 1
+            return real(*a, **kw)
+        monkeypatch.setattr(launch_gluon, "forward", counted)
+
+
+def _run(q, k, v, do, **kw):
+    out, lse = ca.attention(q, k, v, return_lse=True, **kw)
+    grads = torch.autograd.grad(out, (q, k, v), do)
+    return out, lse, *grads
+
+
+def _compare(ours, ref, tol=2e-2):
+    for name, a, b in zip(("out", "lse", "dq", "dk", "dv"), ours, ref):
+        fin = torch.isfinite(b)
+        assert torch.equal(fin, torch.isfinite(a)), name
+        scale = b.float()[fin].abs().max().clamp_min(1.0)
+        err = ((a.float() - b.float())[fin].abs().max() / scale).item()
+        assert err < tol, (name, err)
+
+
+MODS = {
+    "causal": dict(mask_mod=ca.causal),
+    "window": dict(mask_mod=ca.sliding_window(300)),
+    "prefix": dict(mask_mod=ca.prefix_lm(200)),
+    "alibi": dict(score_mod=ca.alibi(ca.alibi_slopes(4)), mask_mod=ca.causal),
+    "softcap": dict(score_mod=ca.tanh_softcap(20.0), mask_mod=ca.causal),
+    "none": dict(),
+    # rows 0..99 see no key: output 0, lse -inf (a partial 128 x 128 tile for them)
+    "empty rows": dict(mask_mod=lambda b, h, q, kv: (q >= 100) & (kv <= q)),
+}
+
+
+@pytest.mark.parametrize("name, D, dtype, HK", [(n, 128, torch.bfloat16, None) for n in MODS]
+                         + [(n, 64, torch.float16, 2) for n in ("causal", "alibi")])
+def test_gluon_forward_matches_triton_forward(name, D, dtype, HK, monkeypatch):
+    q, k, v = _qkv(2, 4, 512, D=D, HK=HK, dtype=dtype)
+    do = torch.randn_like(q)
+    kw = dict(MODS[name], enable_gqa=HK is not None)
+    count = _Count(monkeypatch)
+    ours = _run(q, k, v, do, **kw)
+    assert count.n == 1, "the Gluon forward did not run"
+    monkeypatch.setattr(launch_gluon, "GLUON_FWD", "off")
+    ref = _run(q, k, v, do, **kw)
+    assert count.n == 1
+    _compare(ours, ref)
+    if name == "empty rows":
+        assert ours[0][:, :, :100].abs().max().item() == 0.0
+        assert torch.isneginf(ours[1][:, :, :100]).all()
+
+
+def test_calls_it_cannot_take_run_the_triton_forward(monkeypatch):
+    count = _Count(monkeypatch)
+    for S, D, dtype in ((500, 128, torch.bfloat16), (512, 80, torch.bfloat16),
+                        (512, 128, torch.float32)):
+        q, k, v = _qkv(1, 2, S, D=D, dtype=dtype, grad=False)
+        ref = ca.attention_math(q.double(), k.double(), v.double(), mask_mod=ca.causal)
+        out = ca.attention(q, k, v, mask_mod=ca.causal)
+        assert (out.double() - ref).abs().max().item() < 3e-2
+    q, k, v = _qkv(1, 2, 512, grad=False)
+    ca.attention(q.transpose(1, 2).contiguous().transpose(1, 2), k, v, mask_mod=ca.causal)
+    ids = torch.arange(512, device="cuda") // 100                # a mask reading a tensor
+    ca.attention(q, k, v, mask_mod=ca.document(ids))
+    assert count.n == 0
+    ca.attention(q, k, v, mask_mod=ca.causal)
+    assert count.n == 1
