@@ -55,6 +55,12 @@ def usable(plan, q, k, v) -> bool:
     if GLUON_FWD == "off" or plan.interpret or not q.is_cuda \
             or not hasattr(plan.kernels, "_attn_fwd_ws"):
         return False
+    if plan.traced.score_reads_tensors():
+        # ALiBi's forward ran 0.631 ms here against the Triton kernel's 0.613 (causal B=4
+        # H=16 S=4096 D=128; softcap, which reads nothing, 0.607 vs 0.650:
+        # bench/results/2026-12-02_attention_h200_cb27ac5.md). Likely the slope's load, which
+        # cannot move out of a loop of mbarrier waits and sits between S and the softmax.
+        return False
     B, H, Q_LEN, D = q.shape
     if q.dtype not in (torch.bfloat16, torch.float16) or D not in HEAD_DIMS \
             or D != next_power_of_2(D) or Q_LEN % TILE or k.shape[2] % TILE:

@@ -399,6 +399,7 @@ class TracedMods:
     # (flags, indices) of the last grad_indices answer: the backward asks every call
     _grad_memo: tuple | None = field(default=None, repr=False, compare=False)
     _mask_loads: bool | None = field(default=None, repr=False, compare=False)
+    _score_loads: bool | None = field(default=None, repr=False, compare=False)
 
     def mask_reads_tensors(self) -> bool:
         """Whether the mask_mod reads a captured tensor (document ids, say), not only indices
@@ -407,6 +408,13 @@ class TracedMods:
             self._mask_loads = self.mask is not None and any(
                 n.op == "load" for n in topo_order([self.mask]))
         return self._mask_loads
+
+    def score_reads_tensors(self) -> bool:
+        """Whether the score_mod reads a captured tensor (ALiBi's slopes, a bias table)."""
+        if self._score_loads is None:
+            self._score_loads = self.score is not None and any(
+                n.op == "load" for n in topo_order([self.score]))
+        return self._score_loads
 
     def grad_loads(self) -> list[Node]:
         """The loads in score_mod whose captured tensor requires grad (they get gradients)."""

@@ -71,7 +71,15 @@ def test_which_masks_get_128_tiles():
 
 def test_cpu_tensors_and_interpreted_plans_take_the_triton_forward():
     q = torch.randn(1, 2, 128, 128, dtype=torch.bfloat16)
-    plan = SimpleNamespace(interpret=False, kernels=SimpleNamespace(_attn_fwd_ws=None))
+    plan = SimpleNamespace(interpret=False, kernels=SimpleNamespace(_attn_fwd_ws=None),
+                           traced=trace_mods(None, causal))
     assert not launch_gluon.usable(plan, q, q, q)                          # on the CPU
     plan.interpret = True
     assert not launch_gluon.usable(plan, q, q, q)
+
+
+def test_score_mods_reading_tensors_take_the_triton_forward():
+    from cherenkov.attention.mods import alibi, tanh_softcap
+    assert trace_mods(alibi(torch.ones(2)), causal).score_reads_tensors()
+    assert not trace_mods(tanh_softcap(20.0), causal).score_reads_tensors()
+    assert not trace_mods(None, causal).score_reads_tensors()

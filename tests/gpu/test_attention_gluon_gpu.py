@@ -48,7 +48,8 @@ MODS = {
     "causal": dict(mask_mod=ca.causal),
     "window": dict(mask_mod=ca.sliding_window(300)),
     "prefix": dict(mask_mod=ca.prefix_lm(200)),
-    "alibi": dict(score_mod=ca.alibi(ca.alibi_slopes(4)), mask_mod=ca.causal),
+    "relative position": dict(score_mod=lambda s, b, h, q, kv: s + (q - kv).float() / 64,
+                              mask_mod=ca.causal),
     "softcap": dict(score_mod=ca.tanh_softcap(20.0), mask_mod=ca.causal),
     "none": dict(),
     # rows 0..99 see no key: output 0, lse -inf (a partial 128 x 128 tile for them)
@@ -57,7 +58,7 @@ MODS = {
 
 
 @pytest.mark.parametrize("name, D, dtype, HK", [(n, 128, torch.bfloat16, None) for n in MODS]
-                         + [(n, 64, torch.float16, 2) for n in ("causal", "alibi")])
+                         + [(n, 64, torch.float16, 2) for n in ("causal", "relative position")])
 def test_gluon_forward_matches_triton_forward(name, D, dtype, HK, monkeypatch):
     q, k, v = _qkv(2, 4, 512, D=D, HK=HK, dtype=dtype)
     do = torch.randn_like(q)
@@ -86,6 +87,8 @@ def test_calls_it_cannot_take_run_the_triton_forward(monkeypatch):
     ca.attention(q.transpose(1, 2).contiguous().transpose(1, 2), k, v, mask_mod=ca.causal)
     ids = torch.arange(512, device="cuda") // 100                # a mask reading a tensor
     ca.attention(q, k, v, mask_mod=ca.document(ids))
+    slopes = ca.alibi_slopes(2, device="cuda")                  # a score mod reading one
+    ca.attention(q, k, v, score_mod=ca.alibi(slopes), mask_mod=ca.causal)
     assert count.n == 0
     ca.attention(q, k, v, mask_mod=ca.causal)
     assert count.n == 1
