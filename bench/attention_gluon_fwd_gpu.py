@@ -9,6 +9,11 @@ registers. OVERLAP=1 is FlashAttention-3's intra-warpgroup order: tile j's S is 
 tile j-1's P V, and tile j's softmax runs while that P V is still on the tensor cores (the
 rescale of O waits for it). 8 warps = two warpgroups of 64 query rows each.
 
+Its warp-specialized variants (a producer warp, one or two consumer warpgroups), measured at
+3b6e3c0 (bench/results/2026-12-02_attention_gluon_fwd_h200_3b6e3c0.md: two consumers of 64
+rows with 128-key tiles ran causal D=128 in 0.504 ms vs 0.577 for the Triton kernel), became
+the attention forward (cherenkov/attention/kernels_gluon_src.py) and left this probe.
+
     CHERENKOV_COMMIT=<sha> PYTHONPATH=. python3 bench/attention_gluon_fwd_gpu.py OUT_DIR [--only=I]
     python bench/attention_gluon_fwd_gpu.py --sm90     # CPU: compile every variant for sm_90,
                                                        # print registers / spills
@@ -170,136 +175,6 @@ def _attn_fwd_gluon(q_desc, k_desc, v_desc, o_desc, LSE, qk_scale, S_LEN,
     tma.store_wait(pendings=0)
 
 
-@gluon.jit
-def _ws_loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready,
-               k_empty, v_empty, row0, start_m, n_tiles, ROWS: gl.constexpr,
-               BLOCK_N: gl.constexpr, STAGES: gl.constexpr, NC: gl.constexpr):
-    """The producer warp: every consumer's Q, then K and V tiles into the ring as slots free
-    (an empty barrier completes when all NC consumers have released the slot)."""
-    for c in gl.static_range(NC):
-        mbarrier.expect(q_bars.index(c), q_desc.block_type.nbytes)
-        _tma_load(q_desc, [row0 + start_m + c * ROWS, 0], q_bars.index(c), q_smem.index(c))
-    for j in range(n_tiles):
-        slot = j % STAGES
-        free = ((j // STAGES) & 1) ^ 1        # a fresh barrier passes phase 1 at once
-        mbarrier.wait(k_empty.index(slot), free)
-        _load_tile(k_desc, k_smem, k_ready, slot, row0 + j * BLOCK_N, True)
-        mbarrier.wait(v_empty.index(slot), free)
-        _load_tile(v_desc, v_smem, v_ready, slot, row0 + j * BLOCK_N, True)
-
-
-@gluon.jit
-def _ws_consumer(C: gl.constexpr, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty,
-                 v_empty, o_desc, LSE, qk_scale, row0, start_m, n_tiles,
-                 ROWS: gl.constexpr, BLOCK_N: gl.constexpr, D: gl.constexpr,
-                 STAGES: gl.constexpr, S_LAYOUT: gl.constexpr, O_LAYOUT: gl.constexpr):
-    """One warpgroup's ROWS query rows: the overlapped loop of _attn_fwd_gluon, releasing each
-    K slot once its S is done and each V slot once its P V is."""
-    my_start = start_m + C * ROWS
-    my_tiles = (my_start + ROWS + BLOCK_N - 1) // BLOCK_N
-    n_full = (my_start + 1) // BLOCK_N
-    q_tile = q_smem.index(C)
-    ROW: gl.constexpr = gl.SliceLayout(1, S_LAYOUT)
-    P_LAYOUT: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=O_LAYOUT, k_width=2)
-    offs_m = my_start + gl.arange(0, ROWS, layout=ROW)
-    s_zero = gl.zeros([ROWS, BLOCK_N], gl.float32, layout=S_LAYOUT)
-    acc = gl.zeros([ROWS, D], gl.float32, layout=O_LAYOUT)
-    m_i = gl.full([ROWS], float("-inf"), gl.float32, layout=ROW)
-    l_i = gl.zeros([ROWS], gl.float32, layout=ROW)
-    mbarrier.wait(q_bars.index(C), 0)
-
-    mbarrier.wait(k_ready.index(0), 0)
-    s = warpgroup_mma(q_tile, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False,
-                      is_async=True)
-    s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
-    mbarrier.arrive(k_empty.index(0), count=1)
-    p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, offs_m, 0, n_full, qk_scale, BLOCK_N,
-                                       S_LAYOUT)
-    p16 = gl.convert_layout(p.to(gl.bfloat16), P_LAYOUT)
-    for j in range(1, my_tiles):
-        slot = j % STAGES
-        prev = (j - 1) % STAGES
-        mbarrier.wait(k_ready.index(slot), (j // STAGES) & 1)
-        s = warpgroup_mma(q_tile, k_smem.index(slot).permute((1, 0)), s_zero, use_acc=False,
-                          is_async=True)
-        mbarrier.wait(v_ready.index(prev), ((j - 1) // STAGES) & 1)
-        acc = warpgroup_mma(p16, v_smem.index(prev), acc, is_async=True)
-        s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))
-        mbarrier.arrive(k_empty.index(slot), count=1)
-        p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, offs_m, j, n_full, qk_scale,
-                                           BLOCK_N, S_LAYOUT)
-        acc, p16 = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p16))
-        mbarrier.arrive(v_empty.index(prev), count=1)
-        acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, O_LAYOUT))[:, None]
-        p16 = gl.convert_layout(p.to(gl.bfloat16), P_LAYOUT)
-    last = (my_tiles - 1) % STAGES
-    mbarrier.wait(v_ready.index(last), ((my_tiles - 1) // STAGES) & 1)
-    acc = warpgroup_mma(p16, v_smem.index(last), acc, is_async=True)
-    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
-    mbarrier.arrive(v_empty.index(last), count=1)
-    for j in range(my_tiles, n_tiles):      # tiles only a later warpgroup's rows see
-        slot = j % STAGES
-        mbarrier.wait(k_ready.index(slot), (j // STAGES) & 1)
-        mbarrier.arrive(k_empty.index(slot), count=1)
-        mbarrier.wait(v_ready.index(slot), (j // STAGES) & 1)
-        mbarrier.arrive(v_empty.index(slot), count=1)
-
-    o_rows: gl.constexpr = gl.SliceLayout(1, O_LAYOUT)
-    o = acc / gl.convert_layout(l_i, o_rows)[:, None]
-    gl.store(LSE + row0 + offs_m, m_i + gl.log2(l_i))
-    q_tile.store(o.to(gl.bfloat16))
-    fence_async_shared()
-    _tma_store(o_desc, [row0 + my_start, 0], q_tile)
-    tma.store_wait(pendings=0)
-
-
-@gluon.jit
-def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, qk_scale, S_LEN,
-                 ROWS: gl.constexpr, BLOCK_N: gl.constexpr, D: gl.constexpr,
-                 STAGES: gl.constexpr, S_LAYOUT: gl.constexpr, O_LAYOUT: gl.constexpr,
-                 NC: gl.constexpr, CONSUMER_REGS: gl.constexpr):
-    """Warp-specialized: NC consumer warpgroups of ROWS query rows each (the default
-    partition is consumer 0) and one producer warp."""
-    bh = gl.program_id(0)
-    start_m = (gl.num_programs(1) - 1 - gl.program_id(1)) * (NC * ROWS)
-    row0 = bh * S_LEN
-    n_tiles = (start_m + NC * ROWS + BLOCK_N - 1) // BLOCK_N
-    q_smem = gl.allocate_shared_memory(q_desc.dtype, [NC, ROWS, D], q_desc.layout)
-    k_smem = gl.allocate_shared_memory(k_desc.dtype, [STAGES, BLOCK_N, D], k_desc.layout)
-    v_smem = gl.allocate_shared_memory(v_desc.dtype, [STAGES, BLOCK_N, D], v_desc.layout)
-    q_bars = gl.allocate_shared_memory(gl.int64, [NC, 1], mbarrier.MBarrierLayout())
-    k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for c in gl.static_range(NC):
-        mbarrier.init(q_bars.index(c), count=1)
-    for i in gl.static_range(STAGES):
-        mbarrier.init(k_ready.index(i), count=1)
-        mbarrier.init(v_ready.index(i), count=1)
-        mbarrier.init(k_empty.index(i), count=NC)
-        mbarrier.init(v_empty.index(i), count=NC)
-    if NC == 2:
-        gl.warp_specialize([
-            (_ws_consumer, (0, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty,
-                            v_empty, o_desc, LSE, qk_scale, row0, start_m, n_tiles, ROWS,
-                            BLOCK_N, D, STAGES, S_LAYOUT, O_LAYOUT)),
-            (_ws_consumer, (1, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty,
-                            v_empty, o_desc, LSE, qk_scale, row0, start_m, n_tiles, ROWS,
-                            BLOCK_N, D, STAGES, S_LAYOUT, O_LAYOUT)),
-            (_ws_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_ready,
-                          v_ready, k_empty, v_empty, row0, start_m, n_tiles, ROWS, BLOCK_N,
-                          STAGES, NC))], [4, 1], [CONSUMER_REGS, 24])
-    else:
-        gl.warp_specialize([
-            (_ws_consumer, (0, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty,
-                            v_empty, o_desc, LSE, qk_scale, row0, start_m, n_tiles, ROWS,
-                            BLOCK_N, D, STAGES, S_LAYOUT, O_LAYOUT)),
-            (_ws_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_ready,
-                          v_ready, k_empty, v_empty, row0, start_m, n_tiles, ROWS, BLOCK_N,
-                          STAGES, NC))], [1], [24])
-
-
 def layouts(block_m: int, block_n: int, d: int, num_warps: int):
     """(S, O) accumulator layouts: warpgroups stacked along the query rows."""
     s = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
@@ -315,37 +190,11 @@ VARIANTS = [  # (block_m, block_n, num_warps, stages, overlap)
 ]
 
 
-# warp-specialized: (rows per consumer, block_n, stages, consumers, consumer regs, maxnreg)
-WS_VARIANTS = [(64, 128, 2, 2, 240, 168), (64, 64, 3, 2, 240, 168), (64, 128, 2, 1, 0, None),
-               (64, 64, 2, 1, 0, None), (64, 128, 2, 2, 232, 160)]
-
-
-def forward_ws(q, k, v, rows, bn, stages, nc, regs, maxnreg):
-    """_attn_fwd_ws's O and log2-sum-exp (as forward)."""
-    B, H, S, D = q.shape
-    q2, k2, v2 = (t.reshape(B * H * S, D) for t in (q, k, v))
-    o = torch.empty_like(q2)
-    lse = torch.empty(B * H * S, device=q.device, dtype=torch.float32)
-    desc = lambda t, blk: TensorDescriptor(t, list(t.shape), list(t.stride()), [blk, D],
-                                           smem_layout(blk, D))
-    s_layout, o_layout = layouts(rows, bn, D, 4)
-    extra = {"maxnreg": maxnreg} if maxnreg else {}
-    _attn_fwd_ws[(B * H, S // (rows * nc))](
-        desc(q2, rows), desc(k2, bn), desc(v2, bn), desc(o, rows), lse, LOG2E / math.sqrt(D),
-        S, ROWS=rows, BLOCK_N=bn, D=D, STAGES=stages, S_LAYOUT=s_layout, O_LAYOUT=o_layout,
-        NC=nc, CONSUMER_REGS=regs, num_warps=4, **extra)
-    return o.view(B, H, S, D), lse.view(B, H, S)
-
-
 def variant(i: int):
-    """(name, run(q, k, v) -> (o, lse2)) of VARIANTS + WS_VARIANTS' i-th entry."""
-    if i < len(VARIANTS):
-        bm, bn, warps, stages, overlap = a = VARIANTS[i]
-        return (f"gluon {bm}x{bn} w{warps} s{stages} overlap={overlap}",
-                lambda q, k, v: forward(q, k, v, *a))
-    rows, bn, stages, nc, regs, maxnreg = a = WS_VARIANTS[i - len(VARIANTS)]
-    return (f"gluon ws {nc}x{rows}x{bn} s{stages} regs{regs}/{maxnreg}",
-            lambda q, k, v: forward_ws(q, k, v, *a))
+    """(name, run(q, k, v) -> (o, lse2)) of VARIANTS' i-th entry."""
+    bm, bn, warps, stages, overlap = a = VARIANTS[i]
+    return (f"gluon {bm}x{bn} w{warps} s{stages} overlap={overlap}",
+            lambda q, k, v: forward(q, k, v, *a))
 
 
 def constexprs(bm, bn, d, warps, stages, overlap):
@@ -425,7 +274,7 @@ def main() -> int:
     from cherenkov.bench.report import md_table, save_pair, script_meta
     out_dir = sys.argv[1] if len(sys.argv) > 1 else "bench/results"
     only = [int(a.split("=")[1]) for a in sys.argv if a.startswith("--only=")]
-    variants = [variant(i) for i in (only or range(len(VARIANTS) + len(WS_VARIANTS)))]
+    variants = [variant(i) for i in (only or range(len(VARIANTS)))]
     meta = script_meta()
     rows = []
     for label, (B, H, S, D) in SHAPES.items():

@@ -4,8 +4,8 @@ Appended to the generated module (codegen.kernel_source) where Triton has Gluon'
 language (Triton 3.6 and 3.9 both do); it calls the same rendered mods (`_score_mod_q0`,
 `_mask_mod`, `_row_shift`: triton.jit helpers, which Gluon inlines) and keeps kernels_src's
 conventions (log2-domain LSE, +inf on fully masked rows, output 0 there). launch_gluon.py
-decides when it runs: bf16 / fp16, head dim 64 or 128, contiguous inputs whose lengths are
-multiples of 128, and a block mask of 128 x 128 tiles.
+decides when it runs (bf16, head dim 128, contiguous inputs whose lengths are multiples of
+128, a block mask of 128 x 128 tiles); the kernel itself takes fp16 and D=64 too.
 
 One program per 128 query rows of a (batch, head), longest row blocks first in L2-sized head
 groups (as kernels_src._program_block). Three partitions share the K / V ring in shared

@@ -1,7 +1,7 @@
 """When and how the warp-specialized Gluon forward (kernels_gluon_src.py) runs.
 
 It takes a forward on an sm_90 GPU when the generated module carries it (a Triton with
-Gluon's Hopper language), the inputs are bf16 / fp16 with head dim 64 or 128, contiguous,
+Gluon's Hopper language), the inputs are bf16 with head dim 128 (DTYPES, HEAD_DIMS), contiguous,
 16-byte aligned, both lengths multiples of 128 (2-D TMA views never cross a head), and the
 block mask has -- or, built from the plan's own index-only mask_mod, coarsens to -- 128 x 128
 tiles. Anything else runs the Triton forward (launch.forward), as does GLUON_FWD = "off"
@@ -19,7 +19,12 @@ from .tuning import next_power_of_2
 
 GLUON_FWD = os.environ.get("CHERENKOV_ATTN_GLUON", "auto")     # "auto" | "off"
 TILE = 128            # query rows per program (two warpgroups of 64) and keys per tile
-HEAD_DIMS = (64, 128)
+# D=64 ran slower than the Triton forward (causal B=4 H=16 S=4096: 0.386 vs 0.372 ms,
+# bench/results/2026-12-02_attention_h200_cb27ac5.md); fp16 passed the GPU tests at D=64
+# only (cb27ac5): tests/gpu/test_attention_gluon_gpu.py checks it at D=128 -- add it here
+# once that has run on an sm_90 GPU
+HEAD_DIMS = (128,)
+DTYPES = (torch.bfloat16,)
 # the K / V ring's depth and the consumers' registers (setmaxnreg; the producer keeps 24):
 # 2 stages of 128 x 128 tiles at D=128 fill 160 KB of shared memory
 STAGES = 2
@@ -62,7 +67,7 @@ def usable(plan, q, k, v) -> bool:
         # cannot move out of a loop of mbarrier waits and sits between S and the softmax.
         return False
     B, H, Q_LEN, D = q.shape
-    if q.dtype not in (torch.bfloat16, torch.float16) or D not in HEAD_DIMS \
+    if q.dtype not in DTYPES or D not in HEAD_DIMS \
             or D != next_power_of_2(D) or Q_LEN % TILE or k.shape[2] % TILE:
         return False
     index = q.device.index if q.device.index is not None else torch.cuda.current_device()

@@ -388,7 +388,10 @@ class Sym:
         raise TraceError(f"{name} is not supported inside a traced score_mod/mask_mod")
 
 
-# ----------------------------------------------------------------------------------------------
+def _loads(root: Node | None) -> bool:
+    return root is not None and any(n.op == "load" for n in topo_order([root]))
+
+
 @dataclass
 class TracedMods:
     """The traced graphs of one (score_mod, mask_mod) pair and the tensors they capture."""
@@ -399,22 +402,17 @@ class TracedMods:
     # (flags, indices) of the last grad_indices answer: the backward asks every call
     _grad_memo: tuple | None = field(default=None, repr=False, compare=False)
     _mask_loads: bool | None = field(default=None, repr=False, compare=False)
-    _score_loads: bool | None = field(default=None, repr=False, compare=False)
 
     def mask_reads_tensors(self) -> bool:
         """Whether the mask_mod reads a captured tensor (document ids, say), not only indices
         (walked once: every launch asks)."""
         if self._mask_loads is None:
-            self._mask_loads = self.mask is not None and any(
-                n.op == "load" for n in topo_order([self.mask]))
+            self._mask_loads = _loads(self.mask)
         return self._mask_loads
 
     def score_reads_tensors(self) -> bool:
         """Whether the score_mod reads a captured tensor (ALiBi's slopes, a bias table)."""
-        if self._score_loads is None:
-            self._score_loads = self.score is not None and any(
-                n.op == "load" for n in topo_order([self.score]))
-        return self._score_loads
+        return _loads(self.score)    # asked only by forwards the Gluon kernel could take
 
     def grad_loads(self) -> list[Node]:
         """The loads in score_mod whose captured tensor requires grad (they get gradients)."""

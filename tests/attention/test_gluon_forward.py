@@ -1,5 +1,5 @@
 """The warp-specialized Gluon forward without a GPU: it compiles for sm_90 (every built-in
-mod's rendering, both head dims and 16-bit types), masks coarsen to its 128 x 128 tiles in
+mod's rendering, bf16 and fp16), masks coarsen to its 128 x 128 tiles in
 both directions exactly, and which masks and inputs it takes (launch_gluon)."""
 import os
 import subprocess
