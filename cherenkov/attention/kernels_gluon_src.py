@@ -63,19 +63,30 @@ def _gl_loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_ready, 
 
 @gluon.jit
 def _gl_softmax(qk, m_i, l_i, q_idx, t, n_partial, start_n, b, h, sm_scale, q0, __CAPS__
-                BLOCK_N: gl.constexpr, S_LAYOUT: gl.constexpr, HAS_SCORE_MOD: gl.constexpr):
+                BLOCK_N: gl.constexpr, S_LAYOUT: gl.constexpr, HAS_SCORE_MOD: gl.constexpr,
+                FMA: gl.constexpr):
     """Tile t's probabilities, the running max and sum, and the accumulator's rescale
-    (kernels_src._fwd_update's arithmetic)."""
+    (kernels_src._fwd_update's arithmetic). FMA (no score mod, a positive scale): the row
+    max of the raw scores, times the scale, then p = exp2(qk * scale - max) in one fused
+    multiply-add per score instead of a product and a difference."""
     kv_idx = (start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, S_LAYOUT)))[None, :]
+    scale = sm_scale * 1.4426950408889634
     if HAS_SCORE_MOD:     # log2 domain, less its row terms (added back to the lse)
         s = _score_mod_q0(qk, sm_scale, b, h, q_idx, kv_idx, q0, __CAPS__)
+    elif FMA:
+        s = qk
     else:
-        s = qk * (sm_scale * 1.4426950408889634)
+        s = qk * scale
     if t < n_partial:
         s = gl.where(_mask_mod(b, h, q_idx, kv_idx, __CAPS__), s, float("-inf"))
-    m_new = gl.maximum(m_i, gl.max(s, axis=1))
-    m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)
-    p = gl.exp2(s - m_safe[:, None])
+    if FMA:
+        m_new = gl.maximum(m_i, gl.max(s, axis=1) * scale)
+        m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)
+        p = gl.exp2(s * scale - m_safe[:, None])
+    else:
+        m_new = gl.maximum(m_i, gl.max(s, axis=1))
+        m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)
+        p = gl.exp2(s - m_safe[:, None])
     alpha = gl.exp2(m_i - m_safe)
     l_i = l_i * alpha + gl.sum(p, axis=1)
     return p, m_new, l_i, alpha
@@ -87,7 +98,7 @@ def _gl_consumer(C: gl.constexpr, q_smem, k_smem, v_smem, q_bars, k_ready, v_rea
                  start_m, b, h, bh, Q_LEN, sm_scale, __CAPS__
                  ROWS: gl.constexpr, BLOCK_N: gl.constexpr, D: gl.constexpr,
                  STAGES: gl.constexpr, S_LAYOUT: gl.constexpr, O_LAYOUT: gl.constexpr,
-                 HAS_SCORE_MOD: gl.constexpr):
+                 HAS_SCORE_MOD: gl.constexpr, FMA: gl.constexpr):
     """Query rows [start_m + C * ROWS, + ROWS): tile t's S issued with tile t-1's P V; each K
     slot released once its S is done, each V slot once its P V is."""
     q0 = start_m + C * ROWS
@@ -111,7 +122,7 @@ def _gl_consumer(C: gl.constexpr, q_smem, k_smem, v_smem, q_bars, k_ready, v_rea
         mbarrier.arrive(k_empty.index(0), count=1)
         p, m_i, l_i, alpha = _gl_softmax(s, m_i, l_i, q_idx, 0, n_partial, start_n, b, h,
                                          sm_scale, q0, __CAPS__ BLOCK_N, S_LAYOUT,
-                                         HAS_SCORE_MOD)
+                                         HAS_SCORE_MOD, FMA)
         p16 = gl.convert_layout(p.to(k_smem.dtype), P_LAYOUT)
         for t in range(1, n_tiles):
             slot = t % STAGES
@@ -126,7 +137,7 @@ def _gl_consumer(C: gl.constexpr, q_smem, k_smem, v_smem, q_bars, k_ready, v_rea
             mbarrier.arrive(k_empty.index(slot), count=1)
             p, m_i, l_i, alpha = _gl_softmax(s, m_i, l_i, q_idx, t, n_partial, start_n, b, h,
                                              sm_scale, q0, __CAPS__ BLOCK_N, S_LAYOUT,
-                                             HAS_SCORE_MOD)
+                                             HAS_SCORE_MOD, FMA)
             acc, p16 = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p16))
             mbarrier.arrive(v_empty.index(prev), count=1)
             acc = acc * gl.convert_layout(alpha, O_ROW)[:, None]
@@ -158,8 +169,10 @@ def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, __CAPS__
                  sm_scale, Q_LEN, KV_LEN, H, GROUPS, NUM_M_BLOCKS, HEAD_GROUP,
                  ROWS: gl.constexpr, BLOCK_N: gl.constexpr, D: gl.constexpr,
                  STAGES: gl.constexpr, S_LAYOUT: gl.constexpr, O_LAYOUT: gl.constexpr,
-                 HAS_SCORE_MOD: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+                 HAS_SCORE_MOD: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                 FMA: gl.constexpr = False):
     """O and the log2 LSE of 2 * ROWS query rows of one (batch, head)."""
+    gl.static_assert(not (FMA and HAS_SCORE_MOD), "FMA: scores without a score mod only")
     pid = gl.program_id(0)                       # kernels_src._program_block's order
     n_heads = gl.num_programs(0) // NUM_M_BLOCKS
     first = (pid // (HEAD_GROUP * NUM_M_BLOCKS)) * HEAD_GROUP
@@ -197,11 +210,11 @@ def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, __CAPS__
         (_gl_consumer, (0, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty, v_empty,
                         o_desc, LSE, KV_IDX, FULL_IDX, irow, n_partial, n_tiles, q_row,
                         start_m, b, h, bh, Q_LEN, sm_scale, __CAPS__ ROWS, BLOCK_N, D, STAGES,
-                        S_LAYOUT, O_LAYOUT, HAS_SCORE_MOD)),
+                        S_LAYOUT, O_LAYOUT, HAS_SCORE_MOD, FMA)),
         (_gl_consumer, (1, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty, v_empty,
                         o_desc, LSE, KV_IDX, FULL_IDX, irow, n_partial, n_tiles, q_row,
                         start_m, b, h, bh, Q_LEN, sm_scale, __CAPS__ ROWS, BLOCK_N, D, STAGES,
-                        S_LAYOUT, O_LAYOUT, HAS_SCORE_MOD)),
+                        S_LAYOUT, O_LAYOUT, HAS_SCORE_MOD, FMA)),
         (_gl_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready,
                       k_empty, v_empty, KV_IDX, FULL_IDX, irow, n_partial, n_tiles, q_row,
                       kv_row, ROWS, BLOCK_N, STAGES)),

@@ -18,7 +18,13 @@ from .block_mask import BlockMask
 from .tuning import next_power_of_2
 
 GLUON_FWD = os.environ.get("CHERENKOV_ATTN_GLUON", "auto")     # "auto" | "off"
-TILE = 128            # query rows per program (two warpgroups of 64) and keys per tile
+TILE = 128            # query rows per program (two warpgroups of 64)
+# Variants for the next GPU A/B (bench/attention_gluon_variants_gpu.py), defaults as measured
+# at cb27ac5: keys per tile (64: finer mask tiles at a window's edges), and the softmax's
+# fused multiply-add form for calls without a score mod (kernels_gluon_src._gl_softmax).
+TILE_N = 128
+FMA_SOFTMAX = False
+SCORE_LOADS = False   # True: score mods reading captured tensors (ALiBi) take it too
 # D=64 ran slower than the Triton forward (causal B=4 H=16 S=4096: 0.386 vs 0.372 ms,
 # bench/results/2026-12-02_attention_h200_cb27ac5.md); fp16 passed the GPU tests at D=64
 # only (cb27ac5): tests/gpu/test_attention_gluon_gpu.py checks it at D=128 -- add it here
@@ -37,16 +43,16 @@ def _sm90(device_index: int) -> bool:
 
 
 def tile_mask(plan) -> BlockMask | None:
-    """The plan's block mask in 128 x 128 tiles, or None: as it is, or coarsened from finer
+    """The plan's block mask in TILE x TILE_N tiles, or None: as it is, or coarsened from finer
     tiles when it was built from the plan's own mask_mod and that reads no tensors (document
     masks keep finer tiles, which skip more; see launch._forward_mask). Not built while a CUDA
     graph is captured."""
     m = plan.mask
-    if m.block == (TILE, TILE):
+    if m.block == (TILE, TILE_N):
         return m
-    if TILE % m.block[0] or TILE % m.block[1] or not (m.exact and plan.coarsen):
+    if TILE % m.block[0] or TILE_N % m.block[1] or not (m.exact and plan.coarsen):
         return None
-    key = (TILE // m.block[0], TILE // m.block[1])
+    key = (TILE // m.block[0], TILE_N // m.block[1])
     if key in m._coarse:
         return m._coarse[key]
     if plan.traced.mask_reads_tensors() \
@@ -60,7 +66,7 @@ def usable(plan, q, k, v) -> bool:
     if GLUON_FWD == "off" or plan.interpret or not q.is_cuda \
             or not hasattr(plan.kernels, "_attn_fwd_ws"):
         return False
-    if plan.traced.score_reads_tensors():
+    if not SCORE_LOADS and plan.traced.score_reads_tensors():
         # ALiBi's forward ran 0.631 ms here against the Triton kernel's 0.613 (causal B=4
         # H=16 S=4096 D=128; softcap, which reads nothing, 0.607 vs 0.650:
         # bench/results/2026-12-02_attention_h200_cb27ac5.md). Likely the slope's load, which
@@ -68,7 +74,7 @@ def usable(plan, q, k, v) -> bool:
         return False
     B, H, Q_LEN, D = q.shape
     if q.dtype not in DTYPES or D not in HEAD_DIMS \
-            or D != next_power_of_2(D) or Q_LEN % TILE or k.shape[2] % TILE:
+            or D != next_power_of_2(D) or Q_LEN % TILE or k.shape[2] % TILE_N:
         return False
     index = q.device.index if q.device.index is not None else torch.cuda.current_device()
     if not _sm90(index):
@@ -78,10 +84,10 @@ def usable(plan, q, k, v) -> bool:
                and t.shape[-1] * size % 16 == 0 for t in (q, k, v))
 
 
-def _layouts(d: int):
+def _layouts(d: int, tile_n: int = None):
     from triton.experimental.gluon import language as gl
     s = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                  instr_shape=[16, TILE, 16])
+                                  instr_shape=[16, tile_n or TILE_N, 16])
     o = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, d, 16])
     return s, o
 
@@ -106,11 +112,12 @@ def forward(plan, m: BlockMask, q, k, v, captured, capture_args, mask_strides, g
     s_layout, o_layout = _layouts(D)
     n_m = Q_LEN // TILE
     plan.kernels._attn_fwd_ws[(n_m * B * H,)](
-        _descriptor(q, TILE // 2), _descriptor(k, TILE), _descriptor(v, TILE),
+        _descriptor(q, TILE // 2), _descriptor(k, TILE_N), _descriptor(v, TILE_N),
         _descriptor(o, TILE // 2), lse, *capture_args,
         m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices,
         *mask_strides, plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m, group,
-        ROWS=TILE // 2, BLOCK_N=TILE, D=D, STAGES=STAGES, S_LAYOUT=s_layout,
+        ROWS=TILE // 2, BLOCK_N=TILE_N, D=D, STAGES=STAGES, S_LAYOUT=s_layout,
         O_LAYOUT=o_layout, HAS_SCORE_MOD=plan.has_score_mod, CONSUMER_REGS=CONSUMER_REGS,
+        FMA=FMA_SOFTMAX and not plan.has_score_mod and plan.scale > 0,
         num_warps=4, maxnreg=MAX_REGS)
     return o, lse

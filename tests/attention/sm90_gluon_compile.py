@@ -19,21 +19,22 @@ SCALARS = ("irow", "snb", "snh", "snm", "sib", "sih", "sim", "Q_LEN", "KV_LEN", 
            "NUM_M_BLOCKS", "HEAD_GROUP")
 
 
-def compile_ws(kernels, traced, d: int, dtype: torch.dtype) -> str:
+def compile_ws(kernels, traced, d: int, dtype: torch.dtype, tile_n: int = 128,
+               stages: int = launch_gluon.STAGES, fma: bool = False) -> str:
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
     fn = kernels._attn_fwd_ws
     el, gel = ("bf16", gl.bfloat16) if dtype == torch.bfloat16 else ("fp16", gl.float16)
-    s_layout, o_layout = launch_gluon._layouts(d)
-    cx = dict(ROWS=64, BLOCK_N=128, D=d, STAGES=launch_gluon.STAGES, S_LAYOUT=s_layout,
+    s_layout, o_layout = launch_gluon._layouts(d, tile_n)
+    cx = dict(ROWS=64, BLOCK_N=tile_n, D=d, STAGES=stages, S_LAYOUT=s_layout,
               O_LAYOUT=o_layout, HAS_SCORE_MOD=traced.score is not None,
-              CONSUMER_REGS=launch_gluon.CONSUMER_REGS)
+              CONSUMER_REGS=launch_gluon.CONSUMER_REGS, FMA=fma)
     sig = {}
     for name in fn.arg_names:
         if name in cx:
             sig[name] = "constexpr"
         elif name in ("q_desc", "o_desc", "k_desc", "v_desc"):
-            rows = 64 if name[0] in "qo" else 128
+            rows = 64 if name[0] in "qo" else tile_n
             layout = gl.NVMMASharedLayout.get_default_for([rows, d], gel)
             sig[name] = f"tensordesc<{el}[{rows},{d}],{layout!r}>"
         elif name == "LSE":
@@ -68,6 +69,11 @@ def main() -> int:
         kernels = load_kernels(traced, interpret=False, float_index=True)
         for d, dtype in ((128, torch.bfloat16), (128, torch.float16)):
             print(f"{name} D={d} {dtype}: {compile_ws(kernels, traced, d, dtype)}", flush=True)
+        if name in ("causal", "window"):     # launch_gluon's variants: 64-key tiles, the fused
+            # softmax, a third stage
+            for kw in (dict(tile_n=64), dict(fma=True), dict(stages=3)):
+                print(f"{name} {kw}: {compile_ws(kernels, traced, 128, torch.bfloat16, **kw)}",
+                      flush=True)
     return 0
 
 

@@ -1,0 +1,115 @@
+"""The Gluon forward's variants (cherenkov/attention/launch_gluon.py) on the suite's cases, in
+one process: 64-key tiles (TILE_N), the fused multiply-add softmax (FMA_SOFTMAX), a third
+ring stage (STAGES), score mods reading tensors (SCORE_LOADS: ALiBi), against the Triton
+forward (GLUON_FWD="off"). B=4 H=16 S=4096 D=128 bf16, forward and forward+backward (do_bench
+median, best of 2 interleaved rounds), each variant's output against the Triton forward's.
+
+    CHERENKOV_COMMIT=<sha> PYTHONPATH=. python3 bench/attention_gluon_variants_gpu.py OUT_DIR
+
+Writes OUT_DIR/attention_gluon_variants.md and .json.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import torch  # noqa: E402
+
+import cherenkov.attention as ca  # noqa: E402
+from cherenkov.attention import launch_gluon  # noqa: E402
+from cherenkov.bench.report import md_table, save_pair, script_meta  # noqa: E402
+from cherenkov.bench.suites.attention import bench_ms, qkv, unmasked_pairs  # noqa: E402
+
+B, H, S, D = 4, 16, 4096, 128
+VARIANTS = {      # launch_gluon settings per variant (the rest as the module has them)
+    "triton": dict(GLUON_FWD="off"),
+    "gluon": dict(),
+    "fma": dict(FMA_SOFTMAX=True),
+    "stages3": dict(STAGES=3),
+    "fma stages3": dict(FMA_SOFTMAX=True, STAGES=3),
+    "keys64": dict(TILE_N=64),
+    "keys64 stages4": dict(TILE_N=64, STAGES=4),
+}
+
+
+def cases():
+    slopes = ca.alibi_slopes(H, device="cuda")
+    return {"causal": dict(mask_mod=ca.causal),
+            "sliding_window1024": dict(mask_mod=ca.sliding_window(S // 4)),
+            "prefix_lm1024": dict(mask_mod=ca.prefix_lm(S // 4)),
+            "causal+softcap30": dict(score_mod=ca.tanh_softcap(30.0), mask_mod=ca.causal),
+            "alibi": dict(score_mod=ca.alibi(slopes), mask_mod=ca.causal)}
+
+
+class settings:
+    """launch_gluon's module settings for the duration of a with-block."""
+
+    def __init__(self, **kw):
+        self.kw, self.saved = kw, {}
+
+    def __enter__(self):
+        for k, v in self.kw.items():
+            self.saved[k] = getattr(launch_gluon, k)
+            setattr(launch_gluon, k, v)
+
+    def __exit__(self, *exc):
+        for k, v in self.saved.items():
+            setattr(launch_gluon, k, v)
+
+
+def main() -> int:
+    out_dir = sys.argv[1] if len(sys.argv) > 1 else "bench/results"
+    meta = script_meta()
+    rows = []
+    q, k, v = qkv(B, H, S, D)
+    for case, kw in cases().items():
+        bm = ca.block_mask(kw["mask_mod"], B, H, S, S, device="cuda")
+        flops = 4 * B * H * D * unmasked_pairs(kw["mask_mod"], S)
+        run = lambda: ca.attention(q, k, v, block_mask=bm, **kw)  # noqa: E731
+        do = torch.randn_like(q)
+        with torch.no_grad(), settings(GLUON_FWD="off"):
+            ref = run()
+        times = {}
+        for name, setting in VARIANTS.items():
+            extra = {} if case != "alibi" or name == "triton" else dict(SCORE_LOADS=True)
+            try:
+                with settings(**setting, **extra):
+                    with torch.no_grad():
+                        err = (run().float() - ref.float()).abs().max().item()
+                    times[name] = (setting, extra, err)
+            except Exception as e:      # noqa: BLE001 -- report every variant
+                traceback.print_exc()
+                rows.append({"case": case, "variant": name, "error": f"{type(e).__name__}: {e}"[:300]})
+        best = {n: [float("inf"), float("inf")] for n in times}
+        for _ in range(2):              # interleaved rounds, best kept
+            for name, (setting, extra, _) in times.items():
+                with settings(**setting, **extra):
+                    with torch.no_grad():
+                        fwd = bench_ms(run)
+                    both = bench_ms(lambda: run().backward(do), grad_to_none=[q, k, v])
+                best[name] = [min(best[name][0], fwd), min(best[name][1], both)]
+        base = best.get("triton", [float("nan")] * 2)
+        for name, (fwd, both) in best.items():
+            rows.append({"case": case, "variant": name, "fwd_ms": round(fwd, 4),
+                         "fwd_bwd_ms": round(both, 4), "fwd_tflops": round(flops / fwd * 1e-9, 1),
+                         "fwd_vs_triton": round(base[0] / fwd, 3),
+                         "fwd_bwd_vs_triton": round(base[1] / both, 3),
+                         "max_abs_diff_vs_triton": times[name][2]})
+            print(rows[-1], flush=True)
+    head = ["case", "variant", "fwd_ms", "fwd_bwd_ms", "fwd_tflops", "fwd_vs_triton",
+            "fwd_bwd_vs_triton", "max_abs_diff_vs_triton", "error"]
+    text = "\n".join([
+        f"# The Gluon forward's variants on {meta['gpu']}", "",
+        f"{meta['date']}, torch {meta['torch']}, triton {meta['triton']}, commit "
+        f"{meta['commit']}. B={B} H={H} S={S} D={D} bf16; do_bench median, best of 2 "
+        "interleaved rounds; fwd+bwd through autograd (grads set to None between calls).", "",
+        *md_table(head, [[r.get(h, "") for h in head] for r in rows]), ""])
+    save_pair(out_dir, "attention_gluon_variants", text, {"meta": meta, "rows": rows})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
