@@ -25,6 +25,10 @@ TILE = 128            # query rows per program (two warpgroups of 64)
 TILE_N = 128
 FMA_SOFTMAX = False
 SCORE_LOADS = False   # True: score mods reading captured tensors (ALiBi) take it too
+# Its launch is Triton's own (descriptors built per call: tens of microseconds of host time),
+# not launch.launcher's direct one: calls of fewer scores keep the Triton forward, as calls
+# under launch.TMA_MIN_SCORES keep pointer loads
+MIN_SCORES = 1 << 26
 # D=64 ran slower than the Triton forward (causal B=4 H=16 S=4096: 0.386 vs 0.372 ms,
 # bench/results/2026-12-02_attention_h200_cb27ac5.md); fp16 passed the GPU tests at D=64
 # only (cb27ac5): tests/gpu/test_attention_gluon_gpu.py checks it at D=128 -- add it here
@@ -74,7 +78,8 @@ def usable(plan, q, k, v) -> bool:
         return False
     B, H, Q_LEN, D = q.shape
     if q.dtype not in DTYPES or D not in HEAD_DIMS \
-            or D != next_power_of_2(D) or Q_LEN % TILE or k.shape[2] % TILE_N:
+            or D != next_power_of_2(D) or Q_LEN % TILE or k.shape[2] % TILE_N \
+            or B * H * Q_LEN * k.shape[2] < MIN_SCORES:
         return False
     index = q.device.index if q.device.index is not None else torch.cuda.current_device()
     if not _sm90(index):

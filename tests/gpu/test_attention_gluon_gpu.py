@@ -20,7 +20,10 @@ def _qkv(B, H, S, D=128, HK=None, dtype=torch.bfloat16, grad=True):
 
 
 class _Count:
+    """Counts the Gluon forward's launches (and lets the tests' small problems take it)."""
+
     def __init__(self, monkeypatch):
+        monkeypatch.setattr(launch_gluon, "MIN_SCORES", 0)
         self.n, real = 0, launch_gluon.forward
 
         def counted(*a, **kw):
@@ -94,5 +97,16 @@ def test_calls_it_cannot_take_run_the_triton_forward(monkeypatch):
     slopes = ca.alibi_slopes(2, device="cuda")                  # a score mod reading one
     ca.attention(q, k, v, score_mod=ca.alibi(slopes), mask_mod=ca.causal)
     assert count.n == 0
+    ca.attention(q, k, v, mask_mod=ca.causal)
+    assert count.n == 1
+
+
+def test_small_calls_keep_the_triton_forward(monkeypatch):
+    count = _Count(monkeypatch)
+    monkeypatch.setattr(launch_gluon, "MIN_SCORES", 1 << 26)
+    q, k, v = _qkv(1, 2, 512, grad=False)                   # 2**19 scores
+    ca.attention(q, k, v, mask_mod=ca.causal)
+    assert count.n == 0
+    q, k, v = _qkv(1, 16, 2048, grad=False)                 # 2**26
     ca.attention(q, k, v, mask_mod=ca.causal)
     assert count.n == 1
