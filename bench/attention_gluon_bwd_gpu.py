@@ -1,5 +1,5 @@
-"""Would the attention backward's dK/dV kernel gain what the forward did from warp
-specialization in Gluon? A standalone probe (causal, bf16, D=128, lengths multiples of 128),
+"""Would the attention backward's kernels gain what the forward did from warp specialization
+in Gluon? A standalone probe (causal, bf16, D=128, lengths multiples of 128),
 before any of it enters cherenkov/attention: the Gluon forward took the causal forward from
 0.574 to 0.485 ms, and the backward is now 1.74 of the 2.22 ms forward+backward
 (bench/results/2026-12-02_attention_h200_cb27ac5.md).
@@ -11,13 +11,16 @@ consumers release). Two consumer warpgroups own 64 keys each: S^T = K Q^T and dP
 issued together, P^T = exp2(S^T scale - lse), dS^T = P^T (dP^T - delta), then dV += P^T dO
 and dK += dS^T Q with P^T and dS^T from registers; dK, dV leave through the K / V tiles'
 shared memory by TMA. Registers: S^T and dP^T 32 each, dK and dV 64 each per thread.
+The dQ kernel is the forward's shape: 128 query rows a program (two consumers of 64), K / V
+tiles of BN keys streamed; S, dP, then dQ += dS K with dS from registers, released per tile.
 
     CHERENKOV_COMMIT=<sha> PYTHONPATH=. python3 bench/attention_gluon_bwd_gpu.py OUT_DIR
     python bench/attention_gluon_bwd_gpu.py --sm90     # CPU: compile for sm_90, print
                                                        # registers / spills
 
-Writes OUT_DIR/attention_gluon_bwd.md and .json (GPU mode): dK / dV against cherenkov's, and
-the probe's time against our _attn_bwd_dkdv kernel's (torch.profiler) in the same process.
+Writes OUT_DIR/attention_gluon_bwd.md and .json (GPU mode): dK, dV, dQ against cherenkov's,
+and the probes' times against our _attn_bwd_dkdv / _attn_bwd_dq kernels' (torch.profiler) in
+the same process.
 """
 from __future__ import annotations
 
@@ -142,6 +145,124 @@ def _attn_bwd_dkdv_ws(q_desc, do_desc, k_desc, v_desc, dk_desc, dv_desc, LSE, DE
     ], [4, 1], [CONSUMER_REGS, 24])
 
 
+@gluon.jit
+def _dq_loader(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, q_bars,
+               ready, empty, q_row, kv_row, n_tiles, BN: gl.constexpr, STAGES: gl.constexpr):
+    for c in gl.static_range(2):
+        bar = q_bars.index(c)
+        mbarrier.expect(bar, q_desc.block_type.nbytes + do_desc.block_type.nbytes)
+        _tma_load(q_desc, [q_row + c * q_desc.block_type.shape[0], 0], bar, q_smem.index(c))
+        _tma_load(do_desc, [q_row + c * do_desc.block_type.shape[0], 0], bar, do_smem.index(c))
+    for t in range(n_tiles):
+        slot = t % STAGES
+        mbarrier.wait(empty.index(slot), ((t // STAGES) & 1) ^ 1)
+        bar = ready.index(slot)
+        mbarrier.expect(bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
+        _tma_load(k_desc, [kv_row + t * BN, 0], bar, k_smem.index(slot))
+        _tma_load(v_desc, [kv_row + t * BN, 0], bar, v_smem.index(slot))
+
+
+@gluon.jit
+def _dq_consumer(C: gl.constexpr, q_smem, do_smem, k_smem, v_smem, q_bars, ready, empty,
+                 dq_desc, LSE, DELTA, q_row, start_m, n_tiles, qk_scale, sm_scale,
+                 BN: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr,
+                 S_LAYOUT: gl.constexpr, O_LAYOUT: gl.constexpr):
+    ROWS: gl.constexpr = q_smem.type.shape[1]
+    ROW: gl.constexpr = gl.SliceLayout(1, S_LAYOUT)
+    A_LAYOUT: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=O_LAYOUT, k_width=2)
+    q_tile = q_smem.index(C)
+    do_tile = do_smem.index(C)
+    my_start = start_m + C * ROWS
+    my_tiles = (my_start + ROWS) // BN
+    offs_m = my_start + gl.arange(0, ROWS, layout=ROW)
+    lse = gl.load(LSE + q_row + C * ROWS + gl.arange(0, ROWS, layout=ROW))
+    delta = gl.load(DELTA + q_row + C * ROWS + gl.arange(0, ROWS, layout=ROW))
+    zero = gl.zeros([ROWS, BN], gl.float32, layout=S_LAYOUT)
+    dq = gl.zeros([ROWS, D], gl.float32, layout=O_LAYOUT)
+    mbarrier.wait(q_bars.index(C), 0)
+    for t in range(my_tiles):
+        slot = t % STAGES
+        k_tile = k_smem.index(slot)
+        mbarrier.wait(ready.index(slot), (t // STAGES) & 1)
+        s = warpgroup_mma(q_tile, k_tile.permute((1, 0)), zero, use_acc=False, is_async=True)
+        dp = warpgroup_mma(do_tile, v_smem.index(slot).permute((1, 0)), zero, use_acc=False,
+                           is_async=True)
+        s, dp = warpgroup_mma_wait(num_outstanding=0, deps=(s, dp))
+        p = gl.exp2(s * qk_scale - lse[:, None])
+        if (t + 1) * BN > my_start:          # a diagonal tile: keys after the query
+            offs_n = t * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, S_LAYOUT))
+            p = gl.where(offs_n[None, :] <= offs_m[:, None], p, 0.0)
+        ds16 = gl.convert_layout((p * (dp - delta[:, None])).to(gl.bfloat16), A_LAYOUT)
+        dq = warpgroup_mma(ds16, k_tile, dq, is_async=True)
+        dq, ds16 = warpgroup_mma_wait(num_outstanding=0, deps=(dq, ds16))
+        mbarrier.arrive(empty.index(slot), count=1)
+    for t in range(my_tiles, n_tiles):      # tiles only the other warpgroup's rows see
+        slot = t % STAGES
+        mbarrier.wait(ready.index(slot), (t // STAGES) & 1)
+        mbarrier.arrive(empty.index(slot), count=1)
+    q_tile.store((dq * sm_scale).to(gl.bfloat16))      # Q is spent: dQ leaves through it
+    fence_async_shared()
+    _tma_store(dq_desc, [q_row + C * ROWS, 0], q_tile)
+    tma.store_wait(pendings=0)
+
+
+@gluon.jit
+def _attn_bwd_dq_ws(q_desc, do_desc, k_desc, v_desc, dq_desc, LSE, DELTA, qk_scale, sm_scale,
+                    S_LEN, BN: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr,
+                    S_LAYOUT: gl.constexpr, O_LAYOUT: gl.constexpr,
+                    CONSUMER_REGS: gl.constexpr):
+    ROWS: gl.constexpr = q_desc.block_type.shape[0]
+    bh = gl.program_id(0)
+    start_m = (gl.num_programs(1) - 1 - gl.program_id(1)) * (2 * ROWS)    # longest first
+    q_row = bh * S_LEN + start_m
+    kv_row = bh * S_LEN
+    n_tiles = (start_m + 2 * ROWS) // BN
+    q_smem = gl.allocate_shared_memory(q_desc.dtype, [2, ROWS, D], q_desc.layout)
+    do_smem = gl.allocate_shared_memory(do_desc.dtype, [2, ROWS, D], do_desc.layout)
+    k_smem = gl.allocate_shared_memory(k_desc.dtype, [STAGES, BN, D], k_desc.layout)
+    v_smem = gl.allocate_shared_memory(v_desc.dtype, [STAGES, BN, D], v_desc.layout)
+    q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for c in gl.static_range(2):
+        mbarrier.init(q_bars.index(c), count=1)
+    for i in gl.static_range(STAGES):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=2)
+    gl.warp_specialize([
+        (_dq_consumer, (0, q_smem, do_smem, k_smem, v_smem, q_bars, ready, empty, dq_desc, LSE,
+                        DELTA, q_row, start_m, n_tiles, qk_scale, sm_scale, BN, D, STAGES,
+                        S_LAYOUT, O_LAYOUT)),
+        (_dq_consumer, (1, q_smem, do_smem, k_smem, v_smem, q_bars, ready, empty, dq_desc, LSE,
+                        DELTA, q_row, start_m, n_tiles, qk_scale, sm_scale, BN, D, STAGES,
+                        S_LAYOUT, O_LAYOUT)),
+        (_dq_loader, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, q_bars,
+                      ready, empty, q_row, kv_row, n_tiles, BN, STAGES)),
+    ], [4, 1], [CONSUMER_REGS, 24])
+
+
+DQ_VARIANTS = [(64, 3, 240, 168), (64, 4, 240, 168), (128, 2, 240, 168)]   # BN, stages, ...
+
+
+def dq_ws(q, k, v, do, lse2, delta, bn, stages, regs, maxnreg):
+    """dQ of causal attention (B, H, S, D) given the forward's log2 LSE and delta."""
+    B, H, S, D = q.shape
+    flat = [t.reshape(B * H * S, D) for t in (q, do, k, v)]
+    dq = torch.empty_like(flat[0])
+    desc = lambda t, rows: TensorDescriptor(t, list(t.shape), list(t.stride()), [rows, D],
+                                            smem_layout(rows, D))
+    _attn_bwd_dq_ws[(B * H, S // (2 * KEYS_N))](
+        desc(flat[0], KEYS_N), desc(flat[1], KEYS_N), desc(flat[2], bn), desc(flat[3], bn),
+        desc(dq, KEYS_N), lse2, delta, LOG2E / math.sqrt(D), 1 / math.sqrt(D), S,
+        num_warps=4, maxnreg=maxnreg, **constexprs_dq(bn, D, stages, regs))
+    return dq.view(B, H, S, D)
+
+
+def constexprs_dq(bn, d, stages, regs):
+    s, o = layouts(bn, d)
+    return dict(BN=bn, D=d, STAGES=stages, S_LAYOUT=s, O_LAYOUT=o, CONSUMER_REGS=regs)
+
+
 # (query rows per tile, ring stages, consumer registers, maxnreg)
 VARIANTS = [(64, 3, 240, 168), (64, 2, 240, 168), (32, 4, 240, 168), (64, 4, 232, 160)]
 
@@ -194,6 +315,24 @@ def sm90(d: int = 128) -> int:
         except Exception as e:      # noqa: BLE001 -- report every variant
             bad += 1
             print(f"{name}: FAILED {type(e).__name__}: {str(e)[:2000]}", flush=True)
+    fn = _attn_bwd_dq_ws
+    for bn, stages, regs, maxnreg in DQ_VARIANTS:
+        cx = constexprs_dq(bn, d, stages, regs)
+        sig = {n: f"tensordesc<bf16[{r},{d}],{smem_layout(r, d)!r}>"
+               for n, r in (("q_desc", KEYS_N), ("do_desc", KEYS_N), ("k_desc", bn),
+                            ("v_desc", bn), ("dq_desc", KEYS_N))}
+        sig.update(LSE="*fp32", DELTA="*fp32", qk_scale="fp32", sm_scale="fp32", S_LEN="i32",
+                   **{k_: "constexpr" for k_ in cx})
+        name = f"dQ BN{bn} s{stages} regs{regs}/{maxnreg}"
+        try:
+            src = GluonASTSource(fn, sig, constexprs={(fn.arg_names.index(k_),): v_
+                                                      for k_, v_ in cx.items()})
+            c = triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                               options={"num_warps": 4, "maxnreg": maxnreg})
+            print(f"{name}: {resources(c.asm['cubin'])}, smem {c.metadata.shared}", flush=True)
+        except Exception as e:      # noqa: BLE001 -- report every variant
+            bad += 1
+            print(f"{name}: FAILED {type(e).__name__}: {str(e)[:2000]}", flush=True)
     return bad
 
 
@@ -212,38 +351,43 @@ def main() -> int:
     do = torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16, generator=g)
     bm = ca.block_mask(ca.causal, B, H, S, S, device="cuda")
     out, lse = ca.attention(q, k, v, block_mask=bm, return_lse=True)
-    _, ref_dk, ref_dv = torch.autograd.grad(out, (q, k, v), do)
+    ref_dq, ref_dk, ref_dv = torch.autograd.grad(out, (q, k, v), do)
     lse2 = (lse / math.log(2)).float().contiguous()
     delta = (out.float() * do.float()).sum(-1).contiguous()
     q_, k_, v_ = q.detach(), k.detach(), v.detach()
     ours = kernel_table(lambda: torch.autograd.grad(ca.attention(q, k, v, block_mask=bm),
                                                     (q, k, v), do), top=None)
-    ours_ms = next((t for n, t in ours.items() if "_attn_bwd_dkdv" in n), float("nan"))
-    rows = [{"impl": "cherenkov _attn_bwd_dkdv (profiler)", "ms": round(ours_ms, 4)}]
-    for bq, stages, regs, maxnreg in VARIANTS:
-        name = f"gluon ws BQ{bq} s{stages} regs{regs}/{maxnreg}"
-        try:
-            dk, dv = dkdv(q_, k_, v_, do, lse2, delta, bq, stages, regs, maxnreg)
-            torch.cuda.synchronize()
-            err = max(((a.float() - b.float()).abs().max() / b.float().abs().max()).item()
-                      for a, b in ((dk, ref_dk), (dv, ref_dv)))
-            row = {"impl": name, "max_rel_err": err, "ok": err < 2e-2}
-            if row["ok"]:
-                ms = min(do_bench(lambda: dkdv(q_, k_, v_, do, lse2, delta, bq, stages, regs,
-                                               maxnreg), warmup=10, rep=50,
-                                  return_mode="median") for _ in range(2))
-                row.update(ms=round(ms, 4), vs_ours=round(ours_ms / ms, 3))
-        except Exception as e:      # noqa: BLE001 -- report every variant
-            row = {"impl": name, "error": f"{type(e).__name__}: {str(e)[:300]}"}
-        rows.append(row)
-        print(row, flush=True)
+    rows = []
+    probes = [("dK/dV", "_attn_bwd_dkdv", VARIANTS, dkdv, (ref_dk, ref_dv), "BQ"),
+              ("dQ", "_attn_bwd_dq", DQ_VARIANTS, lambda *a: (dq_ws(*a),), (ref_dq,), "BN")]
+    for what, kernel, variants, fn, refs, tile in probes:
+        ours_ms = next((t for n, t in ours.items() if n.startswith(kernel) and
+                        (kernel != "_attn_bwd_dq" or "dkdv" not in n)), float("nan"))
+        rows.append({"impl": f"cherenkov {kernel} (profiler)", "ms": round(ours_ms, 4)})
+        for n_, stages, regs, maxnreg in variants:
+            name = f"gluon ws {what} {tile}{n_} s{stages} regs{regs}/{maxnreg}"
+            args = (q_, k_, v_, do, lse2, delta, n_, stages, regs, maxnreg)
+            try:
+                got = fn(*args)
+                torch.cuda.synchronize()
+                err = max(((a.float() - b.float()).abs().max() / b.float().abs().max()).item()
+                          for a, b in zip(got, refs))
+                row = {"impl": name, "max_rel_err": err, "ok": err < 2e-2}
+                if row["ok"]:
+                    ms = min(do_bench(lambda: fn(*args), warmup=10, rep=50,
+                                      return_mode="median") for _ in range(2))
+                    row.update(ms=round(ms, 4), vs_ours=round(ours_ms / ms, 3))
+            except Exception as e:      # noqa: BLE001 -- report every variant
+                row = {"impl": name, "error": f"{type(e).__name__}: {str(e)[:300]}"}
+            rows.append(row)
+            print(row, flush=True)
     head = ["impl", "ms", "vs_ours", "max_rel_err", "ok", "error"]
     text = "\n".join([
-        f"# Attention dK/dV backward in Gluon on {meta['gpu']}", "",
+        f"# Attention backward (dK/dV, dQ) in Gluon on {meta['gpu']}", "",
         f"{meta['date']}, torch {meta['torch']}, triton {meta['triton']}, commit "
         f"{meta['commit']}. Causal B={B} H={H} S={S} D={D} bf16; the probe's do_bench median "
-        "(best of 2; its host time included: descriptors built per call) against our dK/dV "
-        "kernel's GPU time; errors relative to our gradients' max.", "",
+        "(best of 2; its host time included: descriptors built per call) against our "
+        "kernels' GPU time; errors relative to our gradients' max.", "",
         *md_table(head, [[r.get(h, "") for h in head] for r in rows]), ""])
     save_pair(out_dir, "attention_gluon_bwd", text, {"meta": meta, "rows": rows})
     return 0
