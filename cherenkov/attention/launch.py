@@ -229,9 +229,11 @@ def forward(plan: Plan, q, k, v, captured) -> tuple[torch.Tensor, torch.Tensor]:
         if m is not None:
             group = head_group(B * H, 2 * KV_LEN * D * k.element_size(), plan.mask.device,
                                plan.interpret)
-            return launch_gluon.forward(
+            got = launch_gluon.guarded_forward(
                 plan, m, q, k, v, captured, capture_args(captured, q.device),
                 _mask_strides(m.kv_num_blocks, m.kv_indices), group)
+            if got is not None:
+                return got
     m = plan.mask
     o = torch.empty_like(q, memory_format=torch.contiguous_format)
     cfg = choose_config("fwd", D, q.dtype, m.block, plan.interpret)

@@ -10,6 +10,7 @@ tiles. Anything else runs the Triton forward (launch.forward), as does GLUON_FWD
 from __future__ import annotations
 
 import functools
+import logging
 import os
 
 import torch
@@ -126,3 +127,18 @@ def forward(plan, m: BlockMask, q, k, v, captured, capture_args, mask_strides, g
         FMA=FMA_SOFTMAX and not plan.has_score_mod and plan.scale > 0,
         num_warps=4, maxnreg=MAX_REGS)
     return o, lse
+
+
+def guarded_forward(*args):
+    """forward(*args), or None -- after logging why, and with the Gluon forward switched off
+    for the process -- when the kernel does not build or launch (a Triton whose Gluon differs
+    from 3.6's and 3.9's, say): the caller runs the Triton forward instead."""
+    global GLUON_FWD
+    try:
+        return forward(*args)
+    except Exception as e:      # noqa: BLE001 -- any failure: the Triton forward stands in
+        GLUON_FWD = "off"
+        logging.getLogger("cherenkov").warning(
+            "cherenkov: the Gluon attention forward failed (%s: %s); the Triton forward runs "
+            "from now on", type(e).__name__, str(e)[:500])
+        return None

@@ -83,3 +83,12 @@ def test_score_mods_reading_tensors_take_the_triton_forward():
     assert trace_mods(alibi(torch.ones(2)), causal).score_reads_tensors()
     assert not trace_mods(tanh_softcap(20.0), causal).score_reads_tensors()
     assert not trace_mods(None, causal).score_reads_tensors()
+
+
+def test_a_failing_gluon_forward_switches_itself_off(monkeypatch, caplog):
+    def broken(*args):
+        raise RuntimeError("no such Gluon op")
+    monkeypatch.setattr(launch_gluon, "forward", broken)
+    monkeypatch.setattr(launch_gluon, "GLUON_FWD", "auto")
+    assert launch_gluon.guarded_forward(1, 2) is None
+    assert launch_gluon.GLUON_FWD == "off" and "no such Gluon op" in caplog.text
