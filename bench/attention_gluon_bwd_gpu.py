@@ -47,20 +47,25 @@ KEYS = gl.constexpr(KEYS_N)
 
 
 @gluon.jit
-def _bwd_loader(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, kv_bars,
-                ready, empty, q_row0, kv_row, n_q, BQ: gl.constexpr, STAGES: gl.constexpr):
+def _pair_loader(res_a, res_b, str_a, str_b, res_a_smem, res_b_smem, str_a_smem, str_b_smem,
+                 res_bars, ready, empty, res_row, str_row, n, STEP: gl.constexpr,
+                 STAGES: gl.constexpr):
+    """The producer warp of both kernels: each consumer's resident pair of tiles (K, V for
+    dK/dV; Q, dO for dQ) once, then the streamed pair's n tiles of STEP rows (Q, dO; K, V)
+    through the ring as both consumers release its slots."""
     for c in gl.static_range(2):
-        bar = kv_bars.index(c)
-        mbarrier.expect(bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
-        _tma_load(k_desc, [kv_row + c * k_desc.block_type.shape[0], 0], bar, k_smem.index(c))
-        _tma_load(v_desc, [kv_row + c * v_desc.block_type.shape[0], 0], bar, v_smem.index(c))
-    for t in range(n_q):
+        bar = res_bars.index(c)
+        rows = res_row + c * res_a.block_type.shape[0]
+        mbarrier.expect(bar, res_a.block_type.nbytes + res_b.block_type.nbytes)
+        _tma_load(res_a, [rows, 0], bar, res_a_smem.index(c))
+        _tma_load(res_b, [rows, 0], bar, res_b_smem.index(c))
+    for t in range(n):
         slot = t % STAGES
         mbarrier.wait(empty.index(slot), ((t // STAGES) & 1) ^ 1)
         bar = ready.index(slot)
-        mbarrier.expect(bar, q_desc.block_type.nbytes + do_desc.block_type.nbytes)
-        _tma_load(q_desc, [q_row0 + t * BQ, 0], bar, q_smem.index(slot))
-        _tma_load(do_desc, [q_row0 + t * BQ, 0], bar, do_smem.index(slot))
+        mbarrier.expect(bar, str_a.block_type.nbytes + str_b.block_type.nbytes)
+        _tma_load(str_a, [str_row + t * STEP, 0], bar, str_a_smem.index(slot))
+        _tma_load(str_b, [str_row + t * STEP, 0], bar, str_b_smem.index(slot))
 
 
 @gluon.jit
@@ -140,26 +145,9 @@ def _attn_bwd_dkdv_ws(q_desc, do_desc, k_desc, v_desc, dk_desc, dv_desc, LSE, DE
         (_bwd_consumer, (1, q_smem, do_smem, k_smem, v_smem, kv_bars, ready, empty, dk_desc,
                          dv_desc, LSE, DELTA, bh, S_LEN, start_n, start_q, n_q, kv_row,
                          qk_scale, sm_scale, BQ, D, STAGES, S_LAYOUT, O_LAYOUT)),
-        (_bwd_loader, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem,
-                       kv_bars, ready, empty, q_row0, kv_row, n_q, BQ, STAGES)),
+        (_pair_loader, (k_desc, v_desc, q_desc, do_desc, k_smem, v_smem, q_smem, do_smem,
+                        kv_bars, ready, empty, kv_row, q_row0, n_q, BQ, STAGES)),
     ], [4, 1], [CONSUMER_REGS, 24])
-
-
-@gluon.jit
-def _dq_loader(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, q_bars,
-               ready, empty, q_row, kv_row, n_tiles, BN: gl.constexpr, STAGES: gl.constexpr):
-    for c in gl.static_range(2):
-        bar = q_bars.index(c)
-        mbarrier.expect(bar, q_desc.block_type.nbytes + do_desc.block_type.nbytes)
-        _tma_load(q_desc, [q_row + c * q_desc.block_type.shape[0], 0], bar, q_smem.index(c))
-        _tma_load(do_desc, [q_row + c * do_desc.block_type.shape[0], 0], bar, do_smem.index(c))
-    for t in range(n_tiles):
-        slot = t % STAGES
-        mbarrier.wait(empty.index(slot), ((t // STAGES) & 1) ^ 1)
-        bar = ready.index(slot)
-        mbarrier.expect(bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
-        _tma_load(k_desc, [kv_row + t * BN, 0], bar, k_smem.index(slot))
-        _tma_load(v_desc, [kv_row + t * BN, 0], bar, v_smem.index(slot))
 
 
 @gluon.jit
@@ -236,8 +224,8 @@ def _attn_bwd_dq_ws(q_desc, do_desc, k_desc, v_desc, dq_desc, LSE, DELTA, qk_sca
         (_dq_consumer, (1, q_smem, do_smem, k_smem, v_smem, q_bars, ready, empty, dq_desc, LSE,
                         DELTA, q_row, start_m, n_tiles, qk_scale, sm_scale, BN, D, STAGES,
                         S_LAYOUT, O_LAYOUT)),
-        (_dq_loader, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, q_bars,
-                      ready, empty, q_row, kv_row, n_tiles, BN, STAGES)),
+        (_pair_loader, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem,
+                        q_bars, ready, empty, q_row, kv_row, n_tiles, BN, STAGES)),
     ], [4, 1], [CONSUMER_REGS, 24])
 
 
@@ -293,46 +281,32 @@ def dkdv(q, k, v, do, lse2, delta, bq, stages, regs, maxnreg):
 
 
 def sm90(d: int = 128) -> int:
-    """Compile every variant for sm_90 on the CPU: registers, spills, or the error."""
+    """Compile every variant of both kernels for sm_90 on the CPU: registers, spills, or the
+    error; the number that failed."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
-    fn = _attn_bwd_dkdv_ws
+    jobs = [(_attn_bwd_dkdv_ws, f"BQ{n}", constexprs(n, d, st, regs), maxnreg,
+             dict(q_desc=n, do_desc=n, k_desc=KEYS_N, v_desc=KEYS_N, dk_desc=KEYS_N,
+                  dv_desc=KEYS_N), f"s{st} regs{regs}/{maxnreg}")
+            for n, st, regs, maxnreg in VARIANTS]
+    jobs += [(_attn_bwd_dq_ws, f"dQ BN{n}", constexprs_dq(n, d, st, regs), maxnreg,
+              dict(q_desc=KEYS_N, do_desc=KEYS_N, k_desc=n, v_desc=n, dq_desc=KEYS_N),
+              f"s{st} regs{regs}/{maxnreg}") for n, st, regs, maxnreg in DQ_VARIANTS]
     bad = 0
-    for bq, stages, regs, maxnreg in VARIANTS:
-        cx = constexprs(bq, d, stages, regs)
-        sig = {n: f"tensordesc<bf16[{r},{d}],{smem_layout(r, d)!r}>"
-               for n, r in (("q_desc", bq), ("do_desc", bq), ("k_desc", KEYS_N), ("v_desc", KEYS_N),
-                            ("dk_desc", KEYS_N), ("dv_desc", KEYS_N))}
+    for fn, tile, cx, maxnreg, descs, rest in jobs:
+        sig = {n: f"tensordesc<bf16[{r},{d}],{smem_layout(r, d)!r}>" for n, r in descs.items()}
         sig.update(LSE="*fp32", DELTA="*fp32", qk_scale="fp32", sm_scale="fp32", S_LEN="i32",
                    **{k_: "constexpr" for k_ in cx})
-        name = f"BQ{bq} s{stages} regs{regs}/{maxnreg}"
         try:
             src = GluonASTSource(fn, sig, constexprs={(fn.arg_names.index(k_),): v_
                                                       for k_, v_ in cx.items()})
             c = triton.compile(src, target=GPUTarget("cuda", 90, 32),
                                options={"num_warps": 4, "maxnreg": maxnreg})
-            print(f"{name}: {resources(c.asm['cubin'])}, smem {c.metadata.shared}", flush=True)
+            print(f"{tile} {rest}: {resources(c.asm['cubin'])}, smem {c.metadata.shared}",
+                  flush=True)
         except Exception as e:      # noqa: BLE001 -- report every variant
             bad += 1
-            print(f"{name}: FAILED {type(e).__name__}: {str(e)[:2000]}", flush=True)
-    fn = _attn_bwd_dq_ws
-    for bn, stages, regs, maxnreg in DQ_VARIANTS:
-        cx = constexprs_dq(bn, d, stages, regs)
-        sig = {n: f"tensordesc<bf16[{r},{d}],{smem_layout(r, d)!r}>"
-               for n, r in (("q_desc", KEYS_N), ("do_desc", KEYS_N), ("k_desc", bn),
-                            ("v_desc", bn), ("dq_desc", KEYS_N))}
-        sig.update(LSE="*fp32", DELTA="*fp32", qk_scale="fp32", sm_scale="fp32", S_LEN="i32",
-                   **{k_: "constexpr" for k_ in cx})
-        name = f"dQ BN{bn} s{stages} regs{regs}/{maxnreg}"
-        try:
-            src = GluonASTSource(fn, sig, constexprs={(fn.arg_names.index(k_),): v_
-                                                      for k_, v_ in cx.items()})
-            c = triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                               options={"num_warps": 4, "maxnreg": maxnreg})
-            print(f"{name}: {resources(c.asm['cubin'])}, smem {c.metadata.shared}", flush=True)
-        except Exception as e:      # noqa: BLE001 -- report every variant
-            bad += 1
-            print(f"{name}: FAILED {type(e).__name__}: {str(e)[:2000]}", flush=True)
+            print(f"{tile} {rest}: FAILED {type(e).__name__}: {str(e)[:2000]}", flush=True)
     return bad
 
 
