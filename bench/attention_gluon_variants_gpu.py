@@ -29,9 +29,7 @@ VARIANTS = {      # launch_gluon settings per variant (the rest as the module ha
     "gluon": dict(),
     "fma": dict(FMA_SOFTMAX=True),
     "stages3": dict(STAGES=3),
-    "fma stages3": dict(FMA_SOFTMAX=True, STAGES=3),
-    "keys64": dict(TILE_N=64),
-    "keys64 stages4": dict(TILE_N=64, STAGES=4),
+    "keys64": dict(TILE_N=64, STAGES=3),
 }
 
 
