@@ -1,6 +1,7 @@
 """The Gluon forward's variants (cherenkov/attention/launch_gluon.py) on the suite's cases, in
 one process: 64-key tiles (TILE_N), the fused multiply-add softmax (FMA_SOFTMAX), a third
-ring stage (STAGES), score mods reading tensors (SCORE_LOADS: ALiBi), against the Triton
+ring stage (STAGES), score mods reading tensors (SCORE_LOADS: ALiBi; and ALiBi with its
+slopes computed from h instead of loaded), against the Triton
 forward (GLUON_FWD="off"). B=4 H=16 S=4096 D=128 bf16, forward and forward+backward (do_bench
 median, best of 2 interleaved rounds), each variant's output against the Triton forward's.
 
@@ -39,7 +40,14 @@ def cases():
             "sliding_window1024": dict(mask_mod=ca.sliding_window(S // 4)),
             "prefix_lm1024": dict(mask_mod=ca.prefix_lm(S // 4)),
             "causal+softcap30": dict(score_mod=ca.tanh_softcap(30.0), mask_mod=ca.causal),
-            "alibi": dict(score_mod=ca.alibi(slopes), mask_mod=ca.causal)}
+            "alibi": dict(score_mod=ca.alibi(slopes), mask_mod=ca.causal),
+            # the same slopes (H a power of two) computed from h, not loaded: does the Gluon
+            # forward lose on ALiBi for the load?
+            "alibi computed slopes": dict(score_mod=_computed_alibi, mask_mod=ca.causal)}
+
+
+def _computed_alibi(score, b, h, q_idx, kv_idx):
+    return score + torch.exp2((h + 1).float() * (-8.0 / H)) * (kv_idx - q_idx).float()
 
 
 class settings:
