@@ -161,7 +161,7 @@ def _dq_consumer(C: gl.constexpr, q_smem, do_smem, k_smem, v_smem, q_bars, ready
     q_tile = q_smem.index(C)
     do_tile = do_smem.index(C)
     my_start = start_m + C * ROWS
-    my_tiles = (my_start + ROWS) // BN
+    my_tiles = (my_start + ROWS + BN - 1) // BN      # keys [0, my_start + ROWS)
     offs_m = my_start + gl.arange(0, ROWS, layout=ROW)
     lse = gl.load(LSE + q_row + C * ROWS + gl.arange(0, ROWS, layout=ROW))
     delta = gl.load(DELTA + q_row + C * ROWS + gl.arange(0, ROWS, layout=ROW))
@@ -204,7 +204,7 @@ def _attn_bwd_dq_ws(q_desc, do_desc, k_desc, v_desc, dq_desc, LSE, DELTA, qk_sca
     start_m = (gl.num_programs(1) - 1 - gl.program_id(1)) * (2 * ROWS)    # longest first
     q_row = bh * S_LEN + start_m
     kv_row = bh * S_LEN
-    n_tiles = (start_m + 2 * ROWS) // BN
+    n_tiles = (start_m + 2 * ROWS + BN - 1) // BN
     q_smem = gl.allocate_shared_memory(q_desc.dtype, [2, ROWS, D], q_desc.layout)
     do_smem = gl.allocate_shared_memory(do_desc.dtype, [2, ROWS, D], do_desc.layout)
     k_smem = gl.allocate_shared_memory(k_desc.dtype, [STAGES, BN, D], k_desc.layout)
