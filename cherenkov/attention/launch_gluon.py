@@ -90,7 +90,9 @@ def usable(plan, q, k, v) -> bool:
                and t.shape[-1] * size % 16 == 0 for t in (q, k, v))
 
 
+@functools.lru_cache(maxsize=None)
 def _layouts(d: int, tile_n: int = None):
+    """The (S, O) accumulator layouts (built once per shape: every launch asks)."""
     from triton.experimental.gluon import language as gl
     s = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                   instr_shape=[16, tile_n or TILE_N, 16])
@@ -98,13 +100,18 @@ def _layouts(d: int, tile_n: int = None):
     return s, o
 
 
-def _descriptor(t: torch.Tensor, rows: int):
+@functools.lru_cache(maxsize=None)
+def _smem_layout(rows: int, d: int, dtype: torch.dtype):
     from triton.experimental.gluon import language as gl
+    return gl.NVMMASharedLayout.get_default_for(
+        [rows, d], gl.bfloat16 if dtype == torch.bfloat16 else gl.float16)
+
+
+def _descriptor(t: torch.Tensor, rows: int):
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
     t2 = t.view(-1, t.shape[-1])
-    dtype = gl.bfloat16 if t.dtype == torch.bfloat16 else gl.float16
-    layout = gl.NVMMASharedLayout.get_default_for([rows, t.shape[-1]], dtype)
-    return TensorDescriptor(t2, list(t2.shape), list(t2.stride()), [rows, t.shape[-1]], layout)
+    return TensorDescriptor(t2, list(t2.shape), list(t2.stride()), [rows, t.shape[-1]],
+                            _smem_layout(rows, t.shape[-1], t.dtype))
 
 
 def forward(plan, m: BlockMask, q, k, v, captured, capture_args, mask_strides, group: int
