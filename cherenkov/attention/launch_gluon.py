@@ -91,11 +91,11 @@ def usable(plan, q, k, v) -> bool:
 
 
 @functools.lru_cache(maxsize=None)
-def _layouts(d: int, tile_n: int = None):
+def _layouts(d: int, tile_n: int):
     """The (S, O) accumulator layouts (built once per shape: every launch asks)."""
     from triton.experimental.gluon import language as gl
     s = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                  instr_shape=[16, tile_n or TILE_N, 16])
+                                  instr_shape=[16, tile_n, 16])
     o = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, d, 16])
     return s, o
 
@@ -117,12 +117,12 @@ def _descriptor(t: torch.Tensor, rows: int):
 def forward(plan, m: BlockMask, q, k, v, captured, capture_args, mask_strides, group: int
             ) -> tuple[torch.Tensor, torch.Tensor]:
     """O (contiguous, like q) and the log2-domain LSE through the Gluon kernel; `m`: the
-    128 x 128 block mask (tile_mask)."""
+    block mask in TILE x TILE_N tiles (tile_mask)."""
     B, H, Q_LEN, D = q.shape
     HK, KV_LEN = k.shape[1], k.shape[2]
     o = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = torch.empty(B, H, Q_LEN, device=q.device, dtype=torch.float32)
-    s_layout, o_layout = _layouts(D)
+    s_layout, o_layout = _layouts(D, TILE_N)
     n_m = Q_LEN // TILE
     plan.kernels._attn_fwd_ws[(n_m * B * H,)](
         _descriptor(q, TILE // 2), _descriptor(k, TILE_N), _descriptor(v, TILE_N),
