@@ -8,6 +8,7 @@ Mode "interpret" builds the kernels with Triton's interpreter (CPU tensors, nump
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
@@ -37,6 +38,7 @@ _LOADED: dict[tuple[str, str], ModuleType] = {}
 _LOCK = threading.Lock()
 
 
+@functools.lru_cache(maxsize=None)
 def gluon_hopper() -> bool:
     """Whether this Triton has Gluon's Hopper language (the warp-specialized forward,
     kernels_gluon_src.py)."""

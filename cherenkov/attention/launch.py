@@ -40,6 +40,25 @@ class Plan:
     def has_score_mod(self) -> bool:
         return self.traced.score is not None
 
+    def mask_in_tiles(self, rows: int, cols: int) -> BlockMask | None:
+        """The block mask in rows x cols tiles: the plan's own, or the same mask coarsened
+        (BlockMask.coarsened, kept on the mask) when it was built from the plan's own mask_mod
+        and that is index arithmetic only (causal, window, prefix: a few more partial tiles at
+        the edges; a mask reading tensors -- documents -- keeps its finer tiles, which skip
+        more); None otherwise, and while a CUDA graph is captured (nothing is built then)."""
+        m = self.mask
+        if m.block == (rows, cols):
+            return m
+        if rows % m.block[0] or cols % m.block[1] or not (m.exact and self.coarsen):
+            return None
+        key = (rows // m.block[0], cols // m.block[1])
+        if key in m._coarse:
+            return m._coarse[key]
+        if self.traced.mask_reads_tensors() \
+                or (m.device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
+            return None
+        return m.coarsened(*key)
+
 
 def capture_args(captured, device) -> list:
     """Kernel arguments for captured tensors: (tensor, stride0, ..., size0, ...) each."""
@@ -204,33 +223,25 @@ def _descriptors(mode: int, *tiles) -> list:
 def _forward_mask(plan: Plan, D: int, dtype) -> BlockMask:
     """The block mask the descriptor forward runs on: the plan's, or -- where the forward's
     tiles want more query rows than its tiles have (128 vs the default 64) -- the same mask
-    with taller tiles (BlockMask.coarsened, kept on the mask), when that adds little work: a
-    mask of index arithmetic only (causal, window, prefix: a few more partial tiles at the
-    edges), built from its mask_mod; a mask reading tensors (documents) keeps its finer
-    tiles, which skip more. Not built while a CUDA graph is captured."""
+    with taller tiles where Plan.mask_in_tiles gives them."""
     m = plan.mask
     want = choose_config("fwd_tma", D, dtype, (1 << 20, m.block[1]), plan.interpret).block_m
-    if want <= m.block[0] or want % m.block[0] or not (m.exact and plan.coarsen):
+    if want <= m.block[0]:
         return m
-    rows = want // m.block[0]
-    if (rows, 1) in m._coarse:
-        return m._coarse[(rows, 1)]
-    if plan.traced.mask_reads_tensors() \
-            or (m.device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
-        return m
-    return m.coarsened(rows)
+    return plan.mask_in_tiles(want, m.block[1]) or m
 
 
 def forward(plan: Plan, q, k, v, captured) -> tuple[torch.Tensor, torch.Tensor]:
     B, H, Q_LEN, D = q.shape
     HK, KV_LEN = k.shape[1], k.shape[2]
-    if launch_gluon.usable(plan, q, k, v):
+    group = head_group(B * H, 2 * KV_LEN * D * k.element_size(), plan.mask.device,
+                       plan.interpret)
+    if launch_gluon.usable(plan, q, k, v) and tma_mode(
+            q, k, v, q, launch_gluon.TILE, launch_gluon.TILE_N, plan.interpret, "2d") == 2:
         m = launch_gluon.tile_mask(plan)
         if m is not None:
-            group = head_group(B * H, 2 * KV_LEN * D * k.element_size(), plan.mask.device,
-                               plan.interpret)
             got = launch_gluon.guarded_forward(
-                plan, m, q, k, v, captured, capture_args(captured, q.device),
+                plan, m, q, k, v, capture_args(captured, q.device),
                 _mask_strides(m.kv_num_blocks, m.kv_indices), group)
             if got is not None:
                 return got
@@ -245,8 +256,6 @@ def forward(plan: Plan, q, k, v, captured) -> tuple[torch.Tensor, torch.Tensor]:
         tma = tma_mode(q, k, v, o, cfg.block_m, cfg.block_n, plan.interpret, mode)
     lse = torch.empty(B, H, Q_LEN, device=q.device, dtype=torch.float32)
     n_m = triton_cdiv(Q_LEN, cfg.block_m)
-    group = head_group(B * H, 2 * KV_LEN * D * k.element_size(), plan.mask.device,
-                       plan.interpret)
     launcher(plan.kernels._attn_fwd)(
         (n_m * B * H,),
         (q, k, v, o, lse, *capture_args(captured, q.device),

@@ -1,10 +1,10 @@
 """When and how the warp-specialized Gluon forward (kernels_gluon_src.py) runs.
 
 It takes a forward on an sm_90 GPU when the generated module carries it (a Triton with
-Gluon's Hopper language), the inputs are bf16 with head dim 128 (DTYPES, HEAD_DIMS), contiguous,
-16-byte aligned, both lengths multiples of 128 (2-D TMA views never cross a head), and the
-block mask has -- or, built from the plan's own index-only mask_mod, coarsens to -- 128 x 128
-tiles. Anything else runs the Triton forward (launch.forward), as does GLUON_FWD = "off"
+Gluon's Hopper language), the inputs are bf16 with head dim 128 (DTYPES, HEAD_DIMS) in
+launch.tma_mode's 2-D descriptor form (contiguous, 16-byte aligned, both lengths multiples of
+128: a tile never reaches into the next head), and the block mask has -- or, built from the
+plan's own index-only mask_mod, coarsens to -- 128 x 128 tiles (Plan.mask_in_tiles). Anything else runs the Triton forward (launch.forward), as does GLUON_FWD = "off"
 (env CHERENKOV_ATTN_GLUON=off). The backward is the Triton one either way (same LSE).
 """
 from __future__ import annotations
@@ -16,7 +16,6 @@ import os
 import torch
 
 from .block_mask import BlockMask
-from .tuning import next_power_of_2
 
 GLUON_FWD = os.environ.get("CHERENKOV_ATTN_GLUON", "auto")     # "auto" | "off"
 TILE = 128            # query rows per program (two warpgroups of 64)
@@ -48,46 +47,29 @@ def _sm90(device_index: int) -> bool:
 
 
 def tile_mask(plan) -> BlockMask | None:
-    """The plan's block mask in TILE x TILE_N tiles, or None: as it is, or coarsened from finer
-    tiles when it was built from the plan's own mask_mod and that reads no tensors (document
-    masks keep finer tiles, which skip more; see launch._forward_mask). Not built while a CUDA
-    graph is captured."""
-    m = plan.mask
-    if m.block == (TILE, TILE_N):
-        return m
-    if TILE % m.block[0] or TILE_N % m.block[1] or not (m.exact and plan.coarsen):
-        return None
-    key = (TILE // m.block[0], TILE_N // m.block[1])
-    if key in m._coarse:
-        return m._coarse[key]
-    if plan.traced.mask_reads_tensors() \
-            or (m.device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
-        return None
-    return m.coarsened(*key)
+    """The plan's block mask in TILE x TILE_N tiles (Plan.mask_in_tiles), or None."""
+    return plan.mask_in_tiles(TILE, TILE_N)
 
 
 def usable(plan, q, k, v) -> bool:
-    """Whether this forward can run the Gluon kernel (the mask aside: tile_mask)."""
+    """Whether this forward can run the Gluon kernel, its mask (tile_mask) and its inputs'
+    layouts aside: those are launch.tma_mode's 2-D descriptor form over TILE x TILE_N tiles
+    (contiguous, 16-byte aligned, both lengths multiples of the tiles), which the caller
+    asks."""
     if GLUON_FWD == "off" or plan.interpret or not q.is_cuda \
             or not hasattr(plan.kernels, "_attn_fwd_ws"):
         return False
-    if not SCORE_LOADS and plan.traced.score_reads_tensors():
-        # ALiBi's forward ran 0.631 ms here against the Triton kernel's 0.613 (causal B=4
-        # H=16 S=4096 D=128; softcap, which reads nothing, 0.607 vs 0.650:
-        # bench/results/2026-12-02_attention_h200_cb27ac5.md). Likely the slope's load, which
-        # cannot move out of a loop of mbarrier waits and sits between S and the softmax.
-        return False
     B, H, Q_LEN, D = q.shape
-    if q.dtype not in DTYPES or D not in HEAD_DIMS \
-            or D != next_power_of_2(D) or Q_LEN % TILE or k.shape[2] % TILE_N \
-            or B * H * Q_LEN * k.shape[2] < MIN_SCORES:
+    if q.dtype not in DTYPES or D not in HEAD_DIMS or B * H * Q_LEN * k.shape[2] < MIN_SCORES:
         return False
     index = q.device.index if q.device.index is not None else torch.cuda.current_device()
     if not _sm90(index):
         return False
-    size = q.element_size()
-    return all(t.is_contiguous() and t.dtype == q.dtype and t.data_ptr() % 16 == 0
-               and t.shape[-1] * size % 16 == 0 for t in (q, k, v))
+    # ALiBi's forward ran 0.631 ms here against the Triton kernel's 0.613 (causal B=4 H=16
+    # S=4096 D=128; softcap, which reads nothing, 0.607 vs 0.650:
+    # bench/results/2026-12-02_attention_h200_cb27ac5.md) -- the slope's load, maybe, which
+    # cannot move out of a loop of mbarrier waits and sits between S and the softmax
+    return SCORE_LOADS or not plan.traced.score_reads_tensors()
 
 
 @functools.lru_cache(maxsize=None)
@@ -114,7 +96,7 @@ def _descriptor(t: torch.Tensor, rows: int):
                             _smem_layout(rows, t.shape[-1], t.dtype))
 
 
-def forward(plan, m: BlockMask, q, k, v, captured, capture_args, mask_strides, group: int
+def forward(plan, m: BlockMask, q, k, v, capture_args, mask_strides, group: int
             ) -> tuple[torch.Tensor, torch.Tensor]:
     """O (contiguous, like q) and the log2-domain LSE through the Gluon kernel; `m`: the
     block mask in TILE x TILE_N tiles (tile_mask)."""

@@ -388,10 +388,6 @@ class Sym:
         raise TraceError(f"{name} is not supported inside a traced score_mod/mask_mod")
 
 
-def _loads(root: Node | None) -> bool:
-    return root is not None and any(n.op == "load" for n in topo_order([root]))
-
-
 @dataclass
 class TracedMods:
     """The traced graphs of one (score_mod, mask_mod) pair and the tensors they capture."""
@@ -401,18 +397,22 @@ class TracedMods:
 
     # (flags, indices) of the last grad_indices answer: the backward asks every call
     _grad_memo: tuple | None = field(default=None, repr=False, compare=False)
-    _mask_loads: bool | None = field(default=None, repr=False, compare=False)
+    _reads: dict = field(default_factory=dict, repr=False, compare=False)   # see _reads_tensors
 
     def mask_reads_tensors(self) -> bool:
-        """Whether the mask_mod reads a captured tensor (document ids, say), not only indices
-        (walked once: every launch asks)."""
-        if self._mask_loads is None:
-            self._mask_loads = _loads(self.mask)
-        return self._mask_loads
+        """Whether the mask_mod reads a captured tensor (document ids, say), not only indices."""
+        return self._reads_tensors("mask")
 
     def score_reads_tensors(self) -> bool:
         """Whether the score_mod reads a captured tensor (ALiBi's slopes, a bias table)."""
-        return _loads(self.score)    # asked only by forwards the Gluon kernel could take
+        return self._reads_tensors("score")
+
+    def _reads_tensors(self, which: str) -> bool:     # walked once a graph: launches ask
+        if which not in self._reads:
+            root = getattr(self, which)
+            self._reads[which] = root is not None and any(
+                n.op == "load" for n in topo_order([root]))
+        return self._reads[which]
 
     def grad_loads(self) -> list[Node]:
         """The loads in score_mod whose captured tensor requires grad (they get gradients)."""

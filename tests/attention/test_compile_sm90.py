@@ -9,4 +9,3 @@ def test_kernels_compile_for_sm90():
     done = run_script(os.path.join(os.path.dirname(__file__), "sm90_compile.py"))
     lines = [line for line in done.stdout.splitlines() if line.endswith("bytes")]
     assert len(lines) == 86 and all(": ok," in line for line in lines)
-

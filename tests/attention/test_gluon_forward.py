@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from cherenkov.attention import launch_gluon
+from cherenkov.attention.launch import Plan
 from cherenkov.attention.block_mask import EMPTY, PARTIAL, block_mask
 from cherenkov.attention.mods import causal, document, prefix_lm, sliding_window
 from cherenkov.attention.trace import trace_mods
@@ -52,7 +53,7 @@ def test_columns_past_the_keys_make_a_tile_partial():
 
 
 def _plan(mask, mask_mod, coarsen=True):
-    return SimpleNamespace(mask=mask, coarsen=coarsen, traced=trace_mods(None, mask_mod))
+    return Plan(None, trace_mods(None, mask_mod), mask, 1.0, False, coarsen=coarsen)
 
 
 def test_which_masks_get_128_tiles():
