@@ -19,6 +19,7 @@ from types import FunctionType, ModuleType
 
 import torch
 
+from .kernels_gluon_bwd_src import GLUON_BACKWARD
 from .kernels_gluon_src import GLUON_HEADER, GLUON_KERNELS
 from .kernels_src import KERNELS
 from .render import capture_params, grad_params, render_mods
@@ -40,8 +41,8 @@ _LOCK = threading.Lock()
 
 @functools.lru_cache(maxsize=None)
 def gluon_hopper() -> bool:
-    """Whether this Triton has Gluon's Hopper language (the warp-specialized forward,
-    kernels_gluon_src.py)."""
+    """Whether this Triton has Gluon's Hopper language (the warp-specialized forward and dQ
+    kernels, kernels_gluon_src.py / kernels_gluon_bwd_src.py)."""
     try:
         import triton.experimental.gluon.language.nvidia.hopper  # noqa: F401
         from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: F401
@@ -53,7 +54,7 @@ def gluon_hopper() -> bool:
 def kernel_source(traced: TracedMods, target: str = "cuda", float_index: bool = False,
                   gluon: bool | None = None) -> str:
     """The module's text; `gluon` (default: for CUDA where gluon_hopper()) appends the
-    Gluon forward."""
+    Gluon forward and dQ kernels."""
     if gluon is None:
         gluon = target == "cuda" and gluon_hopper()
     text = _HEADER.format(score=traced.score, mask=traced.mask)
@@ -61,7 +62,7 @@ def kernel_source(traced: TracedMods, target: str = "cuda", float_index: bool = 
         text += GLUON_HEADER
     text += render_mods(traced, target, float_index) + "\n" + KERNELS
     if gluon:
-        text += GLUON_KERNELS
+        text += GLUON_KERNELS + GLUON_BACKWARD
     return (text.replace("__CAPS__ ", capture_params(traced))
                 .replace("__CAPS__", capture_params(traced))
                 .replace("__GRADS__ ", grad_params(traced))

@@ -31,6 +31,21 @@ _gl_tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_gl
 
 GLUON_KERNELS = r'''
 @gluon.jit
+def _gl_program(NUM_M_BLOCKS, HEAD_GROUP, H, BLOCK_M: gl.constexpr):
+    """(b, h, b * H + h, first query row) of this program's row block, in
+    kernels_src._program_block's order: longest row blocks first, heads in groups of
+    HEAD_GROUP."""
+    pid = gl.program_id(0)
+    n_heads = gl.num_programs(0) // NUM_M_BLOCKS
+    first = (pid // (HEAD_GROUP * NUM_M_BLOCKS)) * HEAD_GROUP
+    size = gl.minimum(HEAD_GROUP, n_heads - first)
+    rest = pid - first * NUM_M_BLOCKS
+    blk = rest // size
+    bh = first + rest % size
+    return bh // H, bh % H, bh, (NUM_M_BLOCKS - 1 - blk) * BLOCK_M
+
+
+@gluon.jit
 def _gl_tile_start(KV_IDX, FULL_IDX, irow, t, n_partial, BLOCK_N: gl.constexpr):
     """First key row of tile t of a row block's list: its partial tiles, then its full ones."""
     if t < n_partial:
@@ -173,17 +188,8 @@ def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, __CAPS__
                  FMA: gl.constexpr = False):
     """O and the log2 LSE of 2 * ROWS query rows of one (batch, head)."""
     gl.static_assert(not (FMA and HAS_SCORE_MOD), "FMA: scores without a score mod only")
-    pid = gl.program_id(0)                       # kernels_src._program_block's order
-    n_heads = gl.num_programs(0) // NUM_M_BLOCKS
-    first = (pid // (HEAD_GROUP * NUM_M_BLOCKS)) * HEAD_GROUP
-    size = gl.minimum(HEAD_GROUP, n_heads - first)
-    rest = pid - first * NUM_M_BLOCKS
-    blk = rest // size
-    bh = first + rest % size
-    b = bh // H
-    h = bh % H
+    b, h, bh, start_m = _gl_program(NUM_M_BLOCKS, HEAD_GROUP, H, 2 * ROWS)
     hk = h // GROUPS
-    start_m = (NUM_M_BLOCKS - 1 - blk) * (2 * ROWS)
     q_row = bh * Q_LEN + start_m
     kv_row = (b * (H // GROUPS) + hk) * KV_LEN
     row = b * snb + h * snh + (start_m // (2 * ROWS)) * snm

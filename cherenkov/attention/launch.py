@@ -16,7 +16,7 @@ import torch
 
 from cherenkov import hw
 
-from . import launch_gluon
+from . import launch_gluon, launch_gluon_bwd
 from .block_mask import BlockMask
 from .kernel_launch import descriptor_class, launcher
 from .trace import TracedMods
@@ -307,8 +307,10 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad, dlse
         dq = _stored_ds_backward(plan, q, k, v, do, lse, delta, caps, backward_mode, dk, dv,
                                  chunk)
     else:
-        dq = _dq_kernel(plan, q, k, v, do, o, lse, delta, caps, grad_ks, grad_bufs, fused,
-                        backward_mode)
+        dq = _gluon_dq(plan, q, k, v, do, o, lse, delta, caps, fused)
+        if dq is None:
+            dq = _dq_kernel(plan, q, k, v, do, o, lse, delta, caps, grad_ks, grad_bufs, fused,
+                            backward_mode)
         _dkdv_kernel(plan, q, k, v, do, lse, delta, caps, backward_mode, dk, dv)
 
     capture_grads = []
@@ -378,6 +380,21 @@ def _ds_chunk(plan: Plan, q, k, grad_ks) -> int:
         if group <= heads:
             heads -= heads % group
     return heads
+
+
+def _gluon_dq(plan, q, k, v, do, o, lse, delta, caps, fused) -> torch.Tensor | None:
+    """dQ by the Gluon kernel (launch_gluon_bwd) where it can run, else None."""
+    if not launch_gluon_bwd.usable(plan, q, k, o) or tma_mode(
+            q, k, v, do, launch_gluon.TILE, launch_gluon.TILE_N, plan.interpret, "2d") != 2:
+        return None
+    m = launch_gluon.tile_mask(plan)
+    if m is None:
+        return None
+    B, H, _, D = q.shape
+    group = head_group(B * H, 2 * k.shape[2] * D * k.element_size(), plan.mask.device,
+                       plan.interpret)
+    return launch_gluon_bwd.guarded_dq(plan, m, q, k, v, do, o, lse, delta, caps, fused,
+                                       _mask_strides(m.kv_num_blocks, m.kv_indices), group)
 
 
 def _dq_kernel(plan, q, k, v, do, o, lse, delta, caps, grad_ks, grad_bufs, fused,

@@ -325,8 +325,9 @@ def render_score_mod(traced: TracedMods, target: str, wide: bool = False,
 
     em = _Emitter(target, wide=wide, float_index=float_index)
     out = _as_tile(value, em)
-    # A constant derivative is returned as a tile (older Triton cannot return constexprs).
-    d_score = f"tl.full(score.shape, {_literal(float(d.value))}, tl.float32)" \
+    # A constant derivative is returned as a tile (older Triton cannot return constexprs),
+    # made from the index tiles as _as_tile's zeros are (Gluon's tl.full wants a layout)
+    d_score = f"((q_idx * 0 + kv_idx * 0).to(tl.float32) + {_literal(float(d.value))})" \
         if d.op == "const" else em.name(d)
     grad = _function("_score_mod_grad", params, em, f"{out}, {d_score}")
     return "\n\n".join((fwd, fwd_q0, grad, _render_row_shift(row, caps, target, wide),

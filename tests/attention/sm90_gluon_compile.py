@@ -1,8 +1,10 @@
-"""Compile the warp-specialized Gluon forward (kernels_gluon_src.py) for sm_90 without a GPU.
+"""Compile the warp-specialized Gluon forward and dQ kernels (kernels_gluon_src.py,
+kernels_gluon_bwd_src.py) for sm_90 without a GPU.
 
 Run in a fresh process without TRITON_INTERPRET (test_gluon_forward.py does), for every
 variant below: the built-in mods' renderings (score mods reading captured tensors, the
-inline-asm tanh, index-only and tensor-reading masks) at D=128, bf16 and fp16.
+inline-asm tanh, index-only and tensor-reading masks) -- the forward at D=128, bf16 and fp16,
+the dQ kernel at D=128 and 64, bf16.
 Prints one line per variant; exits 0 when all compiled, 2 when this Triton has no Gluon.
 """
 import sys
@@ -11,7 +13,7 @@ import torch
 import triton
 from triton.backends.compiler import GPUTarget
 
-from cherenkov.attention import launch_gluon, mods
+from cherenkov.attention import launch_gluon, launch_gluon_bwd, mods
 from cherenkov.attention.codegen import gluon_hopper, load_kernels
 from cherenkov.attention.trace import trace_mods
 
@@ -19,26 +21,23 @@ SCALARS = ("irow", "snb", "snh", "snm", "sib", "sih", "sim", "Q_LEN", "KV_LEN", 
            "NUM_M_BLOCKS", "HEAD_GROUP")
 
 
-def compile_ws(kernels, traced, d: int, dtype: torch.dtype, tile_n: int = 128,
-               stages: int = launch_gluon.STAGES, fma: bool = False) -> str:
+def _compile(fn, traced, d: int, dtype: torch.dtype, cx: dict, tile_n: int) -> str:
+    """Compile fn (a Gluon kernel of the generated module) for sm_90 with constexprs cx."""
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
-    fn = kernels._attn_fwd_ws
     el, gel = ("bf16", gl.bfloat16) if dtype == torch.bfloat16 else ("fp16", gl.float16)
-    s_layout, o_layout = launch_gluon._layouts(d, tile_n)
-    cx = dict(ROWS=64, BLOCK_N=tile_n, D=d, STAGES=stages, S_LAYOUT=s_layout,
-              O_LAYOUT=o_layout, HAS_SCORE_MOD=traced.score is not None,
-              CONSUMER_REGS=launch_gluon.CONSUMER_REGS, FMA=fma)
     sig = {}
     for name in fn.arg_names:
         if name in cx:
             sig[name] = "constexpr"
-        elif name in ("q_desc", "o_desc", "k_desc", "v_desc"):
-            rows = 64 if name[0] in "qo" else tile_n
+        elif name.endswith("_desc"):
+            rows = tile_n if name in ("k_desc", "v_desc") else 64
             layout = gl.NVMMASharedLayout.get_default_for([rows, d], gel)
             sig[name] = f"tensordesc<{el}[{rows},{d}],{layout!r}>"
-        elif name == "LSE":
+        elif name in ("LSE", "DELTA"):
             sig[name] = "*fp32"
+        elif name == "O":
+            sig[name] = f"*{el}"
         elif name in ("KV_NUM", "KV_IDX", "FULL_NUM", "FULL_IDX"):
             sig[name] = "*i32"
         elif name == "sm_scale":
@@ -51,7 +50,44 @@ def compile_ws(kernels, traced, d: int, dtype: torch.dtype, tile_n: int = 128,
     src = GluonASTSource(fn, sig, constexprs={(fn.arg_names.index(k),): v for k, v in cx.items()})
     kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32),
                             options={"num_warps": 4, "maxnreg": launch_gluon.MAX_REGS})
-    return f"shared memory {kernel.metadata.shared} bytes"
+    return f"shared memory {kernel.metadata.shared} bytes; {_resources(kernel.asm['cubin'])}"
+
+
+def _resources(cubin: bytes) -> str:
+    """cuobjdump's registers / spills / stack line, where Triton ships cuobjdump."""
+    import os
+    import subprocess
+    import tempfile
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin",
+                        "cuobjdump")
+    if not os.path.exists(tool):
+        return "no cuobjdump"
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        out = subprocess.run([tool, "--dump-resource-usage", f.name], capture_output=True,
+                             text=True).stdout
+    return " ".join(line.strip() for line in out.splitlines() if "REG" in line)
+
+
+def compile_ws(kernels, traced, d: int, dtype: torch.dtype, tile_n: int = 128,
+               stages: int = launch_gluon.STAGES, fma: bool = False) -> str:
+    """The forward."""
+    s_layout, o_layout = launch_gluon._layouts(d, tile_n)
+    cx = dict(ROWS=64, BLOCK_N=tile_n, D=d, STAGES=stages, S_LAYOUT=s_layout,
+              O_LAYOUT=o_layout, HAS_SCORE_MOD=traced.score is not None,
+              CONSUMER_REGS=launch_gluon.CONSUMER_REGS, FMA=fma)
+    return _compile(kernels._attn_fwd_ws, traced, d, dtype, cx, tile_n)
+
+
+def compile_dq(kernels, traced, d: int, dtype: torch.dtype, tile_n: int = 128,
+               fused: bool = True) -> str:
+    """The dQ kernel (kernels_gluon_bwd_src)."""
+    s_layout, o_layout = launch_gluon._layouts(d, tile_n)
+    cx = dict(ROWS=64, BLOCK_N=tile_n, D=d, STAGES=launch_gluon_bwd.STAGES[tile_n],
+              S_LAYOUT=s_layout, O_LAYOUT=o_layout, HAS_SCORE_MOD=traced.score is not None,
+              FUSED_DELTA=fused, CONSUMER_REGS=launch_gluon.CONSUMER_REGS)
+    return _compile(kernels._attn_bwd_dq_ws, traced, d, dtype, cx, tile_n)
 
 
 def main() -> int:
@@ -69,6 +105,12 @@ def main() -> int:
         kernels = load_kernels(traced, interpret=False, float_index=True)
         for d, dtype in ((128, torch.bfloat16), (128, torch.float16)):
             print(f"{name} D={d} {dtype}: {compile_ws(kernels, traced, d, dtype)}", flush=True)
+        for d in (128, 64):
+            print(f"{name} dQ D={d}: {compile_dq(kernels, traced, d, torch.bfloat16)}", flush=True)
+        if name == "causal":         # delta read, not computed (an lse gradient); 64-key tiles
+            for kw in (dict(fused=False), dict(tile_n=64)):
+                print(f"{name} dQ {kw}: {compile_dq(kernels, traced, 128, torch.bfloat16, **kw)}",
+                      flush=True)
         if name in ("causal", "window"):     # launch_gluon's variants: 64-key tiles, the fused
             # softmax, a third stage
             for kw in (dict(tile_n=64), dict(fma=True), dict(stages=3)):

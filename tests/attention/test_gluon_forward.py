@@ -1,5 +1,5 @@
-"""The warp-specialized Gluon forward without a GPU: it compiles for sm_90 (every built-in
-mod's rendering, bf16 and fp16), masks coarsen to its 128 x 128 tiles in
+"""The warp-specialized Gluon forward (and dQ kernel) without a GPU: they compile for sm_90
+(every built-in mod's rendering; the forward bf16 and fp16, dQ at D=128 and 64), masks coarsen to its 128 x 128 tiles in
 both directions exactly, and which masks and inputs it takes (launch_gluon)."""
 import os
 import subprocess
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from cherenkov.attention import launch_gluon
+from cherenkov.attention import launch_gluon, launch_gluon_bwd
 from cherenkov.attention.launch import Plan
 from cherenkov.attention.block_mask import EMPTY, PARTIAL, block_mask
 from cherenkov.attention.mods import causal, document, prefix_lm, sliding_window
@@ -27,7 +27,7 @@ def test_gluon_forward_compiles_for_sm90():
         pytest.skip("this Triton has no Gluon Hopper language")
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
     lines = [line for line in run.stdout.splitlines() if "shared memory" in line]
-    assert len(lines) == 18, run.stdout
+    assert len(lines) == 32, run.stdout      # 18 forwards, 14 dQ kernels
 
 
 @pytest.mark.parametrize("name, mask_mod", [
@@ -93,3 +93,23 @@ def test_a_failing_gluon_forward_switches_itself_off(monkeypatch, caplog):
     monkeypatch.setattr(launch_gluon, "GLUON_FWD", "auto")
     assert launch_gluon.guarded_forward(1, 2) is None
     assert launch_gluon.GLUON_FWD == "off" and "no such Gluon op" in caplog.text
+
+
+def test_cpu_tensors_and_interpreted_plans_take_the_triton_dq():
+    q = torch.randn(1, 2, 128, 128, dtype=torch.bfloat16)
+    plan = SimpleNamespace(interpret=False, kernels=SimpleNamespace(_attn_bwd_dq_ws=None),
+                           traced=trace_mods(None, causal))
+    assert not launch_gluon_bwd.usable(plan, q, q, q)                      # on the CPU
+    plan.interpret = True
+    assert not launch_gluon_bwd.usable(plan, q, q, q)
+
+
+def test_a_failing_gluon_dq_logs_and_hands_over(monkeypatch, caplog):
+    monkeypatch.setattr(launch_gluon_bwd, "DQ", "auto")
+
+    def broken(*args):
+        raise RuntimeError("no such instruction")
+    monkeypatch.setattr(launch_gluon_bwd, "dq", broken)
+    with caplog.at_level("WARNING", logger="cherenkov"):
+        assert launch_gluon_bwd.guarded_dq(None) is None
+    assert launch_gluon_bwd.DQ == "off" and "no such instruction" in caplog.text

@@ -1,10 +1,11 @@
-"""GPU: the warp-specialized Gluon forward (launch_gluon) -- which calls take it, and that its
-output, LSE and the gradients through it match the Triton forward's (sm_90 only)."""
+"""GPU: the warp-specialized Gluon forward (launch_gluon) and dQ kernel (launch_gluon_bwd) --
+which calls take them, and that the forward's output, LSE and the gradients through it match
+the Triton forward's, the dQ kernel's gradients the Triton dQ kernel's (sm_90 only)."""
 import pytest
 import torch
 
 import cherenkov.attention as ca
-from cherenkov.attention import launch_gluon
+from cherenkov.attention import launch_gluon, launch_gluon_bwd
 from cherenkov.attention.codegen import gluon_hopper
 
 pytestmark = pytest.mark.skipif(
@@ -109,4 +110,67 @@ def test_small_calls_keep_the_triton_forward(monkeypatch):
     assert count.n == 0
     q, k, v = _qkv(1, 16, 2048, grad=False)                 # 2**26
     ca.attention(q, k, v, mask_mod=ca.causal)
+    assert count.n == 1
+
+
+class _CountDq:
+    """Counts the Gluon dQ kernel's launches (and lets the tests' small problems take it)."""
+
+    def __init__(self, monkeypatch):
+        monkeypatch.setattr(launch_gluon, "MIN_SCORES", 0)
+        self.n, real = 0, launch_gluon_bwd.dq
+
+        def counted(*a, **kw):
+            self.n += 1
+            return real(*a, **kw)
+        monkeypatch.setattr(launch_gluon_bwd, "dq", counted)
+
+
+DQ_CASES = [(n, 128, None, False) for n in ("causal", "window", "prefix", "none", "empty rows")] \
+    + [("causal", 64, None, False), ("window", 64, 2, False), ("causal", 128, 4, True),
+       ("softcap", 128, None, False), ("relative position", 64, None, False)]
+
+
+@pytest.mark.parametrize("name, D, HK, lse_grad", DQ_CASES)
+def test_gluon_dq_matches_triton_dq(name, D, HK, lse_grad, monkeypatch):
+    """dQ (and the dK, dV that read its delta) against the Triton dQ kernel's run; lse_grad:
+    a gradient reaching the lse too (delta read, not computed). Score mods reach the Gluon
+    dQ only without stored dS (DS_STORE off)."""
+    from cherenkov.attention import launch
+    monkeypatch.setattr(launch, "DS_STORE", "off")
+    q, k, v = _qkv(2, 4, 512, D=D, HK=HK)
+    do = torch.randn_like(q)
+    dlse = torch.randn(2, 4, 512, device="cuda") if lse_grad else None
+    kw = dict(MODS[name], enable_gqa=HK is not None)
+
+    def run():
+        out, lse = ca.attention(q, k, v, return_lse=True, **kw)
+        outs = (out, lse) if lse_grad else (out,)
+        grads = torch.autograd.grad(outs, (q, k, v), (do, dlse) if lse_grad else (do,))
+        return out, lse, *grads
+    count = _CountDq(monkeypatch)
+    ours = run()
+    assert count.n == 1, "the Gluon dQ did not run"
+    monkeypatch.setattr(launch_gluon_bwd, "DQ", "off")
+    ref = run()
+    assert count.n == 1
+    _compare(ours, ref)
+
+
+def test_calls_it_cannot_take_run_the_triton_dq(monkeypatch):
+    count = _CountDq(monkeypatch)
+    for S, D, dtype in ((500, 128, torch.bfloat16), (512, 80, torch.bfloat16),
+                        (512, 128, torch.float16), (512, 128, torch.float32)):
+        q, k, v = _qkv(1, 2, S, D=D, dtype=dtype)
+        out = ca.attention(q, k, v, mask_mod=ca.causal)
+        torch.autograd.grad(out, (q, k, v), torch.ones_like(out))
+    q, k, v = _qkv(1, 2, 512)
+    slopes = ca.alibi_slopes(2, device="cuda")                  # a score mod reading one
+    out = ca.attention(q, k, v, score_mod=ca.alibi(slopes), mask_mod=ca.causal)
+    torch.autograd.grad(out, (q, k, v), torch.ones_like(out))
+    out = ca.attention(q, k, v, score_mod=ca.tanh_softcap(20.0), mask_mod=ca.causal)
+    torch.autograd.grad(out, (q, k, v), torch.ones_like(out))   # stored dS (DS_STORE auto)
+    assert count.n == 0
+    out = ca.attention(q, k, v, mask_mod=ca.causal)
+    torch.autograd.grad(out, (q, k, v), torch.ones_like(out))
     assert count.n == 1

@@ -165,19 +165,19 @@ def run_case(name, B, H, S, D, score_mod=None, mask_mod=None, sdpa_causal=False,
     ours = lambda q, k, v: ca.attention(q, k, v, score_mod=score_mod, mask_mod=mask_mod,
                                         block_mask=bm)
     time_impl(name, "cherenkov", ours, args, flops)
-    if not SMOKE and left() > 30:     # the forward by the Triton kernel, where Gluon's ran
-        from cherenkov.attention import launch_gluon
-
-        def triton_forward(q, k, v):
-            saved, launch_gluon.GLUON_FWD = launch_gluon.GLUON_FWD, "off"
-            try:
-                return ours(q, k, v)
-            finally:
-                launch_gluon.GLUON_FWD = saved
+    if not SMOKE and left() > 30:     # Triton's kernels only, where Gluon's forward / dQ ran
+        from cherenkov.attention import launch_gluon, launch_gluon_bwd
         with torch.no_grad():
-            diff = (triton_forward(*args) - ours(*args)).abs().max().item()
-        CHECKS.append({"case": name, "triton_forward_vs_default": float(f"{diff:.3g}")})
-        time_impl(name, "cherenkov triton-fwd", triton_forward, args, flops)
+            default = ours(*args)
+        saved = launch_gluon.GLUON_FWD, launch_gluon_bwd.DQ
+        launch_gluon.GLUON_FWD = launch_gluon_bwd.DQ = "off"    # for the backward too
+        try:
+            with torch.no_grad():
+                diff = (ours(*args) - default).abs().max().item()
+            CHECKS.append({"case": name, "triton_only_vs_default": float(f"{diff:.3g}")})
+            time_impl(name, "cherenkov triton-only", ours, args, flops)
+        finally:
+            launch_gluon.GLUON_FWD, launch_gluon_bwd.DQ = saved
     for block in extra_blocks:        # other mask tiles, to guide choose_config
         if left() > 30:
             bm_b = ca.block_mask(mask_mod, B, H, S, S, block=block, device=DEV)

@@ -1,0 +1,84 @@
+"""When and how the warp-specialized Gluon dQ kernel (kernels_gluon_bwd_src.py) runs.
+
+It takes the backward's dQ where the Triton one would recompute it (launch.backward without
+stored dS, so: no score mod under DS_STORE "auto") on an sm_90 GPU whose Triton has Gluon's
+Hopper language, for bf16 inputs with head dim 64 or 128 in launch.tma_mode's 2-D form over
+launch_gluon's TILE x TILE_N tiles, a score mod reading no captured tensor, and a block mask
+that is or coarsens to those tiles (launch_gluon.tile_mask: the Gluon forward's own). Everything
+else, and DQ = "off" (env CHERENKOV_ATTN_GLUON=off, as for the forward), runs the Triton
+dQ kernel. The dK/dV kernel is Triton's either way: its Gluon probe lost at D=128 (1.03 vs
+0.97 ms) and tied at D=64 (bench/results/2026-12-02_attention_gluon_bwd_h200_2a5fb37.md).
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import os
+
+import torch
+
+from . import launch_gluon
+from .block_mask import BlockMask
+
+DQ = os.environ.get("CHERENKOV_ATTN_GLUON", "auto")     # "auto" | "off"
+HEAD_DIMS = (64, 128)
+DTYPES = (torch.bfloat16,)
+# the probe's three forms ran within 1% of each other at both shapes (64-key tiles with 3 or
+# 4 stages, 128-key tiles with 2): 128-key tiles take the forward's mask as it is
+STAGES = {128: 2, 64: 3}
+
+
+@functools.lru_cache(maxsize=None)
+def _sm90(device_index: int) -> bool:
+    return torch.cuda.get_device_capability(device_index) == (9, 0)
+
+
+def usable(plan, q, k, o) -> bool:
+    """Whether this backward's dQ can run the Gluon kernel, the mask (launch_gluon.tile_mask)
+    and the 2-D descriptor layouts of q, k, v, dO (launch.tma_mode) aside: the caller asks
+    those."""
+    if DQ == "off" or plan.interpret or not q.is_cuda \
+            or not hasattr(plan.kernels, "_attn_bwd_dq_ws") or o.stride(-1) != 1:
+        return False
+    B, H, Q_LEN, D = q.shape
+    if q.dtype not in DTYPES or D not in HEAD_DIMS \
+            or B * H * Q_LEN * k.shape[2] < launch_gluon.MIN_SCORES:
+        return False
+    index = q.device.index if q.device.index is not None else torch.cuda.current_device()
+    return _sm90(index) and not plan.traced.score_reads_tensors()
+
+
+def dq(plan, m: BlockMask, q, k, v, do, o, lse, delta, caps, fused: bool, mask_strides,
+       group: int) -> torch.Tensor:
+    """dQ (contiguous) through the Gluon kernel -- and delta into `delta` when `fused` (else
+    read from it); `m`: the block mask in launch_gluon's tiles."""
+    B, H, Q_LEN, D = q.shape
+    HK, KV_LEN = k.shape[1], k.shape[2]
+    tile, tile_n = launch_gluon.TILE, launch_gluon.TILE_N
+    out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    s_layout, o_layout = launch_gluon._layouts(D, tile_n)
+    desc = launch_gluon._descriptor
+    n_m = Q_LEN // tile
+    plan.kernels._attn_bwd_dq_ws[(n_m * B * H,)](
+        desc(q, tile // 2), desc(do, tile // 2), desc(k, tile_n), desc(v, tile_n),
+        desc(out, tile // 2), o, lse, delta, *caps,
+        m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices,
+        *mask_strides, *o.stride()[:3], plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m, group,
+        ROWS=tile // 2, BLOCK_N=tile_n, D=D, STAGES=STAGES[tile_n], S_LAYOUT=s_layout,
+        O_LAYOUT=o_layout, HAS_SCORE_MOD=plan.has_score_mod, FUSED_DELTA=fused,
+        CONSUMER_REGS=launch_gluon.CONSUMER_REGS, num_warps=4, maxnreg=launch_gluon.MAX_REGS)
+    return out
+
+
+def guarded_dq(*args) -> torch.Tensor | None:
+    """dq(*args), or None -- after logging why, and with the Gluon dQ switched off for the
+    process -- when the kernel does not build or launch: the caller runs the Triton dQ."""
+    global DQ
+    try:
+        return dq(*args)
+    except Exception as e:      # noqa: BLE001 -- any failure: the Triton dQ stands in
+        DQ = "off"
+        logging.getLogger("cherenkov").warning(
+            "cherenkov: the Gluon attention dQ kernel failed (%s: %s); the Triton one runs "
+            "from now on", type(e).__name__, str(e)[:500])
+        return None
