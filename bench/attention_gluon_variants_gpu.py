@@ -1,13 +1,16 @@
-"""The Gluon forward's variants (cherenkov/attention/launch_gluon.py) on the suite's cases, in
-one process: 64-key tiles (TILE_N), the fused multiply-add softmax (FMA_SOFTMAX), a third
-ring stage (STAGES), score mods reading tensors (SCORE_LOADS: ALiBi; and ALiBi with its
-slopes computed from h instead of loaded), against the Triton
-forward (GLUON_FWD="off"). B=4 H=16 S=4096 D=128 bf16, forward and forward+backward (do_bench
-median, best of 2 interleaved rounds), each variant's output against the Triton forward's.
+"""The Gluon kernels' variants on the suite's cases, in one process. Forward
+(cherenkov/attention/launch_gluon.py): 64-key tiles (TILE_N), the fused multiply-add softmax
+(FMA_SOFTMAX), a third ring stage (STAGES), score mods reading tensors (SCORE_LOADS: ALiBi;
+and ALiBi with its slopes computed from h instead of loaded), against the Triton forward
+(GLUON_FWD="off"). --backward: how the backward's dQ comes -- stored dS (launch.DS_STORE, the
+default for score mods) or recomputed by the Gluon dQ kernel (launch_gluon_bwd, SCORE_LOADS
+for ALiBi), with either forward -- on the score-mod cases, against Triton's kernels only.
+B=4 H=16 S=4096 D=128 bf16, forward and forward+backward (do_bench median, best of 2
+interleaved rounds), each variant's output and (--backward) dQ against the first variant's.
 
-    CHERENKOV_COMMIT=<sha> PYTHONPATH=. python3 bench/attention_gluon_variants_gpu.py OUT_DIR
+    CHERENKOV_COMMIT=<sha> PYTHONPATH=. python3 bench/attention_gluon_variants_gpu.py OUT_DIR [--backward]
 
-Writes OUT_DIR/attention_gluon_variants.md and .json.
+Writes OUT_DIR/attention_gluon_variants.md and .json (--backward: attention_gluon_bwd_variants).
 """
 from __future__ import annotations
 
@@ -20,17 +23,26 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 
 import cherenkov.attention as ca  # noqa: E402
-from cherenkov.attention import launch_gluon  # noqa: E402
+from cherenkov.attention import launch, launch_gluon, launch_gluon_bwd  # noqa: E402
 from cherenkov.bench.report import md_table, save_pair, script_meta  # noqa: E402
 from cherenkov.bench.suites.attention import bench_ms, qkv, unmasked_pairs  # noqa: E402
 
 B, H, S, D = 4, 16, 4096, 128
-VARIANTS = {      # launch_gluon settings per variant (the rest as the module has them)
+VARIANTS = {      # launch_gluon settings per variant (the rest as the modules have them)
     "triton": dict(GLUON_FWD="off"),
     "gluon": dict(),
     "fma": dict(FMA_SOFTMAX=True),
     "stages3": dict(STAGES=3),
     "keys64": dict(TILE_N=64, STAGES=3),
+}
+_OFF = dict(GLUON_FWD="off", DQ="off")
+BACKWARD_VARIANTS = {    # (launch / launch_gluon / launch_gluon_bwd settings)
+    "triton only": _OFF,
+    "default": dict(),
+    "stored dS, gluon fwd": dict(SCORE_LOADS=True),
+    "triton dQ recomputed": dict(_OFF, DS_STORE="off"),
+    "gluon dQ, triton fwd": dict(DS_STORE="off", BWD_SCORE_LOADS=True, GLUON_FWD="off"),
+    "gluon dQ, gluon fwd": dict(DS_STORE="off", BWD_SCORE_LOADS=True, SCORE_LOADS=True),
 }
 
 
@@ -50,41 +62,67 @@ def _computed_alibi(score, b, h, q_idx, kv_idx):
     return score + torch.exp2((h + 1).float() * (-8.0 / H)) * (kv_idx - q_idx).float()
 
 
+def _where(name: str):
+    """(module, attribute) of a setting: DS_STORE is launch's, DQ and BWD_SCORE_LOADS
+    launch_gluon_bwd's (DQ, SCORE_LOADS), the rest launch_gluon's."""
+    if name == "DS_STORE":
+        return launch, name
+    if name in ("DQ", "BWD_SCORE_LOADS"):
+        return launch_gluon_bwd, name.replace("BWD_", "")
+    return launch_gluon, name
+
+
 class settings:
-    """launch_gluon's module settings for the duration of a with-block."""
+    """The modules' settings for the duration of a with-block."""
 
     def __init__(self, **kw):
         self.kw, self.saved = kw, {}
 
     def __enter__(self):
         for k, v in self.kw.items():
-            self.saved[k] = getattr(launch_gluon, k)
-            setattr(launch_gluon, k, v)
+            mod, attr = _where(k)
+            self.saved[k] = getattr(mod, attr)
+            setattr(mod, attr, v)
 
     def __exit__(self, *exc):
         for k, v in self.saved.items():
-            setattr(launch_gluon, k, v)
+            mod, attr = _where(k)
+            setattr(mod, attr, v)
 
 
 def main() -> int:
-    out_dir = sys.argv[1] if len(sys.argv) > 1 else "bench/results"
+    backward = "--backward" in sys.argv
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    out_dir = args[0] if args else "bench/results"
     meta = script_meta()
     rows = []
     q, k, v = qkv(B, H, S, D)
-    for case, kw in cases().items():
+    variants = BACKWARD_VARIANTS if backward else VARIANTS
+    todo = cases()
+    if backward:
+        todo = {c: todo[c] for c in ("alibi", "causal+softcap30", "causal")}
+    for case, kw in todo.items():
         bm = ca.block_mask(kw["mask_mod"], B, H, S, S, device="cuda")
         flops = 4 * B * H * D * unmasked_pairs(kw["mask_mod"], S)
         run = lambda: ca.attention(q, k, v, block_mask=bm, **kw)  # noqa: E731
         do = torch.randn_like(q)
-        with torch.no_grad(), settings(GLUON_FWD="off"):
+        first = next(iter(variants.values()))
+        with settings(**first):
             ref = run()
+            ref_dq, = torch.autograd.grad(ref, q, do)
         times = {}
-        for name, setting in VARIANTS.items():
-            extra = {} if case != "alibi" or name == "triton" else dict(SCORE_LOADS=True)
+        for name, setting in variants.items():
+            extra = {} if backward or case != "alibi" or name == "triton" \
+                else dict(SCORE_LOADS=True)
             try:
                 with settings(**setting, **extra):
-                    with torch.no_grad():
-                        err = (run().float() - ref.float()).abs().max().item()
+                    out = run()
+                    err = (out.float() - ref.float()).abs().max().item()
+                    if backward:
+                        dq, = torch.autograd.grad(out, q, do)
+                        err = max(err, ((dq.float() - ref_dq.float()).abs().max()
+                                        / ref_dq.float().abs().max()).item())
+                    del out
                     times[name] = (setting, extra, err)
             except Exception as e:      # noqa: BLE001 -- report every variant
                 traceback.print_exc()
@@ -97,23 +135,27 @@ def main() -> int:
                         fwd = bench_ms(run)
                     both = bench_ms(lambda: run().backward(do), grad_to_none=[q, k, v])
                 best[name] = [min(best[name][0], fwd), min(best[name][1], both)]
-        base = best.get("triton", [float("nan")] * 2)
+        base = best.get(next(iter(variants)), [float("nan")] * 2)
         for name, (fwd, both) in best.items():
             rows.append({"case": case, "variant": name, "fwd_ms": round(fwd, 4),
                          "fwd_bwd_ms": round(both, 4), "fwd_tflops": round(flops / fwd * 1e-9, 1),
-                         "fwd_vs_triton": round(base[0] / fwd, 3),
-                         "fwd_bwd_vs_triton": round(base[1] / both, 3),
-                         "max_abs_diff_vs_triton": times[name][2]})
+                         "fwd_vs_first": round(base[0] / fwd, 3),
+                         "fwd_bwd_vs_first": round(base[1] / both, 3),
+                         "max_diff_vs_first": times[name][2]})
             print(rows[-1], flush=True)
-    head = ["case", "variant", "fwd_ms", "fwd_bwd_ms", "fwd_tflops", "fwd_vs_triton",
-            "fwd_bwd_vs_triton", "max_abs_diff_vs_triton", "error"]
+    head = ["case", "variant", "fwd_ms", "fwd_bwd_ms", "fwd_tflops", "fwd_vs_first",
+            "fwd_bwd_vs_first", "max_diff_vs_first", "error"]
+    what = "backward's dQ" if backward else "forward's"
     text = "\n".join([
-        f"# The Gluon forward's variants on {meta['gpu']}", "",
+        f"# The Gluon {what} variants on {meta['gpu']}", "",
         f"{meta['date']}, torch {meta['torch']}, triton {meta['triton']}, commit "
         f"{meta['commit']}. B={B} H={H} S={S} D={D} bf16; do_bench median, best of 2 "
-        "interleaved rounds; fwd+bwd through autograd (grads set to None between calls).", "",
+        "interleaved rounds; fwd+bwd through autograd (grads set to None between calls); "
+        "max_diff_vs_first: the output's largest absolute difference from the first variant's "
+        "(--backward: or dQ's, relative to its largest), whichever is larger.", "",
         *md_table(head, [[r.get(h, "") for h in head] for r in rows]), ""])
-    save_pair(out_dir, "attention_gluon_variants", text, {"meta": meta, "rows": rows})
+    name = "attention_gluon_bwd_variants" if backward else "attention_gluon_variants"
+    save_pair(out_dir, name, text, {"meta": meta, "rows": rows})
     return 0
 
 

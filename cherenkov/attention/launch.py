@@ -307,7 +307,7 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad, dlse
         dq = _stored_ds_backward(plan, q, k, v, do, lse, delta, caps, backward_mode, dk, dv,
                                  chunk)
     else:
-        dq = _gluon_dq(plan, q, k, v, do, o, lse, delta, caps, fused)
+        dq = None if grad_ks else _gluon_dq(plan, q, k, v, do, o, lse, delta, caps, fused)
         if dq is None:
             dq = _dq_kernel(plan, q, k, v, do, o, lse, delta, caps, grad_ks, grad_bufs, fused,
                             backward_mode)

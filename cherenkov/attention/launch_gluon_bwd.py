@@ -26,6 +26,10 @@ DTYPES = (torch.bfloat16,)
 # the probe's three forms ran within 1% of each other at both shapes (64-key tiles with 3 or
 # 4 stages, 128-key tiles with 2): 128-key tiles take the forward's mask as it is
 STAGES = {128: 2, 64: 3}
+# True: score mods reading captured tensors (ALiBi) take it too -- where the backward
+# recomputes dQ at all (DS_STORE "off"; never with captured-tensor gradients, which only the
+# Triton dQ computes). For the next GPU A/B (bench/attention_gluon_variants_gpu.py --backward)
+SCORE_LOADS = False
 
 
 @functools.lru_cache(maxsize=None)
@@ -45,7 +49,7 @@ def usable(plan, q, k, o) -> bool:
             or B * H * Q_LEN * k.shape[2] < launch_gluon.MIN_SCORES:
         return False
     index = q.device.index if q.device.index is not None else torch.cuda.current_device()
-    return _sm90(index) and not plan.traced.score_reads_tensors()
+    return _sm90(index) and (SCORE_LOADS or not plan.traced.score_reads_tensors())
 
 
 def dq(plan, m: BlockMask, q, k, v, do, o, lse, delta, caps, fused: bool, mask_strides,

@@ -174,3 +174,18 @@ def test_calls_it_cannot_take_run_the_triton_dq(monkeypatch):
     out = ca.attention(q, k, v, mask_mod=ca.causal)
     torch.autograd.grad(out, (q, k, v), torch.ones_like(out))
     assert count.n == 1
+
+
+def test_gluon_dq_with_a_score_mod_reading_a_tensor(monkeypatch):
+    """ALiBi (its slopes loaded per head) through the Gluon dQ where SCORE_LOADS lets it."""
+    from cherenkov.attention import launch
+    monkeypatch.setattr(launch, "DS_STORE", "off")
+    monkeypatch.setattr(launch_gluon_bwd, "SCORE_LOADS", True)
+    q, k, v = _qkv(2, 4, 512)
+    do = torch.randn_like(q)
+    kw = dict(score_mod=ca.alibi(ca.alibi_slopes(4, device="cuda")), mask_mod=ca.causal)
+    count = _CountDq(monkeypatch)
+    ours = _run(q, k, v, do, **kw)
+    assert count.n == 1
+    monkeypatch.setattr(launch_gluon_bwd, "DQ", "off")
+    _compare(ours, _run(q, k, v, do, **kw))
