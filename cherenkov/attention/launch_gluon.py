@@ -5,7 +5,8 @@ Gluon's Hopper language), the inputs are bf16 with head dim 128 (DTYPES, HEAD_DI
 launch.tma_mode's 2-D descriptor form (contiguous, 16-byte aligned, both lengths multiples of
 128: a tile never reaches into the next head), and the block mask has -- or, built from the
 plan's own index-only mask_mod, coarsens to -- 128 x 128 tiles (Plan.mask_in_tiles). Anything else runs the Triton forward (launch.forward), as does GLUON_FWD = "off"
-(env CHERENKOV_ATTN_GLUON=off). The backward is the Triton one either way (same LSE).
+(env CHERENKOV_ATTN_GLUON=off). The backward reads either forward's LSE alike; its dQ
+kernel may be Gluon's too (launch_gluon_bwd, on this module's tiles and mask).
 """
 from __future__ import annotations
 
@@ -19,9 +20,12 @@ from .block_mask import BlockMask
 
 GLUON_FWD = os.environ.get("CHERENKOV_ATTN_GLUON", "auto")     # "auto" | "off"
 TILE = 128            # query rows per program (two warpgroups of 64)
-# Variants for the next GPU A/B (bench/attention_gluon_variants_gpu.py), defaults as measured
-# at cb27ac5: keys per tile (64: finer mask tiles at a window's edges), and the softmax's
-# fused multiply-add form for calls without a score mod (kernels_gluon_src._gl_softmax).
+# Variants (bench/attention_gluon_variants_gpu.py; B=4 H=16 S=4096 D=128 on the H200,
+# bench/results/2026-12-02_attention_gluon_variants_h200_2a5fb37.md): keys per tile (64: finer
+# mask tiles at a window's edges -- 5-6% slower on causal, window, prefix-LM), the softmax's
+# fused multiply-add form for calls without a score mod (kernels_gluon_src._gl_softmax: causal
+# 0.514 vs 0.517 ms, window 0.288 vs 0.292, prefix-LM 0.530 vs 0.519 -- not taken), ALiBi
+# (SCORE_LOADS: 0.628 vs the Triton forward's 0.613).
 TILE_N = 128
 FMA_SOFTMAX = False
 SCORE_LOADS = False   # True: score mods reading captured tensors (ALiBi) take it too
@@ -36,7 +40,7 @@ MIN_SCORES = 1 << 26
 HEAD_DIMS = (128,)
 DTYPES = (torch.bfloat16,)
 # the K / V ring's depth and the consumers' registers (setmaxnreg; the producer keeps 24):
-# 2 stages of 128 x 128 tiles at D=128 fill 160 KB of shared memory
+# 2 stages of 128 x 128 tiles at D=128 fill 160 KB of shared memory (3: 2-7% slower, same run)
 STAGES = 2
 CONSUMER_REGS, MAX_REGS = 240, 168
 
