@@ -34,9 +34,9 @@ SCORE_LOADS = False   # True: score mods reading captured tensors (ALiBi) take i
 # under launch.TMA_MIN_SCORES keep pointer loads
 MIN_SCORES = 1 << 26
 # D=64 ran slower than the Triton forward (causal B=4 H=16 S=4096: 0.386 vs 0.372 ms,
-# bench/results/2026-12-02_attention_h200_cb27ac5.md); fp16 passed the GPU tests at D=64
-# only (cb27ac5): tests/gpu/test_attention_gluon_gpu.py checks it at D=128 -- add it here
-# once that has run on an sm_90 GPU
+# bench/results/2026-12-02_attention_h200_cb27ac5.md); fp16 passes the GPU tests at D=64 and
+# 128 (tests/gpu/test_attention_gluon_gpu.py, 2a5fb37 and b29d84c) but has not been timed:
+# add it here once it has
 HEAD_DIMS = (128,)
 DTYPES = (torch.bfloat16,)
 # the K / V ring's depth and the consumers' registers (setmaxnreg; the producer keeps 24):
