@@ -126,12 +126,20 @@ def guarded_forward(*args):
     """forward(*args), or None -- after logging why, and with the Gluon forward switched off
     for the process -- when the kernel does not build or launch (a Triton whose Gluon differs
     from 3.6's and 3.9's, say): the caller runs the Triton forward instead."""
-    global GLUON_FWD
-    try:
-        return forward(*args)
-    except Exception as e:      # noqa: BLE001 -- any failure: the Triton forward stands in
+    def off():
+        global GLUON_FWD
         GLUON_FWD = "off"
+    return guarded(forward, args, "forward", off)
+
+
+def guarded(run, args, what: str, switch_off):
+    """run(*args), or None after switch_off() and a warning naming the Gluon `what` that
+    failed (any failure: the Triton kernel stands in)."""
+    try:
+        return run(*args)
+    except Exception as e:      # noqa: BLE001
+        switch_off()
         logging.getLogger("cherenkov").warning(
-            "cherenkov: the Gluon attention forward failed (%s: %s); the Triton forward runs "
-            "from now on", type(e).__name__, str(e)[:500])
+            "cherenkov: the Gluon attention %s failed (%s: %s); the Triton one runs from now "
+            "on", what, type(e).__name__, str(e)[:500])
         return None

@@ -12,7 +12,6 @@ dQ kernel. The dK/dV kernel is Triton's either way: its Gluon probe lost at D=12
 from __future__ import annotations
 
 import functools
-import logging
 import os
 
 import torch
@@ -77,12 +76,7 @@ def dq(plan, m: BlockMask, q, k, v, do, o, lse, delta, caps, fused: bool, mask_s
 def guarded_dq(*args) -> torch.Tensor | None:
     """dq(*args), or None -- after logging why, and with the Gluon dQ switched off for the
     process -- when the kernel does not build or launch: the caller runs the Triton dQ."""
-    global DQ
-    try:
-        return dq(*args)
-    except Exception as e:      # noqa: BLE001 -- any failure: the Triton dQ stands in
+    def off():
+        global DQ
         DQ = "off"
-        logging.getLogger("cherenkov").warning(
-            "cherenkov: the Gluon attention dQ kernel failed (%s: %s); the Triton one runs "
-            "from now on", type(e).__name__, str(e)[:500])
-        return None
+    return launch_gluon.guarded(dq, args, "dQ kernel", off)

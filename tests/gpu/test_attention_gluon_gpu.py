@@ -21,16 +21,17 @@ def _qkv(B, H, S, D=128, HK=None, dtype=torch.bfloat16, grad=True):
 
 
 class _Count:
-    """Counts the Gluon forward's launches (and lets the tests' small problems take it)."""
+    """Counts the launches of a Gluon kernel -- `module.name`, launch_gluon.forward by default
+    -- and lets the tests' small problems take it."""
 
-    def __init__(self, monkeypatch):
+    def __init__(self, monkeypatch, module=launch_gluon, name="forward"):
         monkeypatch.setattr(launch_gluon, "MIN_SCORES", 0)
-        self.n, real = 0, launch_gluon.forward
+        self.n, real = 0, getattr(module, name)
 
         def counted(*a, **kw):
             self.n += 1
             return real(*a, **kw)
-        monkeypatch.setattr(launch_gluon, "forward", counted)
+        monkeypatch.setattr(module, name, counted)
 
 
 def _run(q, k, v, do, **kw):
@@ -113,17 +114,9 @@ def test_small_calls_keep_the_triton_forward(monkeypatch):
     assert count.n == 1
 
 
-class _CountDq:
-    """Counts the Gluon dQ kernel's launches (and lets the tests' small problems take it)."""
-
-    def __init__(self, monkeypatch):
-        monkeypatch.setattr(launch_gluon, "MIN_SCORES", 0)
-        self.n, real = 0, launch_gluon_bwd.dq
-
-        def counted(*a, **kw):
-            self.n += 1
-            return real(*a, **kw)
-        monkeypatch.setattr(launch_gluon_bwd, "dq", counted)
+def _count_dq(monkeypatch):
+    """Counts the Gluon dQ kernel's launches."""
+    return _Count(monkeypatch, launch_gluon_bwd, "dq")
 
 
 DQ_CASES = [(n, 128, None, False) for n in ("causal", "window", "prefix", "none", "empty rows")] \
@@ -148,7 +141,7 @@ def test_gluon_dq_matches_triton_dq(name, D, HK, lse_grad, monkeypatch):
         outs = (out, lse) if lse_grad else (out,)
         grads = torch.autograd.grad(outs, (q, k, v), (do, dlse) if lse_grad else (do,))
         return out, lse, *grads
-    count = _CountDq(monkeypatch)
+    count = _count_dq(monkeypatch)
     ours = run()
     assert count.n == 1, "the Gluon dQ did not run"
     monkeypatch.setattr(launch_gluon_bwd, "DQ", "off")
@@ -158,7 +151,7 @@ def test_gluon_dq_matches_triton_dq(name, D, HK, lse_grad, monkeypatch):
 
 
 def test_calls_it_cannot_take_run_the_triton_dq(monkeypatch):
-    count = _CountDq(monkeypatch)
+    count = _count_dq(monkeypatch)
     for S, D, dtype in ((500, 128, torch.bfloat16), (512, 80, torch.bfloat16),
                         (512, 128, torch.float16), (512, 128, torch.float32)):
         q, k, v = _qkv(1, 2, S, D=D, dtype=dtype)
@@ -184,7 +177,7 @@ def test_gluon_dq_with_a_score_mod_reading_a_tensor(monkeypatch):
     q, k, v = _qkv(2, 4, 512)
     do = torch.randn_like(q)
     kw = dict(score_mod=ca.alibi(ca.alibi_slopes(4, device="cuda")), mask_mod=ca.causal)
-    count = _CountDq(monkeypatch)
+    count = _count_dq(monkeypatch)
     ours = _run(q, k, v, do, **kw)
     assert count.n == 1
     monkeypatch.setattr(launch_gluon_bwd, "DQ", "off")
