@@ -1,8 +1,9 @@
 """The Gluon kernels' variants on the suite's cases, in one process. Forward
 (cherenkov/attention/launch_gluon.py): 64-key tiles (TILE_N), the fused multiply-add softmax
 (FMA_SOFTMAX), a third ring stage (STAGES), score mods reading tensors (SCORE_LOADS: ALiBi;
-and ALiBi with its slopes computed from h instead of loaded), against the Triton forward
-(GLUON_FWD="off"). --backward: how the backward's dQ comes -- stored dS (launch.DS_STORE, the
+and ALiBi with its slopes computed from h instead of loaded), the partial tiles' loop apart
+from the full ones' (SPLIT_TILES; with the dQ kernel's too, launch_gluon_bwd.SPLIT_TILES),
+against the Triton forward (GLUON_FWD="off"). --backward: how the backward's dQ comes -- stored dS (launch.DS_STORE, the
 default for score mods) or recomputed by the Gluon dQ kernel (launch_gluon_bwd, SCORE_LOADS
 for ALiBi), with either forward -- on the score-mod cases, against Triton's kernels only.
 B=4 H=16 S=4096 D=128 bf16, forward and forward+backward (do_bench median, best of 2
@@ -32,8 +33,11 @@ VARIANTS = {      # launch_gluon settings per variant (the rest as the modules h
     "triton": dict(GLUON_FWD="off"),
     "gluon": dict(),
     "fma": dict(FMA_SOFTMAX=True),
-    "stages3": dict(STAGES=3),
-    "keys64": dict(TILE_N=64, STAGES=3),
+    # measured at 2a5fb37 (a third stage: 2-7% slower, 64-key tiles 5-6%: not taken) and
+    # left out since: "stages3": dict(STAGES=3), "keys64": dict(TILE_N=64, STAGES=3)
+    # the partial tiles' loop apart from the full ones': forward only, then both kernels
+    "split": dict(SPLIT_TILES=True),
+    "split fwd+dQ": dict(SPLIT_TILES=True, BWD_SPLIT_TILES=True),
 }
 _OFF = dict(GLUON_FWD="off", DQ="off")
 BACKWARD_VARIANTS = {    # (launch / launch_gluon / launch_gluon_bwd settings)
@@ -63,11 +67,11 @@ def _computed_alibi(score, b, h, q_idx, kv_idx):
 
 
 def _where(name: str):
-    """(module, attribute) of a setting: DS_STORE is launch's, DQ and BWD_SCORE_LOADS
-    launch_gluon_bwd's (DQ, SCORE_LOADS), the rest launch_gluon's."""
+    """(module, attribute) of a setting: DS_STORE is launch's, DQ and BWD_* launch_gluon_bwd's
+    (DQ, *), the rest launch_gluon's."""
     if name == "DS_STORE":
         return launch, name
-    if name in ("DQ", "BWD_SCORE_LOADS"):
+    if name == "DQ" or name.startswith("BWD_"):
         return launch_gluon_bwd, name.replace("BWD_", "")
     return launch_gluon, name
 

@@ -7,8 +7,9 @@ Triton's GPU passes and ptxas run on the CPU, nvdisasm (shipped with Triton) dis
     env -u TRITON_INTERPRET .venv/bin/python bench/attention_sass_cpu.py dkdv causal --warps 8
 
 Kernels: fwd (descriptor forward, 128 x 64 tiles), dkdv (64 x 64, TMA; --ds-store for the
-stored-dS form score mods take), dq (64 x 64, TMA). Mods: causal (no score mod), alibi,
-softcap. The configurations are the suite's at B=4 H=16 S=4096 D=128 bf16. This decided
+stored-dS form score mods take), dq (64 x 64, TMA), gluon-fwd and gluon-dq (the
+warp-specialized sm_90 kernels, 128 x 128 tiles, bf16 D=128). Mods: causal (no score mod),
+alibi, alibi-computed (the slopes computed from h, not loaded), softcap. The configurations are the suite's at B=4 H=16 S=4096 D=128 bf16. This decided
 row_terms.py's float key vector: the integer one kept 16 registers live across the
 forward's full-tile loop and spilled there (26 LDL a tile).
 """
@@ -37,7 +38,11 @@ from cherenkov.attention.trace import trace_mods  # noqa: E402
 from sm90_compile import signature  # noqa: E402
 
 SCORE = {"causal": None, "alibi": lambda: mods.alibi(torch.randn(16)),
-         "softcap": lambda: mods.tanh_softcap(30.0)}
+         "alibi-computed": lambda: _computed_alibi, "softcap": lambda: mods.tanh_softcap(30.0)}
+
+
+def _computed_alibi(score, b, h, q_idx, kv_idx):
+    return score + torch.exp2((h + 1).float() * (-0.5)) * (kv_idx - q_idx).float()
 BASE = dict(D=128, D_PAD=128, DOT_PREC="tf32", EVEN_M=True, EVEN_N=True, TMA=2)
 
 
@@ -61,10 +66,15 @@ def _kernel(module, kind: str, has_mod: bool, ds_store: bool):
 
 
 def sass_of(kind: str, mod: str, warps: int | None, stages: int | None,
-            ds_store: bool) -> str:
+            ds_store: bool, split: bool = False) -> str:
     factory = SCORE[mod]
     traced = trace_mods(factory() if factory else None, mods.causal)
     module = load_kernels(traced, interpret=False, float_index=True)
+    if kind.startswith("gluon"):
+        import sm90_gluon_compile as g
+        build = g.compile_ws if kind == "gluon-fwd" else g.compile_dq
+        kernel = build(module, traced, 128, torch.bfloat16, split=split, raw=True)
+        return _disassemble(kernel.asm["cubin"])
     fn, constexprs, descs, w, s = _kernel(module, kind, factory is not None, ds_store)
     captured = {f"C{i}": "*fp32" for i, _ in enumerate(traced.captured)}
     sig = {**signature(fn, constexprs, captured), **descs}
@@ -73,8 +83,12 @@ def sass_of(kind: str, mod: str, warps: int | None, stages: int | None,
     compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32),
                               options={"num_warps": warps or w, "num_stages": stages or s,
                                        "enable_fp_fusion": True})
+    return _disassemble(compiled.asm["cubin"])
+
+
+def _disassemble(cubin: bytes) -> str:
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(compiled.asm["cubin"])
+        f.write(cubin)
         f.flush()
         tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin",
                             "nvdisasm")
@@ -99,16 +113,18 @@ def blocks(sass: str) -> dict[str, list[str]]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("kernel", choices=("fwd", "dkdv", "dq"))
+    ap.add_argument("kernel", choices=("fwd", "dkdv", "dq", "gluon-fwd", "gluon-dq"))
     ap.add_argument("mod", choices=sorted(SCORE))
     ap.add_argument("--warps", type=int)
     ap.add_argument("--stages", type=int)
     ap.add_argument("--ds-store", action="store_true")
+    ap.add_argument("--split", action="store_true", help="gluon-*: SPLIT (partial / full loops)")
     args = ap.parse_args()
     if os.environ.get("TRITON_INTERPRET") == "1":
         print("run without TRITON_INTERPRET (env -u TRITON_INTERPRET ...)", file=sys.stderr)
         return 2
-    by_block = blocks(sass_of(args.kernel, args.mod, args.warps, args.stages, args.ds_store))
+    by_block = blocks(sass_of(args.kernel, args.mod, args.warps, args.stages, args.ds_store,
+                              args.split))
     every = [op for ops in by_block.values() for op in ops]
     print(f"{args.kernel} {args.mod}: {len(every)} instructions, LDL {every.count('LDL')}, "
           f"STL {every.count('STL')}")

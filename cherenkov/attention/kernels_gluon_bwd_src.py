@@ -55,31 +55,16 @@ def _gl_dq_delta(O, DELTA, do_tile, o_base, bh, q0, Q_LEN, stride_om, ROWS: gl.c
 
 
 @gluon.jit
-def _gl_dq_consumer(C: gl.constexpr, q_smem, do_smem, k_smem, v_smem, q_bars, ready, empty,
-                    dq_desc, O, LSE, DELTA, KV_IDX, FULL_IDX, irow, n_partial, n_tiles, q_row,
-                    o_base, start_m, b, h, bh, Q_LEN, stride_om, sm_scale, __CAPS__
-                    ROWS: gl.constexpr, BLOCK_N: gl.constexpr, D: gl.constexpr,
-                    STAGES: gl.constexpr, S_LAYOUT: gl.constexpr, O_LAYOUT: gl.constexpr,
-                    HAS_SCORE_MOD: gl.constexpr, FUSED_DELTA: gl.constexpr):
-    """dQ of query rows [start_m + C * ROWS, + ROWS): per key tile S and dP issued together,
-    then dS K; the slot released once that matmul is done."""
-    q0 = start_m + C * ROWS
-    q_tile = q_smem.index(C)
-    do_tile = do_smem.index(C)
-    ROW: gl.constexpr = gl.SliceLayout(1, S_LAYOUT)
+def _gl_dq_tiles(t0, t1, dq, zero, q_tile, do_tile, k_smem, v_smem, ready, empty, KV_IDX,
+                 FULL_IDX, irow, n_partial, lse, delta, q_idx, b, h, sm_scale, __CAPS__
+                 BLOCK_N: gl.constexpr, STAGES: gl.constexpr, S_LAYOUT: gl.constexpr,
+                 O_LAYOUT: gl.constexpr, HAS_SCORE_MOD: gl.constexpr, MASK: gl.constexpr):
+    """dQ's steps for tiles t0 .. t1-1: S and dP issued together, then dS K; the slot
+    released once that matmul is done. MASK: 0 -- the mask where t < n_partial, 1 -- always,
+    2 -- never (kernels_gluon_src._gl_softmax's)."""
     A_LAYOUT: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=O_LAYOUT, k_width=2)
-    offs_m = q0 + gl.arange(0, ROWS, layout=ROW)
-    q_idx = offs_m[:, None]
-    lse = gl.load(LSE + bh * Q_LEN + offs_m)
-    mbarrier.wait(q_bars.index(C), 0)
-    if FUSED_DELTA:
-        delta = _gl_dq_delta(O, DELTA, do_tile, o_base, bh, q0, Q_LEN, stride_om, ROWS, D, ROW)
-    else:
-        delta = gl.load(DELTA + bh * Q_LEN + offs_m)
-    zero = gl.zeros([ROWS, BLOCK_N], gl.float32, layout=S_LAYOUT)
-    dq = gl.zeros([ROWS, D], gl.float32, layout=O_LAYOUT)
     scale = sm_scale * 1.4426950408889634
-    for t in range(n_tiles):
+    for t in range(t0, t1):
         slot = t % STAGES
         k_tile = k_smem.index(slot)
         start_n = _gl_tile_start(KV_IDX, FULL_IDX, irow, t, n_partial, BLOCK_N)
@@ -94,8 +79,11 @@ def _gl_dq_consumer(C: gl.constexpr, q_smem, do_smem, k_smem, v_smem, q_bars, re
             p = gl.exp2(s - lse[:, None])
         else:
             p = gl.exp2(s * scale - lse[:, None])
-        if t < n_partial:
+        if MASK == 1:
             p = gl.where(_mask_mod(b, h, q_idx, kv_idx, __CAPS__), p, 0.0)
+        elif MASK == 0:
+            if t < n_partial:
+                p = gl.where(_mask_mod(b, h, q_idx, kv_idx, __CAPS__), p, 0.0)
         ds = p * (dp - delta[:, None])
         if HAS_SCORE_MOD:
             ds = _scale_ds(ds, p, dsdx)
@@ -103,6 +91,45 @@ def _gl_dq_consumer(C: gl.constexpr, q_smem, do_smem, k_smem, v_smem, q_bars, re
         dq = warpgroup_mma(ds16, k_tile, dq, is_async=True)
         dq, ds16 = warpgroup_mma_wait(num_outstanding=0, deps=(dq, ds16))
         mbarrier.arrive(empty.index(slot), count=1)
+    return dq
+
+
+@gluon.jit
+def _gl_dq_consumer(C: gl.constexpr, q_smem, do_smem, k_smem, v_smem, q_bars, ready, empty,
+                    dq_desc, O, LSE, DELTA, KV_IDX, FULL_IDX, irow, n_partial, n_tiles, q_row,
+                    o_base, start_m, b, h, bh, Q_LEN, stride_om, sm_scale, __CAPS__
+                    ROWS: gl.constexpr, BLOCK_N: gl.constexpr, D: gl.constexpr,
+                    STAGES: gl.constexpr, S_LAYOUT: gl.constexpr, O_LAYOUT: gl.constexpr,
+                    HAS_SCORE_MOD: gl.constexpr, FUSED_DELTA: gl.constexpr,
+                    SPLIT: gl.constexpr):
+    """dQ of query rows [start_m + C * ROWS, + ROWS) over the row block's tiles
+    (_gl_dq_tiles) -- in two loops, partial tiles then full ones, where SPLIT."""
+    q0 = start_m + C * ROWS
+    q_tile = q_smem.index(C)
+    do_tile = do_smem.index(C)
+    ROW: gl.constexpr = gl.SliceLayout(1, S_LAYOUT)
+    offs_m = q0 + gl.arange(0, ROWS, layout=ROW)
+    q_idx = offs_m[:, None]
+    lse = gl.load(LSE + bh * Q_LEN + offs_m)
+    mbarrier.wait(q_bars.index(C), 0)
+    if FUSED_DELTA:
+        delta = _gl_dq_delta(O, DELTA, do_tile, o_base, bh, q0, Q_LEN, stride_om, ROWS, D, ROW)
+    else:
+        delta = gl.load(DELTA + bh * Q_LEN + offs_m)
+    zero = gl.zeros([ROWS, BLOCK_N], gl.float32, layout=S_LAYOUT)
+    dq = gl.zeros([ROWS, D], gl.float32, layout=O_LAYOUT)
+    if SPLIT:             # partial tiles, then full ones: no mask code in the full loop
+        dq = _gl_dq_tiles(0, n_partial, dq, zero, q_tile, do_tile, k_smem, v_smem, ready, empty,
+                          KV_IDX, FULL_IDX, irow, n_partial, lse, delta, q_idx, b, h, sm_scale,
+                          __CAPS__ BLOCK_N, STAGES, S_LAYOUT, O_LAYOUT, HAS_SCORE_MOD, 1)
+        dq = _gl_dq_tiles(n_partial, n_tiles, dq, zero, q_tile, do_tile, k_smem, v_smem, ready,
+                          empty, KV_IDX, FULL_IDX, irow, n_partial, lse, delta, q_idx, b, h,
+                          sm_scale, __CAPS__ BLOCK_N, STAGES, S_LAYOUT, O_LAYOUT, HAS_SCORE_MOD,
+                          2)
+    else:
+        dq = _gl_dq_tiles(0, n_tiles, dq, zero, q_tile, do_tile, k_smem, v_smem, ready, empty,
+                          KV_IDX, FULL_IDX, irow, n_partial, lse, delta, q_idx, b, h, sm_scale,
+                          __CAPS__ BLOCK_N, STAGES, S_LAYOUT, O_LAYOUT, HAS_SCORE_MOD, 0)
     q_tile.store((dq * sm_scale).to(k_smem.dtype))     # Q is spent: dQ leaves through it
     fence_async_shared()
     _gl_tma_store(dq_desc, [q_row + C * ROWS, 0], q_tile)
@@ -117,7 +144,7 @@ def _attn_bwd_dq_ws(q_desc, do_desc, k_desc, v_desc, dq_desc, O, LSE, DELTA, __C
                     ROWS: gl.constexpr, BLOCK_N: gl.constexpr, D: gl.constexpr,
                     STAGES: gl.constexpr, S_LAYOUT: gl.constexpr, O_LAYOUT: gl.constexpr,
                     HAS_SCORE_MOD: gl.constexpr, FUSED_DELTA: gl.constexpr,
-                    CONSUMER_REGS: gl.constexpr):
+                    CONSUMER_REGS: gl.constexpr, SPLIT: gl.constexpr = False):
     """dQ (and, FUSED_DELTA, delta) of 2 * ROWS query rows of one (batch, head)."""
     b, h, bh, start_m = _gl_program(NUM_M_BLOCKS, HEAD_GROUP, H, 2 * ROWS)
     q_row = bh * Q_LEN + start_m
@@ -145,12 +172,12 @@ def _attn_bwd_dq_ws(q_desc, do_desc, k_desc, v_desc, dq_desc, O, LSE, DELTA, __C
                            O, LSE, DELTA, KV_IDX, FULL_IDX, irow, n_partial, n_tiles, q_row,
                            o_base, start_m, b, h, bh, Q_LEN, stride_om, sm_scale, __CAPS__
                            ROWS, BLOCK_N, D, STAGES, S_LAYOUT, O_LAYOUT, HAS_SCORE_MOD,
-                           FUSED_DELTA)),
+                           FUSED_DELTA, SPLIT)),
         (_gl_dq_consumer, (1, q_smem, do_smem, k_smem, v_smem, q_bars, ready, empty, dq_desc,
                            O, LSE, DELTA, KV_IDX, FULL_IDX, irow, n_partial, n_tiles, q_row,
                            o_base, start_m, b, h, bh, Q_LEN, stride_om, sm_scale, __CAPS__
                            ROWS, BLOCK_N, D, STAGES, S_LAYOUT, O_LAYOUT, HAS_SCORE_MOD,
-                           FUSED_DELTA)),
+                           FUSED_DELTA, SPLIT)),
         (_gl_dq_loader, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem,
                          q_bars, ready, empty, KV_IDX, FULL_IDX, irow, n_partial, n_tiles,
                          q_row, kv_row, ROWS, BLOCK_N, STAGES)),

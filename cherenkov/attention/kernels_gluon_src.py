@@ -79,11 +79,13 @@ def _gl_loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_ready, 
 @gluon.jit
 def _gl_softmax(qk, m_i, l_i, q_idx, t, n_partial, start_n, b, h, sm_scale, q0, __CAPS__
                 BLOCK_N: gl.constexpr, S_LAYOUT: gl.constexpr, HAS_SCORE_MOD: gl.constexpr,
-                FMA: gl.constexpr):
+                FMA: gl.constexpr, MASK: gl.constexpr = 0):
     """Tile t's probabilities, the running max and sum, and the accumulator's rescale
     (kernels_src._fwd_update's arithmetic). FMA (no score mod, a positive scale): the row
     max of the raw scores, times the scale, then p = exp2(qk * scale - max) in one fused
-    multiply-add per score instead of a product and a difference."""
+    multiply-add per score instead of a product and a difference. MASK: 0 -- the mask where
+    t < n_partial (a branch the compiler may turn into predicated code that every tile
+    runs), 1 -- always (a partial tile), 2 -- never (a full one)."""
     kv_idx = (start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, S_LAYOUT)))[None, :]
     scale = sm_scale * 1.4426950408889634
     if HAS_SCORE_MOD:     # log2 domain, less its row terms (added back to the lse)
@@ -92,8 +94,11 @@ def _gl_softmax(qk, m_i, l_i, q_idx, t, n_partial, start_n, b, h, sm_scale, q0, 
         s = qk
     else:
         s = qk * scale
-    if t < n_partial:
+    if MASK == 1:
         s = gl.where(_mask_mod(b, h, q_idx, kv_idx, __CAPS__), s, float("-inf"))
+    elif MASK == 0:
+        if t < n_partial:
+            s = gl.where(_mask_mod(b, h, q_idx, kv_idx, __CAPS__), s, float("-inf"))
     if FMA:
         m_new = gl.maximum(m_i, gl.max(s, axis=1) * scale)
         m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)
@@ -108,14 +113,46 @@ def _gl_softmax(qk, m_i, l_i, q_idx, t, n_partial, start_n, b, h, sm_scale, q0, 
 
 
 @gluon.jit
+def _gl_tiles(t0, t1, acc, p16, m_i, l_i, q_tile, k_smem, v_smem, k_ready, v_ready, k_empty,
+              v_empty, s_zero, KV_IDX, FULL_IDX, irow, n_partial, q_idx, b, h, sm_scale, q0,
+              __CAPS__ BLOCK_N: gl.constexpr, STAGES: gl.constexpr, S_LAYOUT: gl.constexpr,
+              O_LAYOUT: gl.constexpr, HAS_SCORE_MOD: gl.constexpr, FMA: gl.constexpr,
+              MASK: gl.constexpr):
+    """Tiles t0 .. t1-1 of the overlapped loop: tile t's S issued with tile t-1's P V (p16,
+    the previous tile's probabilities); each K slot released once its S is done, each V slot
+    once its P V is. MASK as _gl_softmax's."""
+    O_ROW: gl.constexpr = gl.SliceLayout(1, O_LAYOUT)
+    P_LAYOUT: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=O_LAYOUT, k_width=2)
+    for t in range(t0, t1):
+        slot = t % STAGES
+        prev = (t - 1) % STAGES
+        start_n = _gl_tile_start(KV_IDX, FULL_IDX, irow, t, n_partial, BLOCK_N)
+        mbarrier.wait(k_ready.index(slot), (t // STAGES) & 1)
+        s = warpgroup_mma(q_tile, k_smem.index(slot).permute((1, 0)), s_zero,
+                          use_acc=False, is_async=True)
+        mbarrier.wait(v_ready.index(prev), ((t - 1) // STAGES) & 1)
+        acc = warpgroup_mma(p16, v_smem.index(prev), acc, is_async=True)
+        s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))
+        mbarrier.arrive(k_empty.index(slot), count=1)
+        p, m_i, l_i, alpha = _gl_softmax(s, m_i, l_i, q_idx, t, n_partial, start_n, b, h,
+                                         sm_scale, q0, __CAPS__ BLOCK_N, S_LAYOUT,
+                                         HAS_SCORE_MOD, FMA, MASK)
+        acc, p16 = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p16))
+        mbarrier.arrive(v_empty.index(prev), count=1)
+        acc = acc * gl.convert_layout(alpha, O_ROW)[:, None]
+        p16 = gl.convert_layout(p.to(k_smem.dtype), P_LAYOUT)
+    return acc, p16, m_i, l_i
+
+
+@gluon.jit
 def _gl_consumer(C: gl.constexpr, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty,
                  v_empty, o_desc, LSE, KV_IDX, FULL_IDX, irow, n_partial, n_tiles, q_row,
                  start_m, b, h, bh, Q_LEN, sm_scale, __CAPS__
                  ROWS: gl.constexpr, BLOCK_N: gl.constexpr, D: gl.constexpr,
                  STAGES: gl.constexpr, S_LAYOUT: gl.constexpr, O_LAYOUT: gl.constexpr,
-                 HAS_SCORE_MOD: gl.constexpr, FMA: gl.constexpr):
-    """Query rows [start_m + C * ROWS, + ROWS): tile t's S issued with tile t-1's P V; each K
-    slot released once its S is done, each V slot once its P V is."""
+                 HAS_SCORE_MOD: gl.constexpr, FMA: gl.constexpr, SPLIT: gl.constexpr):
+    """Query rows [start_m + C * ROWS, + ROWS): tile 0, then the overlapped loop (_gl_tiles)
+    -- in two, partial tiles then full ones, where SPLIT -- then the last tile's P V."""
     q0 = start_m + C * ROWS
     q_tile = q_smem.index(C)
     ROW: gl.constexpr = gl.SliceLayout(1, S_LAYOUT)
@@ -139,24 +176,26 @@ def _gl_consumer(C: gl.constexpr, q_smem, k_smem, v_smem, q_bars, k_ready, v_rea
                                          sm_scale, q0, __CAPS__ BLOCK_N, S_LAYOUT,
                                          HAS_SCORE_MOD, FMA)
         p16 = gl.convert_layout(p.to(k_smem.dtype), P_LAYOUT)
-        for t in range(1, n_tiles):
-            slot = t % STAGES
-            prev = (t - 1) % STAGES
-            start_n = _gl_tile_start(KV_IDX, FULL_IDX, irow, t, n_partial, BLOCK_N)
-            mbarrier.wait(k_ready.index(slot), (t // STAGES) & 1)
-            s = warpgroup_mma(q_tile, k_smem.index(slot).permute((1, 0)), s_zero,
-                              use_acc=False, is_async=True)
-            mbarrier.wait(v_ready.index(prev), ((t - 1) // STAGES) & 1)
-            acc = warpgroup_mma(p16, v_smem.index(prev), acc, is_async=True)
-            s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))
-            mbarrier.arrive(k_empty.index(slot), count=1)
-            p, m_i, l_i, alpha = _gl_softmax(s, m_i, l_i, q_idx, t, n_partial, start_n, b, h,
-                                             sm_scale, q0, __CAPS__ BLOCK_N, S_LAYOUT,
-                                             HAS_SCORE_MOD, FMA)
-            acc, p16 = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p16))
-            mbarrier.arrive(v_empty.index(prev), count=1)
-            acc = acc * gl.convert_layout(alpha, O_ROW)[:, None]
-            p16 = gl.convert_layout(p.to(k_smem.dtype), P_LAYOUT)
+        if SPLIT:         # partial tiles, then full ones: no mask code in the full loop
+            first_full = n_partial
+            if first_full < 1:
+                first_full = 1
+            acc, p16, m_i, l_i = _gl_tiles(1, n_partial, acc, p16, m_i, l_i, q_tile, k_smem,
+                                           v_smem, k_ready, v_ready, k_empty, v_empty, s_zero,
+                                           KV_IDX, FULL_IDX, irow, n_partial, q_idx, b, h,
+                                           sm_scale, q0, __CAPS__ BLOCK_N, STAGES, S_LAYOUT,
+                                           O_LAYOUT, HAS_SCORE_MOD, FMA, 1)
+            acc, p16, m_i, l_i = _gl_tiles(first_full, n_tiles, acc, p16, m_i, l_i, q_tile,
+                                           k_smem, v_smem, k_ready, v_ready, k_empty, v_empty,
+                                           s_zero, KV_IDX, FULL_IDX, irow, n_partial, q_idx, b,
+                                           h, sm_scale, q0, __CAPS__ BLOCK_N, STAGES, S_LAYOUT,
+                                           O_LAYOUT, HAS_SCORE_MOD, FMA, 2)
+        else:
+            acc, p16, m_i, l_i = _gl_tiles(1, n_tiles, acc, p16, m_i, l_i, q_tile, k_smem,
+                                           v_smem, k_ready, v_ready, k_empty, v_empty, s_zero,
+                                           KV_IDX, FULL_IDX, irow, n_partial, q_idx, b, h,
+                                           sm_scale, q0, __CAPS__ BLOCK_N, STAGES, S_LAYOUT,
+                                           O_LAYOUT, HAS_SCORE_MOD, FMA, 0)
         last = (n_tiles - 1) % STAGES
         mbarrier.wait(v_ready.index(last), ((n_tiles - 1) // STAGES) & 1)
         acc = warpgroup_mma(p16, v_smem.index(last), acc, is_async=True)
@@ -185,7 +224,7 @@ def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, __CAPS__
                  ROWS: gl.constexpr, BLOCK_N: gl.constexpr, D: gl.constexpr,
                  STAGES: gl.constexpr, S_LAYOUT: gl.constexpr, O_LAYOUT: gl.constexpr,
                  HAS_SCORE_MOD: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                 FMA: gl.constexpr = False):
+                 FMA: gl.constexpr = False, SPLIT: gl.constexpr = False):
     """O and the log2 LSE of 2 * ROWS query rows of one (batch, head)."""
     gl.static_assert(not (FMA and HAS_SCORE_MOD), "FMA: scores without a score mod only")
     b, h, bh, start_m = _gl_program(NUM_M_BLOCKS, HEAD_GROUP, H, 2 * ROWS)
@@ -216,11 +255,11 @@ def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, __CAPS__
         (_gl_consumer, (0, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty, v_empty,
                         o_desc, LSE, KV_IDX, FULL_IDX, irow, n_partial, n_tiles, q_row,
                         start_m, b, h, bh, Q_LEN, sm_scale, __CAPS__ ROWS, BLOCK_N, D, STAGES,
-                        S_LAYOUT, O_LAYOUT, HAS_SCORE_MOD, FMA)),
+                        S_LAYOUT, O_LAYOUT, HAS_SCORE_MOD, FMA, SPLIT)),
         (_gl_consumer, (1, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty, v_empty,
                         o_desc, LSE, KV_IDX, FULL_IDX, irow, n_partial, n_tiles, q_row,
                         start_m, b, h, bh, Q_LEN, sm_scale, __CAPS__ ROWS, BLOCK_N, D, STAGES,
-                        S_LAYOUT, O_LAYOUT, HAS_SCORE_MOD, FMA)),
+                        S_LAYOUT, O_LAYOUT, HAS_SCORE_MOD, FMA, SPLIT)),
         (_gl_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready,
                       k_empty, v_empty, KV_IDX, FULL_IDX, irow, n_partial, n_tiles, q_row,
                       kv_row, ROWS, BLOCK_N, STAGES)),

@@ -29,6 +29,11 @@ TILE = 128            # query rows per program (two warpgroups of 64)
 TILE_N = 128
 FMA_SOFTMAX = False
 SCORE_LOADS = False   # True: score mods reading captured tensors (ALiBi) take it too
+# The partial tiles' loop apart from the full tiles' (kernels_gluon_src._gl_tiles' MASK):
+# compiled for sm_90, the one loop runs the mask's compare and select on every tile,
+# predicated (ALiBi's loop body ~1180 instructions against causal's ~640: also its slope's
+# load inside the loop); split, the full tiles carry no mask code. Not yet timed on the GPU
+SPLIT_TILES = False
 # Its launch is Triton's own (descriptors built per call: tens of microseconds of host time),
 # not launch.launcher's direct one: calls of fewer scores keep the Triton forward, as calls
 # under launch.TMA_MIN_SCORES keep pointer loads
@@ -117,7 +122,7 @@ def forward(plan, m: BlockMask, q, k, v, capture_args, mask_strides, group: int
         *mask_strides, plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m, group,
         ROWS=TILE // 2, BLOCK_N=TILE_N, D=D, STAGES=STAGES, S_LAYOUT=s_layout,
         O_LAYOUT=o_layout, HAS_SCORE_MOD=plan.has_score_mod, CONSUMER_REGS=CONSUMER_REGS,
-        FMA=FMA_SOFTMAX and not plan.has_score_mod and plan.scale > 0,
+        FMA=FMA_SOFTMAX and not plan.has_score_mod and plan.scale > 0, SPLIT=SPLIT_TILES,
         num_warps=4, maxnreg=MAX_REGS)
     return o, lse
 

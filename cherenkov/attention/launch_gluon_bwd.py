@@ -29,6 +29,9 @@ STAGES = {128: 2, 64: 3}
 # recomputes dQ at all (DS_STORE "off"; never with captured-tensor gradients, which only the
 # Triton dQ computes). For the next GPU A/B (bench/attention_gluon_variants_gpu.py --backward)
 SCORE_LOADS = False
+# The partial tiles' loop apart from the full ones' (launch_gluon.SPLIT_TILES' reason); not
+# yet timed on the GPU
+SPLIT_TILES = False
 
 
 @functools.lru_cache(maxsize=None)
@@ -69,7 +72,8 @@ def dq(plan, m: BlockMask, q, k, v, do, o, lse, delta, caps, fused: bool, mask_s
         *mask_strides, *o.stride()[:3], plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m, group,
         ROWS=tile // 2, BLOCK_N=tile_n, D=D, STAGES=STAGES[tile_n], S_LAYOUT=s_layout,
         O_LAYOUT=o_layout, HAS_SCORE_MOD=plan.has_score_mod, FUSED_DELTA=fused,
-        CONSUMER_REGS=launch_gluon.CONSUMER_REGS, num_warps=4, maxnreg=launch_gluon.MAX_REGS)
+        CONSUMER_REGS=launch_gluon.CONSUMER_REGS, SPLIT=SPLIT_TILES, num_warps=4,
+        maxnreg=launch_gluon.MAX_REGS)
     return out
 
 

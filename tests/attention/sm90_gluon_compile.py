@@ -21,8 +21,8 @@ SCALARS = ("irow", "snb", "snh", "snm", "sib", "sih", "sim", "Q_LEN", "KV_LEN", 
            "NUM_M_BLOCKS", "HEAD_GROUP")
 
 
-def _compile(fn, traced, d: int, dtype: torch.dtype, cx: dict, tile_n: int) -> str:
-    """Compile fn (a Gluon kernel of the generated module) for sm_90 with constexprs cx."""
+def build(fn, traced, d: int, dtype: torch.dtype, cx: dict, tile_n: int):
+    """fn (a Gluon kernel of the generated module) compiled for sm_90 with constexprs cx."""
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
     el, gel = ("bf16", gl.bfloat16) if dtype == torch.bfloat16 else ("fp16", gl.float16)
@@ -48,8 +48,11 @@ def _compile(fn, traced, d: int, dtype: torch.dtype, cx: dict, tile_n: int) -> s
         else:
             sig[name] = "i32"
     src = GluonASTSource(fn, sig, constexprs={(fn.arg_names.index(k),): v for k, v in cx.items()})
-    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                            options={"num_warps": 4, "maxnreg": launch_gluon.MAX_REGS})
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                          options={"num_warps": 4, "maxnreg": launch_gluon.MAX_REGS})
+
+
+def _describe(kernel) -> str:
     return f"shared memory {kernel.metadata.shared} bytes; {_resources(kernel.asm['cubin'])}"
 
 
@@ -71,23 +74,26 @@ def _resources(cubin: bytes) -> str:
 
 
 def compile_ws(kernels, traced, d: int, dtype: torch.dtype, tile_n: int = 128,
-               stages: int = launch_gluon.STAGES, fma: bool = False) -> str:
-    """The forward."""
+               stages: int = launch_gluon.STAGES, fma: bool = False, split: bool = False,
+               raw: bool = False):
+    """The forward (raw: the compiled kernel, else its resources' line)."""
     s_layout, o_layout = launch_gluon._layouts(d, tile_n)
     cx = dict(ROWS=64, BLOCK_N=tile_n, D=d, STAGES=stages, S_LAYOUT=s_layout,
               O_LAYOUT=o_layout, HAS_SCORE_MOD=traced.score is not None,
-              CONSUMER_REGS=launch_gluon.CONSUMER_REGS, FMA=fma)
-    return _compile(kernels._attn_fwd_ws, traced, d, dtype, cx, tile_n)
+              CONSUMER_REGS=launch_gluon.CONSUMER_REGS, FMA=fma, SPLIT=split)
+    kernel = build(kernels._attn_fwd_ws, traced, d, dtype, cx, tile_n)
+    return kernel if raw else _describe(kernel)
 
 
 def compile_dq(kernels, traced, d: int, dtype: torch.dtype, tile_n: int = 128,
-               fused: bool = True) -> str:
-    """The dQ kernel (kernels_gluon_bwd_src)."""
+               fused: bool = True, split: bool = False, raw: bool = False):
+    """The dQ kernel (kernels_gluon_bwd_src; raw: the compiled kernel)."""
     s_layout, o_layout = launch_gluon._layouts(d, tile_n)
     cx = dict(ROWS=64, BLOCK_N=tile_n, D=d, STAGES=launch_gluon_bwd.STAGES[tile_n],
               S_LAYOUT=s_layout, O_LAYOUT=o_layout, HAS_SCORE_MOD=traced.score is not None,
-              FUSED_DELTA=fused, CONSUMER_REGS=launch_gluon.CONSUMER_REGS)
-    return _compile(kernels._attn_bwd_dq_ws, traced, d, dtype, cx, tile_n)
+              FUSED_DELTA=fused, CONSUMER_REGS=launch_gluon.CONSUMER_REGS, SPLIT=split)
+    kernel = build(kernels._attn_bwd_dq_ws, traced, d, dtype, cx, tile_n)
+    return kernel if raw else _describe(kernel)
 
 
 def main() -> int:
@@ -105,8 +111,12 @@ def main() -> int:
         kernels = load_kernels(traced, interpret=False, float_index=True)
         for d, dtype in ((128, torch.bfloat16), (128, torch.float16)):
             print(f"{name} D={d} {dtype}: {compile_ws(kernels, traced, d, dtype)}", flush=True)
+        print(f"{name} split: {compile_ws(kernels, traced, 128, torch.bfloat16, split=True)}",
+              flush=True)
         for d in (128, 64):
             print(f"{name} dQ D={d}: {compile_dq(kernels, traced, d, torch.bfloat16)}", flush=True)
+        print(f"{name} dQ split: {compile_dq(kernels, traced, 128, torch.bfloat16, split=True)}",
+              flush=True)
         if name == "causal":         # delta read, not computed (an lse gradient); 64-key tiles
             for kw in (dict(fused=False), dict(tile_n=64)):
                 print(f"{name} dQ {kw}: {compile_dq(kernels, traced, 128, torch.bfloat16, **kw)}",

@@ -182,3 +182,21 @@ def test_gluon_dq_with_a_score_mod_reading_a_tensor(monkeypatch):
     assert count.n == 1
     monkeypatch.setattr(launch_gluon_bwd, "DQ", "off")
     _compare(ours, _run(q, k, v, do, **kw))
+
+
+@pytest.mark.parametrize("name", ["causal", "window", "prefix", "none", "empty rows", "softcap"])
+def test_split_tile_loops_match_one_loop(name, monkeypatch):
+    """SPLIT_TILES (partial tiles' loop apart from the full ones', both Gluon kernels): the
+    mask left out only where it keeps every score (not bit for bit: without the select
+    between them, the compiler fuses the scale and the max's subtraction into one FMA)."""
+    from cherenkov.attention import launch
+    monkeypatch.setattr(launch, "DS_STORE", "off")
+    q, k, v = _qkv(2, 4, 512)
+    do = torch.randn_like(q)
+    fwd, dq = _Count(monkeypatch), _count_dq(monkeypatch)
+    ref = _run(q, k, v, do, **MODS[name])
+    monkeypatch.setattr(launch_gluon, "SPLIT_TILES", True)
+    monkeypatch.setattr(launch_gluon_bwd, "SPLIT_TILES", True)
+    ours = _run(q, k, v, do, **MODS[name])
+    assert fwd.n == 2 and dq.n == 2
+    _compare(ours, ref)
