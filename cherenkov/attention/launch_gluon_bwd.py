@@ -27,7 +27,8 @@ DTYPES = (torch.bfloat16,)
 STAGES = {128: 2, 64: 3}
 # True: score mods reading captured tensors (ALiBi) take it too -- where the backward
 # recomputes dQ at all (DS_STORE "off"; never with captured-tensor gradients, which only the
-# Triton dQ computes). For the next GPU A/B (bench/attention_gluon_variants_gpu.py --backward)
+# Triton dQ computes). ALiBi's forward+backward ran 2.67-2.73 ms so against stored dS's
+# 2.40-2.45 (bench/results/2026-12-02_attention_gluon_bwd_variants_h200_ed01f66.md)
 SCORE_LOADS = False
 # The partial tiles' loop apart from the full ones' (launch_gluon.SPLIT_TILES' reason); not
 # yet timed on the GPU
