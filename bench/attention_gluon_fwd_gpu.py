@@ -28,6 +28,8 @@ import sys
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "tests", "attention"))
 
 import torch  # noqa: E402
 import triton  # noqa: E402
@@ -36,6 +38,7 @@ from triton.experimental.gluon import language as gl  # noqa: E402
 from triton.experimental.gluon.language.nvidia.hopper import (  # noqa: E402
     fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: E402
+from sm90_gluon_compile import resources  # noqa: E402,F401 -- also the bwd probe's
 
 LOG2E = 1.4426950408889634
 # a CTA-wide barrier: gl.thread_barrier in Triton 3.6, gl.barrier in 3.9
@@ -220,19 +223,6 @@ def forward(q, k, v, bm, bn, warps, stages, overlap):
                           LOG2E / math.sqrt(D), S, num_warps=warps,
                           **constexprs(bm, bn, D, warps, stages, overlap))
     return o.view(B, H, S, D), lse.view(B, H, S)
-
-
-def resources(cubin: bytes) -> str:
-    """cuobjdump's register / spill / stack line for a cubin."""
-    import subprocess
-    import tempfile
-    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(cubin)
-        f.flush()
-        out = subprocess.run([tool, "--dump-resource-usage", f.name], capture_output=True,
-                             text=True).stdout
-    return " ".join(line.strip() for line in out.splitlines() if "REG" in line)
 
 
 def sm90(d: int = 128) -> int:

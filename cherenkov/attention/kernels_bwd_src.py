@@ -365,12 +365,12 @@ def _attn_bwd_dq_ds(K, DQ, DS, KV_NUM, KV_IDX, FULL_NUM, FULL_IDX, DSD, KD,
     irow = b * sib + h * sih + m_blk * sim
     n_partial = tl.load(KV_NUM + row)
     for it in range(0, n_partial * R):
-        start_n = tl.load(KV_IDX + irow + it // R) * SPARSE_N + (it % R) * BLOCK_N
+        start_n = _tile_start(KV_IDX, irow, it, SPARSE_N, BLOCK_N)
         dq = _dq_ds_tile(dq, DS, DSD, ds_row, col, K_base, KD, kv_row, start_n, offs_d, KV_LEN,
                          stride_kn, D, D_PAD, BLOCK_M, BLOCK_N, SPARSE_M, EVEN_N, DOT_PREC, TMA)
     n_full = tl.load(FULL_NUM + row)
     for it in range(0, n_full * R):
-        start_n = tl.load(FULL_IDX + irow + it // R) * SPARSE_N + (it % R) * BLOCK_N
+        start_n = _tile_start(FULL_IDX, irow, it, SPARSE_N, BLOCK_N)
         dq = _dq_ds_tile(dq, DS, DSD, ds_row, col, K_base, KD, kv_row, start_n, offs_d, KV_LEN,
                          stride_kn, D, D_PAD, BLOCK_M, BLOCK_N, SPARSE_M, EVEN_N, DOT_PREC, TMA)
     dq = dq * sm_scale

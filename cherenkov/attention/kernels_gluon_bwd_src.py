@@ -118,18 +118,19 @@ def _gl_dq_consumer(C: gl.constexpr, q_smem, do_smem, k_smem, v_smem, q_bars, re
         delta = gl.load(DELTA + bh * Q_LEN + offs_m)
     zero = gl.zeros([ROWS, BLOCK_N], gl.float32, layout=S_LAYOUT)
     dq = gl.zeros([ROWS, D], gl.float32, layout=O_LAYOUT)
-    if SPLIT:             # partial tiles, then full ones: no mask code in the full loop
-        dq = _gl_dq_tiles(0, n_partial, dq, zero, q_tile, do_tile, k_smem, v_smem, ready, empty,
-                          KV_IDX, FULL_IDX, irow, n_partial, lse, delta, q_idx, b, h, sm_scale,
-                          __CAPS__ BLOCK_N, STAGES, S_LAYOUT, O_LAYOUT, HAS_SCORE_MOD, 1)
+    # SPLIT: the partial tiles' loop, then the full ones' without mask code; else one loop
+    # masking where t < n_partial
+    end = n_tiles
+    if SPLIT:
+        end = n_partial
+    dq = _gl_dq_tiles(0, end, dq, zero, q_tile, do_tile, k_smem, v_smem, ready, empty, KV_IDX,
+                      FULL_IDX, irow, n_partial, lse, delta, q_idx, b, h, sm_scale, __CAPS__
+                      BLOCK_N, STAGES, S_LAYOUT, O_LAYOUT, HAS_SCORE_MOD, 1 if SPLIT else 0)
+    if SPLIT:
         dq = _gl_dq_tiles(n_partial, n_tiles, dq, zero, q_tile, do_tile, k_smem, v_smem, ready,
                           empty, KV_IDX, FULL_IDX, irow, n_partial, lse, delta, q_idx, b, h,
                           sm_scale, __CAPS__ BLOCK_N, STAGES, S_LAYOUT, O_LAYOUT, HAS_SCORE_MOD,
                           2)
-    else:
-        dq = _gl_dq_tiles(0, n_tiles, dq, zero, q_tile, do_tile, k_smem, v_smem, ready, empty,
-                          KV_IDX, FULL_IDX, irow, n_partial, lse, delta, q_idx, b, h, sm_scale,
-                          __CAPS__ BLOCK_N, STAGES, S_LAYOUT, O_LAYOUT, HAS_SCORE_MOD, 0)
     q_tile.store((dq * sm_scale).to(k_smem.dtype))     # Q is spent: dQ leaves through it
     fence_async_shared()
     _gl_tma_store(dq_desc, [q_row + C * ROWS, 0], q_tile)

@@ -176,26 +176,25 @@ def _gl_consumer(C: gl.constexpr, q_smem, k_smem, v_smem, q_bars, k_ready, v_rea
                                          sm_scale, q0, __CAPS__ BLOCK_N, S_LAYOUT,
                                          HAS_SCORE_MOD, FMA)
         p16 = gl.convert_layout(p.to(k_smem.dtype), P_LAYOUT)
-        if SPLIT:         # partial tiles, then full ones: no mask code in the full loop
+        # SPLIT: the partial tiles' loop, then the full ones' without mask code; else one
+        # loop masking where t < n_partial
+        end = n_tiles
+        if SPLIT:
+            end = n_partial
+        acc, p16, m_i, l_i = _gl_tiles(1, end, acc, p16, m_i, l_i, q_tile, k_smem, v_smem,
+                                       k_ready, v_ready, k_empty, v_empty, s_zero, KV_IDX,
+                                       FULL_IDX, irow, n_partial, q_idx, b, h, sm_scale, q0,
+                                       __CAPS__ BLOCK_N, STAGES, S_LAYOUT, O_LAYOUT,
+                                       HAS_SCORE_MOD, FMA, 1 if SPLIT else 0)
+        if SPLIT:
             first_full = n_partial
-            if first_full < 1:
+            if first_full < 1:            # tile 0 ran above
                 first_full = 1
-            acc, p16, m_i, l_i = _gl_tiles(1, n_partial, acc, p16, m_i, l_i, q_tile, k_smem,
-                                           v_smem, k_ready, v_ready, k_empty, v_empty, s_zero,
-                                           KV_IDX, FULL_IDX, irow, n_partial, q_idx, b, h,
-                                           sm_scale, q0, __CAPS__ BLOCK_N, STAGES, S_LAYOUT,
-                                           O_LAYOUT, HAS_SCORE_MOD, FMA, 1)
             acc, p16, m_i, l_i = _gl_tiles(first_full, n_tiles, acc, p16, m_i, l_i, q_tile,
                                            k_smem, v_smem, k_ready, v_ready, k_empty, v_empty,
                                            s_zero, KV_IDX, FULL_IDX, irow, n_partial, q_idx, b,
                                            h, sm_scale, q0, __CAPS__ BLOCK_N, STAGES, S_LAYOUT,
                                            O_LAYOUT, HAS_SCORE_MOD, FMA, 2)
-        else:
-            acc, p16, m_i, l_i = _gl_tiles(1, n_tiles, acc, p16, m_i, l_i, q_tile, k_smem,
-                                           v_smem, k_ready, v_ready, k_empty, v_empty, s_zero,
-                                           KV_IDX, FULL_IDX, irow, n_partial, q_idx, b, h,
-                                           sm_scale, q0, __CAPS__ BLOCK_N, STAGES, S_LAYOUT,
-                                           O_LAYOUT, HAS_SCORE_MOD, FMA, 0)
         last = (n_tiles - 1) % STAGES
         mbarrier.wait(v_ready.index(last), ((n_tiles - 1) // STAGES) & 1)
         acc = warpgroup_mma(p16, v_smem.index(last), acc, is_async=True)

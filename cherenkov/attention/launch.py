@@ -202,6 +202,12 @@ def head_group(n_heads: int, per_head_bytes: int, device: torch.device, interpre
     return _largest_group(n_heads, per_head_bytes, _l2_bytes(index))
 
 
+def _query_head_group(plan: Plan, q, k) -> int:
+    """head_group for kernels walking query blocks (forward, dQ): each head's K and V."""
+    return head_group(q.shape[0] * q.shape[1], 2 * k.shape[2] * q.shape[3] * k.element_size(),
+                      plan.mask.device, plan.interpret)
+
+
 @functools.lru_cache(maxsize=256)
 def _largest_group(n_heads: int, per_head_bytes: int, l2_bytes: float) -> int:
     most = max(1, min(n_heads, int(l2_bytes // max(per_head_bytes, 1))))
@@ -234,17 +240,12 @@ def _forward_mask(plan: Plan, D: int, dtype) -> BlockMask:
 def forward(plan: Plan, q, k, v, captured) -> tuple[torch.Tensor, torch.Tensor]:
     B, H, Q_LEN, D = q.shape
     HK, KV_LEN = k.shape[1], k.shape[2]
-    group = head_group(B * H, 2 * KV_LEN * D * k.element_size(), plan.mask.device,
-                       plan.interpret)
-    if launch_gluon.usable(plan, q, k, v) and tma_mode(
-            q, k, v, q, launch_gluon.TILE, launch_gluon.TILE_N, plan.interpret, "2d") == 2:
-        m = launch_gluon.tile_mask(plan)
-        if m is not None:
-            got = launch_gluon.guarded_forward(
-                plan, m, q, k, v, capture_args(captured, q.device),
-                _mask_strides(m.kv_num_blocks, m.kv_indices), group)
-            if got is not None:
-                return got
+    group = _query_head_group(plan, q, k)
+    if launch_gluon.usable(plan, q, k, v) and (m := _gluon_mask(plan, q, k, v, q)) is not None:
+        got = launch_gluon.guarded_forward(plan, m, q, k, v, capture_args(captured, q.device),
+                                           _mask_strides(m.kv_num_blocks, m.kv_indices), group)
+        if got is not None:
+            return got
     m = plan.mask
     o = torch.empty_like(q, memory_format=torch.contiguous_format)
     cfg = choose_config("fwd", D, q.dtype, m.block, plan.interpret)
@@ -382,19 +383,23 @@ def _ds_chunk(plan: Plan, q, k, grad_ks) -> int:
     return heads
 
 
+def _gluon_mask(plan: Plan, q, k, v, x) -> BlockMask | None:
+    """The block mask in the Gluon kernels' tiles (launch_gluon.tile_mask) where q, k, v and
+    x (the forward's q again, the backward's dO) are in tma_mode's 2-D form over them; None
+    otherwise."""
+    if tma_mode(q, k, v, x, launch_gluon.TILE, launch_gluon.TILE_N, plan.interpret, "2d") != 2:
+        return None
+    return launch_gluon.tile_mask(plan)
+
+
 def _gluon_dq(plan, q, k, v, do, o, lse, delta, caps, fused) -> torch.Tensor | None:
     """dQ by the Gluon kernel (launch_gluon_bwd) where it can run, else None."""
-    if not launch_gluon_bwd.usable(plan, q, k, o) or tma_mode(
-            q, k, v, do, launch_gluon.TILE, launch_gluon.TILE_N, plan.interpret, "2d") != 2:
+    if not launch_gluon_bwd.usable(plan, q, k, o) \
+            or (m := _gluon_mask(plan, q, k, v, do)) is None:
         return None
-    m = launch_gluon.tile_mask(plan)
-    if m is None:
-        return None
-    B, H, _, D = q.shape
-    group = head_group(B * H, 2 * k.shape[2] * D * k.element_size(), plan.mask.device,
-                       plan.interpret)
     return launch_gluon_bwd.guarded_dq(plan, m, q, k, v, do, o, lse, delta, caps, fused,
-                                       _mask_strides(m.kv_num_blocks, m.kv_indices), group)
+                                       _mask_strides(m.kv_num_blocks, m.kv_indices),
+                                       _query_head_group(plan, q, k))
 
 
 def _dq_kernel(plan, q, k, v, do, o, lse, delta, caps, grad_ks, grad_bufs, fused,
@@ -410,8 +415,7 @@ def _dq_kernel(plan, q, k, v, do, o, lse, delta, caps, grad_ks, grad_bufs, fused
     n_m = triton_cdiv(Q_LEN, cfg.block_m)
     tma = tma_mode(q, k, v, do, cfg.block_m, cfg.block_n, plan.interpret, backward_mode)
     kd, vd = _descriptors(tma, (k, cfg.block_n), (v, cfg.block_n))
-    group = head_group(B * H, 2 * KV_LEN * D * k.element_size(), plan.mask.device,
-                       plan.interpret)
+    group = _query_head_group(plan, q, k)
     launcher(plan.kernels._attn_bwd_dq)(
         (n_m * B * H,),
         (q, k, v, do, dq, lse, delta, o, *caps, *(grad_bufs[k_] for k_ in grad_ks),

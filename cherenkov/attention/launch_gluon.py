@@ -22,17 +22,20 @@ GLUON_FWD = os.environ.get("CHERENKOV_ATTN_GLUON", "auto")     # "auto" | "off"
 TILE = 128            # query rows per program (two warpgroups of 64)
 # Variants (bench/attention_gluon_variants_gpu.py; B=4 H=16 S=4096 D=128 on the H200,
 # bench/results/2026-12-02_attention_gluon_variants_h200_2a5fb37.md): keys per tile (64: finer
-# mask tiles at a window's edges -- 5-6% slower on causal, window, prefix-LM), the softmax's
-# fused multiply-add form for calls without a score mod (kernels_gluon_src._gl_softmax: causal
-# 0.514 vs 0.517 ms, window 0.288 vs 0.292, prefix-LM 0.530 vs 0.519 -- not taken), ALiBi
-# (SCORE_LOADS: 0.628 vs the Triton forward's 0.613).
+# mask tiles at a window's edges -- 13-23% slower than 128 on causal, window, prefix-LM, 5-6%
+# slower than even the Triton forward), the softmax's fused multiply-add form for calls
+# without a score mod (kernels_gluon_src._gl_softmax: causal 0.514 vs 0.517 ms, window 0.288
+# vs 0.292, prefix-LM 0.530 vs 0.519 -- not taken).
 TILE_N = 128
 FMA_SOFTMAX = False
-SCORE_LOADS = False   # True: score mods reading captured tensors (ALiBi) take it too
+# True: score mods reading captured tensors (ALiBi) take it too. ALiBi's forward ran 0.628
+# ms so against the Triton forward's 0.613 (above; 0.631 vs 0.613 in the suite at cb27ac5)
+SCORE_LOADS = False
 # The partial tiles' loop apart from the full tiles' (kernels_gluon_src._gl_tiles' MASK):
 # compiled for sm_90, the one loop runs the mask's compare and select on every tile,
-# predicated (ALiBi's loop body ~1180 instructions against causal's ~640: also its slope's
-# load inside the loop); split, the full tiles carry no mask code. Not yet timed on the GPU
+# predicated (ALiBi's loop body 804 instructions against causal's 642, its slope's load
+# inside the loop); split, the full tiles carry no mask code (536 / 676 instructions:
+# bench/results/2026-12-02_attention_gluon_sass_cpu_484a54e.md). Not yet timed on the GPU
 SPLIT_TILES = False
 # Its launch is Triton's own (descriptors built per call: tens of microseconds of host time),
 # not launch.launcher's direct one: calls of fewer scores keep the Triton forward, as calls
@@ -45,7 +48,8 @@ MIN_SCORES = 1 << 26
 HEAD_DIMS = (128,)
 DTYPES = (torch.bfloat16,)
 # the K / V ring's depth and the consumers' registers (setmaxnreg; the producer keeps 24):
-# 2 stages of 128 x 128 tiles at D=128 fill 160 KB of shared memory (3: 2-7% slower, same run)
+# 2 stages of 128 x 128 tiles at D=128 fill 160 KB of shared memory (3: 1.5-7.5% slower, same
+# run)
 STAGES = 2
 CONSUMER_REGS, MAX_REGS = 240, 168
 
@@ -65,20 +69,22 @@ def usable(plan, q, k, v) -> bool:
     layouts aside: those are launch.tma_mode's 2-D descriptor form over TILE x TILE_N tiles
     (contiguous, 16-byte aligned, both lengths multiples of the tiles), which the caller
     asks."""
-    if GLUON_FWD == "off" or plan.interpret or not q.is_cuda \
-            or not hasattr(plan.kernels, "_attn_fwd_ws"):
+    return GLUON_FWD != "off" and eligible(plan, q, k, "_attn_fwd_ws", DTYPES, HEAD_DIMS,
+                                           SCORE_LOADS)
+
+
+def eligible(plan, q, k, kernel: str, dtypes, head_dims, score_loads: bool) -> bool:
+    """What every Gluon kernel asks of a call (each its own `dtypes`, `head_dims` and
+    `score_loads`): a compiled plan whose module carries `kernel`, CUDA inputs on an sm_90
+    GPU, at least MIN_SCORES scores, and a score mod reading no captured tensor unless
+    `score_loads`."""
+    if plan.interpret or not q.is_cuda or not hasattr(plan.kernels, kernel):
         return False
     B, H, Q_LEN, D = q.shape
-    if q.dtype not in DTYPES or D not in HEAD_DIMS or B * H * Q_LEN * k.shape[2] < MIN_SCORES:
+    if q.dtype not in dtypes or D not in head_dims or B * H * Q_LEN * k.shape[2] < MIN_SCORES:
         return False
     index = q.device.index if q.device.index is not None else torch.cuda.current_device()
-    if not _sm90(index):
-        return False
-    # ALiBi's forward ran 0.631 ms here against the Triton kernel's 0.613 (causal B=4 H=16
-    # S=4096 D=128; softcap, which reads nothing, 0.607 vs 0.650:
-    # bench/results/2026-12-02_attention_h200_cb27ac5.md) -- the slope's load, maybe, which
-    # cannot move out of a loop of mbarrier waits and sits between S and the softmax
-    return SCORE_LOADS or not plan.traced.score_reads_tensors()
+    return _sm90(index) and (score_loads or not plan.traced.score_reads_tensors())
 
 
 @functools.lru_cache(maxsize=None)

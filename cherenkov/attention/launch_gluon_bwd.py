@@ -11,7 +11,6 @@ dQ kernel. The dK/dV kernel is Triton's either way: its Gluon probe lost at D=12
 """
 from __future__ import annotations
 
-import functools
 import os
 
 import torch
@@ -35,24 +34,12 @@ SCORE_LOADS = False
 SPLIT_TILES = False
 
 
-@functools.lru_cache(maxsize=None)
-def _sm90(device_index: int) -> bool:
-    return torch.cuda.get_device_capability(device_index) == (9, 0)
-
-
 def usable(plan, q, k, o) -> bool:
-    """Whether this backward's dQ can run the Gluon kernel, the mask (launch_gluon.tile_mask)
-    and the 2-D descriptor layouts of q, k, v, dO (launch.tma_mode) aside: the caller asks
-    those."""
-    if DQ == "off" or plan.interpret or not q.is_cuda \
-            or not hasattr(plan.kernels, "_attn_bwd_dq_ws") or o.stride(-1) != 1:
-        return False
-    B, H, Q_LEN, D = q.shape
-    if q.dtype not in DTYPES or D not in HEAD_DIMS \
-            or B * H * Q_LEN * k.shape[2] < launch_gluon.MIN_SCORES:
-        return False
-    index = q.device.index if q.device.index is not None else torch.cuda.current_device()
-    return _sm90(index) and (SCORE_LOADS or not plan.traced.score_reads_tensors())
+    """Whether this backward's dQ can run the Gluon kernel (launch_gluon.eligible, with this
+    module's dtypes, head dims and SCORE_LOADS), the mask (launch_gluon.tile_mask) and the
+    2-D descriptor layouts of q, k, v, dO (launch.tma_mode) aside: the caller asks those."""
+    return DQ != "off" and o.stride(-1) == 1 and launch_gluon.eligible(
+        plan, q, k, "_attn_bwd_dq_ws", DTYPES, HEAD_DIMS, SCORE_LOADS)
 
 
 def dq(plan, m: BlockMask, q, k, v, do, o, lse, delta, caps, fused: bool, mask_strides,

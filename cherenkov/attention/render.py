@@ -325,10 +325,8 @@ def render_score_mod(traced: TracedMods, target: str, wide: bool = False,
 
     em = _Emitter(target, wide=wide, float_index=float_index)
     out = _as_tile(value, em)
-    # A constant derivative is returned as a tile (older Triton cannot return constexprs),
-    # made from the index tiles as _as_tile's zeros are (Gluon's tl.full wants a layout)
-    d_score = f"((q_idx * 0 + kv_idx * 0).to(tl.float32) + {_literal(float(d.value))})" \
-        if d.op == "const" else em.name(d)
+    # A constant derivative is returned as a tile (older Triton cannot return constexprs)
+    d_score = _score_tile(_literal(float(d.value))) if d.op == "const" else em.name(d)
     grad = _function("_score_mod_grad", params, em, f"{out}, {d_score}")
     return "\n\n".join((fwd, fwd_q0, grad, _render_row_shift(row, caps, target, wide),
                         _render_scale_ds(d), render_capture_grads(traced, target, wide)))
@@ -358,12 +356,17 @@ def _render_scale_ds(d: Node) -> str:
 
 def _as_tile(node: Node, em: "_Emitter") -> str:
     """The node's name, as a tile of the scores' shape even where it folded to a constant or a
-    per-launch scalar, or varies along one tile axis only (a mod not reading the score). The
-    zeros come from the index tiles (whose broadcast is the scores' shape): Gluon's tensors
-    carry layouts, which tl.zeros_like cannot give."""
+    per-launch scalar, or varies along one tile axis only (a mod not reading the score)."""
     if "score" not in depends_on(node):
-        return f"((q_idx * 0 + kv_idx * 0).to(tl.float32) + {em.name(node)})"
+        return _score_tile(em.name(node))
     return em.name(node)
+
+
+def _score_tile(value: str) -> str:
+    """`value` broadcast to a float32 tile of the scores' shape. The zeros come from the index
+    tiles (whose broadcast is that shape): Gluon's tensors carry layouts, which tl.zeros_like
+    and tl.full cannot give."""
+    return f"((q_idx * 0 + kv_idx * 0).to(tl.float32) + {value})"
 
 
 def render_capture_grads(traced: TracedMods, target: str, wide: bool = False) -> str:

@@ -53,10 +53,10 @@ def build(fn, traced, d: int, dtype: torch.dtype, cx: dict, tile_n: int):
 
 
 def _describe(kernel) -> str:
-    return f"shared memory {kernel.metadata.shared} bytes; {_resources(kernel.asm['cubin'])}"
+    return f"shared memory {kernel.metadata.shared} bytes; {resources(kernel.asm['cubin'])}"
 
 
-def _resources(cubin: bytes) -> str:
+def resources(cubin: bytes) -> str:
     """cuobjdump's registers / spills / stack line, where Triton ships cuobjdump."""
     import os
     import subprocess

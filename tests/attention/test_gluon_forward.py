@@ -70,13 +70,15 @@ def test_which_masks_get_128_tiles():
     assert launch_gluon.tile_mask(_plan(odd, causal)) is None       # 256 > 128
 
 
-def test_cpu_tensors_and_interpreted_plans_take_the_triton_forward():
+@pytest.mark.parametrize("usable", [launch_gluon.usable, launch_gluon_bwd.usable],
+                         ids=["forward", "dq"])
+def test_cpu_tensors_and_interpreted_plans_take_the_triton_kernels(usable):
     q = torch.randn(1, 2, 128, 128, dtype=torch.bfloat16)
-    plan = SimpleNamespace(interpret=False, kernels=SimpleNamespace(_attn_fwd_ws=None),
-                           traced=trace_mods(None, causal))
-    assert not launch_gluon.usable(plan, q, q, q)                          # on the CPU
+    plan = SimpleNamespace(interpret=False, traced=trace_mods(None, causal),
+                           kernels=SimpleNamespace(_attn_fwd_ws=None, _attn_bwd_dq_ws=None))
+    assert not usable(plan, q, q, q)                                       # on the CPU
     plan.interpret = True
-    assert not launch_gluon.usable(plan, q, q, q)
+    assert not usable(plan, q, q, q)
 
 
 def test_score_mods_reading_tensors_take_the_triton_forward():
@@ -86,30 +88,15 @@ def test_score_mods_reading_tensors_take_the_triton_forward():
     assert not trace_mods(None, causal).score_reads_tensors()
 
 
-def test_a_failing_gluon_forward_switches_itself_off(monkeypatch, caplog):
+@pytest.mark.parametrize("module, switch, kernel, guarded", [
+    (launch_gluon, "GLUON_FWD", "forward", "guarded_forward"),
+    (launch_gluon_bwd, "DQ", "dq", "guarded_dq")], ids=["forward", "dq"])
+def test_a_failing_gluon_kernel_switches_itself_off(module, switch, kernel, guarded,
+                                                    monkeypatch, caplog):
     def broken(*args):
         raise RuntimeError("no such Gluon op")
-    monkeypatch.setattr(launch_gluon, "forward", broken)
-    monkeypatch.setattr(launch_gluon, "GLUON_FWD", "auto")
-    assert launch_gluon.guarded_forward(1, 2) is None
-    assert launch_gluon.GLUON_FWD == "off" and "no such Gluon op" in caplog.text
-
-
-def test_cpu_tensors_and_interpreted_plans_take_the_triton_dq():
-    q = torch.randn(1, 2, 128, 128, dtype=torch.bfloat16)
-    plan = SimpleNamespace(interpret=False, kernels=SimpleNamespace(_attn_bwd_dq_ws=None),
-                           traced=trace_mods(None, causal))
-    assert not launch_gluon_bwd.usable(plan, q, q, q)                      # on the CPU
-    plan.interpret = True
-    assert not launch_gluon_bwd.usable(plan, q, q, q)
-
-
-def test_a_failing_gluon_dq_logs_and_hands_over(monkeypatch, caplog):
-    monkeypatch.setattr(launch_gluon_bwd, "DQ", "auto")
-
-    def broken(*args):
-        raise RuntimeError("no such instruction")
-    monkeypatch.setattr(launch_gluon_bwd, "dq", broken)
+    monkeypatch.setattr(module, kernel, broken)
+    monkeypatch.setattr(module, switch, "auto")
     with caplog.at_level("WARNING", logger="cherenkov"):
-        assert launch_gluon_bwd.guarded_dq(None) is None
-    assert launch_gluon_bwd.DQ == "off" and "no such instruction" in caplog.text
+        assert getattr(module, guarded)(1, 2) is None
+    assert getattr(module, switch) == "off" and "no such Gluon op" in caplog.text
