@@ -47,6 +47,11 @@ BACKWARD_VARIANTS = {    # (launch / launch_gluon / launch_gluon_bwd settings)
     "triton dQ recomputed": dict(_OFF, DS_STORE="off"),
     "gluon dQ, triton fwd": dict(DS_STORE="off", BWD_SCORE_LOADS=True, GLUON_FWD="off"),
     "gluon dQ, gluon fwd": dict(DS_STORE="off", BWD_SCORE_LOADS=True, SCORE_LOADS=True),
+    # the partial tiles' loops apart (SPLIT_TILES), with stored dS or the Gluon dQ
+    "stored dS, gluon fwd split": dict(SCORE_LOADS=True, SPLIT_TILES=True),
+    "gluon dQ split, gluon fwd split": dict(DS_STORE="off", BWD_SCORE_LOADS=True,
+                                            SCORE_LOADS=True, SPLIT_TILES=True,
+                                            BWD_SPLIT_TILES=True),
 }
 
 

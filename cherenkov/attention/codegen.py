@@ -21,6 +21,7 @@ import torch
 
 from .kernels_gluon_bwd_src import GLUON_BACKWARD
 from .kernels_gluon_src import GLUON_HEADER, GLUON_KERNELS
+from .hoist import hoist_statement
 from .kernels_src import KERNELS
 from .render import capture_params, grad_params, render_mods
 from .trace import TracedMods, trace_mods
@@ -63,8 +64,12 @@ def kernel_source(traced: TracedMods, target: str = "cuda", float_index: bool = 
     text += render_mods(traced, target, float_index) + "\n" + KERNELS
     if gluon:
         text += GLUON_KERNELS + GLUON_BACKWARD
-    return (text.replace("__CAPS__ ", capture_params(traced))
-                .replace("__CAPS__", capture_params(traced))
+    caps = capture_params(traced)
+    hoist = hoist_statement(traced, caps)      # the loop functions' first line (hoist.py)
+    return (text.replace("__HOIST__", hoist or "pass")
+                .replace("__H__", "_h" if hoist else "")
+                .replace("__CAPS__ ", caps)
+                .replace("__CAPS__", caps)
                 .replace("__GRADS__ ", grad_params(traced))
                 .replace("__GRADS__", grad_params(traced)))
 

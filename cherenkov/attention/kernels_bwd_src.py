@@ -78,12 +78,12 @@ def _dkdv_update(dk, dv, qkT, qT, do, lse, delta, v, DS, DSD, ds_row, ds_q_rows,
     q_idx = offs_m[None, :]
     kv_idx = offs_n[:, None]
     if HAS_SCORE_MOD:
-        sT, dsdx = _score_mod_grad(qkT, sm_scale, b, h, q_idx, kv_idx, __CAPS__)
+        sT, dsdx = _score_mod_grad__H__(qkT, sm_scale, b, h, q_idx, kv_idx, __CAPS__)
         pT = tl.exp2(sT - lse[None, :])
     else:
         pT = tl.exp2(qkT * (sm_scale * 1.4426950408889634) - lse[None, :])
     if IS_PARTIAL:
-        pT = tl.where(_mask_mod(b, h, q_idx, kv_idx, __CAPS__), pT, 0.0)
+        pT = tl.where(_mask_mod__H__(b, h, q_idx, kv_idx, __CAPS__), pT, 0.0)
     if DP_FIRST:
         dsT = pT * (dpT - delta[None, :])
         if HAS_SCORE_MOD:
@@ -118,7 +118,9 @@ def _dkdv_tiles(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD, DS
                 EVEN_M: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, DOT_PREC: tl.constexpr,
                 TMA: tl.constexpr, DP_FIRST: tl.constexpr, DS_STORE: tl.constexpr):
     """The n query tiles of the block list at IDX + irow, each loaded (q, then dO and its
-    rows' lse and delta), K q^T, then _dkdv_update."""
+    rows' lse and delta), K q^T, then _dkdv_update (the `_h` mods: the loop stores dS, so
+    Triton leaves its loads there; hoist.py)."""
+    __HOIST__
     for it in range(0, n):
         start_m = _tile_start(IDX, irow, it, SPARSE_M, BLOCK_M)
         qT = _dkdv_q_tile(Q_base, QD, q_row, start_m, offs_d, Q_LEN, stride_qm, D, D_PAD,

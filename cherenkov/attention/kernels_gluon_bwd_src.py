@@ -75,15 +75,15 @@ def _gl_dq_tiles(t0, t1, dq, zero, q_tile, do_tile, k_smem, v_smem, ready, empty
                            is_async=True)
         s, dp = warpgroup_mma_wait(num_outstanding=0, deps=(s, dp))
         if HAS_SCORE_MOD:
-            s, dsdx = _score_mod_grad(s, sm_scale, b, h, q_idx, kv_idx, __CAPS__)
+            s, dsdx = _score_mod_grad__H__(s, sm_scale, b, h, q_idx, kv_idx, __CAPS__)
             p = gl.exp2(s - lse[:, None])
         else:
             p = gl.exp2(s * scale - lse[:, None])
         if MASK == 1:
-            p = gl.where(_mask_mod(b, h, q_idx, kv_idx, __CAPS__), p, 0.0)
+            p = gl.where(_mask_mod__H__(b, h, q_idx, kv_idx, __CAPS__), p, 0.0)
         elif MASK == 0:
             if t < n_partial:
-                p = gl.where(_mask_mod(b, h, q_idx, kv_idx, __CAPS__), p, 0.0)
+                p = gl.where(_mask_mod__H__(b, h, q_idx, kv_idx, __CAPS__), p, 0.0)
         ds = p * (dp - delta[:, None])
         if HAS_SCORE_MOD:
             ds = _scale_ds(ds, p, dsdx)
@@ -103,7 +103,9 @@ def _gl_dq_consumer(C: gl.constexpr, q_smem, do_smem, k_smem, v_smem, q_bars, re
                     HAS_SCORE_MOD: gl.constexpr, FUSED_DELTA: gl.constexpr,
                     SPLIT: gl.constexpr):
     """dQ of query rows [start_m + C * ROWS, + ROWS) over the row block's tiles
-    (_gl_dq_tiles) -- in two loops, partial tiles then full ones, where SPLIT."""
+    (_gl_dq_tiles) -- in two loops, partial tiles then full ones, where SPLIT. The mods'
+    loads of one element per (b, h) are made here, once (hoist.py: the `_h` mods)."""
+    __HOIST__
     q0 = start_m + C * ROWS
     q_tile = q_smem.index(C)
     do_tile = do_smem.index(C)

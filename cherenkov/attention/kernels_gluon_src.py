@@ -89,16 +89,16 @@ def _gl_softmax(qk, m_i, l_i, q_idx, t, n_partial, start_n, b, h, sm_scale, q0, 
     kv_idx = (start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, S_LAYOUT)))[None, :]
     scale = sm_scale * 1.4426950408889634
     if HAS_SCORE_MOD:     # log2 domain, less its row terms (added back to the lse)
-        s = _score_mod_q0(qk, sm_scale, b, h, q_idx, kv_idx, q0, __CAPS__)
+        s = _score_mod_q0__H__(qk, sm_scale, b, h, q_idx, kv_idx, q0, __CAPS__)
     elif FMA:
         s = qk
     else:
         s = qk * scale
     if MASK == 1:
-        s = gl.where(_mask_mod(b, h, q_idx, kv_idx, __CAPS__), s, float("-inf"))
+        s = gl.where(_mask_mod__H__(b, h, q_idx, kv_idx, __CAPS__), s, float("-inf"))
     elif MASK == 0:
         if t < n_partial:
-            s = gl.where(_mask_mod(b, h, q_idx, kv_idx, __CAPS__), s, float("-inf"))
+            s = gl.where(_mask_mod__H__(b, h, q_idx, kv_idx, __CAPS__), s, float("-inf"))
     if FMA:
         m_new = gl.maximum(m_i, gl.max(s, axis=1) * scale)
         m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)
@@ -152,7 +152,9 @@ def _gl_consumer(C: gl.constexpr, q_smem, k_smem, v_smem, q_bars, k_ready, v_rea
                  STAGES: gl.constexpr, S_LAYOUT: gl.constexpr, O_LAYOUT: gl.constexpr,
                  HAS_SCORE_MOD: gl.constexpr, FMA: gl.constexpr, SPLIT: gl.constexpr):
     """Query rows [start_m + C * ROWS, + ROWS): tile 0, then the overlapped loop (_gl_tiles)
-    -- in two, partial tiles then full ones, where SPLIT -- then the last tile's P V."""
+    -- in two, partial tiles then full ones, where SPLIT -- then the last tile's P V. The
+    mods' loads of one element per (b, h) are made here, once (hoist.py: the `_h` mods)."""
+    __HOIST__
     q0 = start_m + C * ROWS
     q_tile = q_smem.index(C)
     ROW: gl.constexpr = gl.SliceLayout(1, S_LAYOUT)
@@ -204,7 +206,7 @@ def _gl_consumer(C: gl.constexpr, q_smem, k_smem, v_smem, q_bars, k_ready, v_rea
     l_safe = gl.where(l_i == 0.0, 1.0, l_i)
     lse = gl.where(l_i == 0.0, float("inf"), m_i + gl.log2(l_safe))
     if HAS_SCORE_MOD:     # the row terms the tiles left out (kernels_src._attn_fwd)
-        r = _row_shift(sm_scale, b, h, offs_m, q0, __CAPS__)
+        r = _row_shift__H__(sm_scale, b, h, offs_m, q0, __CAPS__)
         empty = (l_i == 0.0) | (r == float("-inf"))
         lse = gl.where(empty, float("inf"), lse + r)
         l_safe = gl.where(empty, float("inf"), l_safe - r * 0.0)

@@ -23,6 +23,7 @@ import math
 from cherenkov.codegen.triton_helpers import FLOORDIV_F
 
 from .fold import SM_SCALE, constant_divisor, finite_derivative, scaled_mods
+from .hoist import hoistable
 from .row_terms import Q0, split_rows
 from .trace import LEAVES, Node, TracedMods, depends_on, partials, topo_order
 
@@ -210,9 +211,12 @@ class _Emitter:
     sequence lengths below FLOAT_INDEX_MAX_LEN, where that is exact."""
 
     def __init__(self, target: str, indent: str = "    ", wide: bool = False,
-                 float_index: bool = False, indices: tuple = LEAVES[1:]):
+                 float_index: bool = False, indices: tuple = LEAVES[1:],
+                 hoisted: dict[int, Node] | None = None):
         self.target, self.indent = target, indent
         self.float_index = float_index
+        # {k: load}: Ck holds that load's value (hoist.py), read in the load's place
+        self.hoisted = {k: str(n) for k, n in (hoisted or {}).items()}
         self.names: dict[int, str] = {}
         self.fnames: dict[int, str] = {}
         # `indices`: the index arguments the function takes (widened when `wide`)
@@ -271,18 +275,24 @@ class _Emitter:
         return self.name(a)
 
     def _rhs(self, n: Node) -> str:
-        args = [self._arg(n, i, a) for i, a in enumerate(n.args)]
-        if n.op != "load":
-            return _expr(n, args, self.target)
-        k, off = n.value, args[0]
-        if len(args) == 1:
-            load = f"tl.load(C{k} + {off})"
-        else:       # every index inside its dim (after negative ones wrapped)
-            load = f"tl.load(C{k} + {off}, mask={args[1]}, other=0)"
+        if n.op == "load" and self.hoisted.get(n.value) == str(n):
+            load = f"C{n.value}"           # loaded before the loop (_hoist_Ck)
+        else:
+            args = [self._arg(n, i, a) for i, a in enumerate(n.args)]
+            if n.op != "load":
+                return _expr(n, args, self.target)
+            load = _load(n.value, args)
         return {"f": f"{load}.to(tl.float32)", "i": load, "b": f"({load} != 0)"}[n.dtype]
 
     def body(self) -> str:
         return "\n".join(self.lines)
+
+
+def _load(k: int, args: list[str]) -> str:
+    if len(args) == 1:
+        return f"tl.load(C{k} + {args[0]})"
+    # every index inside its dim (after negative ones wrapped)
+    return f"tl.load(C{k} + {args[0]}, mask={args[1]}, other=0)"
 
 
 def capture_params(traced: TracedMods) -> str:
@@ -320,24 +330,43 @@ def render_score_mod(traced: TracedMods, target: str, wide: bool = False,
     # the forward's tiles: the score less its row terms (row_terms.py)
     shifted, row = split_rows(value)
     q0_params = f"score, sm_scale, b, h, q_idx, kv_idx, q0, {caps}"
-    em = _Emitter(target, wide=wide, float_index=float_index)
-    fwd_q0 = _function("_score_mod_q0", q0_params, em, _as_tile(shifted, em))
+    out = [fwd]
+    hoisted = hoistable(traced)
+    # the loops' helpers, and (with hoistable loads) the same reading Ck's value: `_h`
+    for suffix, held in (("", None), ("_h", hoisted)) if hoisted else (("", None),):
+        em = _Emitter(target, wide=wide, float_index=float_index, hoisted=held)
+        out.append(_function("_score_mod_q0" + suffix, q0_params, em, _as_tile(shifted, em)))
+        em = _Emitter(target, wide=wide, float_index=float_index, hoisted=held)
+        tile = _as_tile(value, em)
+        # A constant derivative is returned as a tile (older Triton cannot return constexprs)
+        d_score = _score_tile(_literal(float(d.value))) if d.op == "const" else em.name(d)
+        out.append(_function("_score_mod_grad" + suffix, params, em, f"{tile}, {d_score}"))
+    return "\n\n".join((*out, _render_row_shift(row, caps, target, wide),
+                        *([_render_row_shift(row, caps, target, wide, hoisted)] if hoisted else []),
+                        _render_scale_ds(d), render_capture_grads(traced, target, wide),
+                        _render_hoists(traced, hoisted, target, wide)))
 
-    em = _Emitter(target, wide=wide, float_index=float_index)
-    out = _as_tile(value, em)
-    # A constant derivative is returned as a tile (older Triton cannot return constexprs)
-    d_score = _score_tile(_literal(float(d.value))) if d.op == "const" else em.name(d)
-    grad = _function("_score_mod_grad", params, em, f"{out}, {d_score}")
-    return "\n\n".join((fwd, fwd_q0, grad, _render_row_shift(row, caps, target, wide),
-                        _render_scale_ds(d), render_capture_grads(traced, target, wide)))
+
+def _render_hoists(traced: TracedMods, hoisted: dict[int, Node], target: str,
+                   wide: bool) -> str:
+    """`_hoist_Ck(b, h, ...)`: the value of each hoistable load (hoist.py), as stored."""
+    caps, out = capture_params(traced), []
+    for k, load in hoisted.items():
+        em = _Emitter(target, wide=wide, indices=("b", "h"))
+        out.append(_function(f"_hoist_C{k}", f"b, h, {caps}", em,
+                             _load(k, [em.name(a) for a in load.args])))
+    return "\n\n".join(out)
 
 
-def _render_row_shift(row: Node | None, caps: str, target: str, wide: bool) -> str:
+def _render_row_shift(row: Node | None, caps: str, target: str, wide: bool,
+                      hoisted: dict[int, Node] | None = None) -> str:
     """`_row_shift(sm_scale, b, h, q_idx, q0, ...)`: the row terms the tiles leave out, a
-    float32 vector of q_idx's shape (zeros for a mod without them)."""
-    em = _Emitter(target, wide=wide, indices=("b", "h", "q_idx"))
+    float32 vector of q_idx's shape (zeros for a mod without them); `_row_shift_h` with
+    `hoisted`."""
+    em = _Emitter(target, wide=wide, indices=("b", "h", "q_idx"), hoisted=hoisted)
     value = "0.0" if row is None else em.name(row)
-    return _function("_row_shift", f"sm_scale, b, h, q_idx, q0, {caps}", em,
+    name = "_row_shift_h" if hoisted else "_row_shift"
+    return _function(name, f"sm_scale, b, h, q_idx, q0, {caps}", em,
                      f"(q_idx * 0).to(tl.float32) + {value}")   # no tl.zeros_like: Gluon
 
 
@@ -407,13 +436,18 @@ def render_mask_mod(traced: TracedMods, target: str, wide: bool = False) -> str:
     # (a causal window's q - kv < W and q >= kv as one unsigned comparison measured no
     # faster: 0.350 ms forward, 1.242 forward + backward at 4x16x4096x128, as before --
     # bench/results/2026-11-30_attention_window_h200_426445c.md)
-    em = _Emitter(target, wide=wide)
-    if traced.mask is None or traced.mask.op == "const":
-        keep = traced.mask is None or bool(traced.mask.value)
-        out = "(q_idx >= 0) & (kv_idx >= 0)" if keep else "(q_idx < 0) & (kv_idx < 0)"
-    else:
-        out = em.name(traced.mask)
-    return _function("_mask_mod", f"b, h, q_idx, kv_idx, {capture_params(traced)}", em, out)
+    hoisted = hoistable(traced)
+    text = []
+    for suffix, held in (("", None), ("_h", hoisted)) if hoisted else (("", None),):
+        em = _Emitter(target, wide=wide, hoisted=held)
+        if traced.mask is None or traced.mask.op == "const":
+            keep = traced.mask is None or bool(traced.mask.value)
+            out = "(q_idx >= 0) & (kv_idx >= 0)" if keep else "(q_idx < 0) & (kv_idx < 0)"
+        else:
+            out = em.name(traced.mask)
+        text.append(_function("_mask_mod" + suffix, f"b, h, q_idx, kv_idx, "
+                              f"{capture_params(traced)}", em, out))
+    return "\n\n".join(text)
 
 
 def render_mods(traced: TracedMods, target: str, float_index: bool = False) -> str:

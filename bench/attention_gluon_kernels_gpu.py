@@ -1,0 +1,70 @@
+"""Which kernels each Gluon variant's causal forward+backward launches, and their GPU time
+(torch.profiler), with the warnings the Gluon guards log -- to see whether a variant runs the
+Gluon kernels it names (B=4 H=16 S=4096 D=128 bf16, the suite's shape):
+
+    CHERENKOV_COMMIT=<sha> PYTHONPATH=. python3 bench/attention_gluon_kernels_gpu.py OUT_DIR
+
+Writes OUT_DIR/attention_gluon_kernels.md.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+import cherenkov.attention as ca  # noqa: E402
+from attention_bwd_tiles_gpu import kernel_table  # noqa: E402
+from attention_gluon_variants_gpu import B, D, H, S, settings  # noqa: E402
+from cherenkov.bench.report import script_meta  # noqa: E402
+from cherenkov.bench.suites.attention import bench_ms, qkv  # noqa: E402
+
+VARIANTS = {
+    "triton only": dict(GLUON_FWD="off", DQ="off"),
+    "default": dict(),
+    "split dQ": dict(BWD_SPLIT_TILES=True),
+    "default again": dict(),
+}
+
+
+class _Warnings(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.seen = []
+
+    def emit(self, record):
+        self.seen.append(record.getMessage()[:400])
+
+
+def main() -> int:
+    out_dir = sys.argv[1] if len(sys.argv) > 1 else "bench/results"
+    meta = script_meta()
+    warn = _Warnings()
+    logging.getLogger("cherenkov").addHandler(warn)
+    q, k, v = qkv(B, H, S, D)
+    do = torch.randn_like(q)
+    bm = ca.block_mask(ca.causal, B, H, S, S, device="cuda")
+    run = lambda: ca.attention(q, k, v, block_mask=bm, mask_mod=ca.causal)  # noqa: E731
+    both = lambda: run().backward(do)  # noqa: E731
+    lines = [f"# Kernels per Gluon variant, causal forward+backward on {meta['gpu']}", "",
+             f"torch {meta['torch']}, triton {meta['triton']}, commit {meta['commit']}, "
+             f"{meta['date']}; B={B} H={H} S={S} D={D} bf16", ""]
+    for name, setting in VARIANTS.items():
+        with settings(**setting):
+            before = len(warn.seen)
+            ms = bench_ms(both, grad_to_none=[q, k, v])
+            table = kernel_table(both, top=None)
+            new = warn.seen[before:]
+        lines += [f"## {name} ({setting}): forward+backward {ms:.4f} ms", ""]
+        lines += [f"- {ms_k:.4f} ms  `{kname}`" for kname, ms_k in table.items()]
+        lines += [f"- WARNING: {w}" for w in new] + [""]
+        print("\n".join(lines[-len(table) - len(new) - 3:]), flush=True)
+    with open(os.path.join(out_dir, "attention_gluon_kernels.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
