@@ -39,3 +39,14 @@ def hoistable(traced: TracedMods) -> dict[int, Node]:
 def hoist_statement(traced: TracedMods, caps: str) -> str:
     """`C0 = _hoist_C0(b, h, <caps>); ...` for the hoistable tensors ('' for none)."""
     return "; ".join(f"C{k} = _hoist_C{k}(b, h, {caps})" for k in hoistable(traced))
+
+
+def score_loads_hoisted(traced: TracedMods) -> bool:
+    """Whether the score mod reads captured tensors only through hoistable loads (memoized on
+    `traced`: every launch asks)."""
+    memo = traced._reads
+    if "score_hoisted" not in memo:
+        held = {str(n) for n in hoistable(traced).values()}
+        memo["score_hoisted"] = traced.score is not None and all(
+            str(n) in held for n in topo_order([traced.score]) if n.op == "load")
+    return memo["score_hoisted"]

@@ -17,6 +17,7 @@ import os
 import torch
 
 from .block_mask import BlockMask
+from .hoist import score_loads_hoisted
 
 GLUON_FWD = os.environ.get("CHERENKOV_ATTN_GLUON", "auto")     # "auto" | "off"
 TILE = 128            # query rows per program (two warpgroups of 64)
@@ -28,14 +29,19 @@ TILE = 128            # query rows per program (two warpgroups of 64)
 # vs 0.292, prefix-LM 0.530 vs 0.519 -- not taken).
 TILE_N = 128
 FMA_SOFTMAX = False
-# True: score mods reading captured tensors (ALiBi) take it too. ALiBi's forward ran 0.628
-# ms so against the Triton forward's 0.613 (above; 0.631 vs 0.613 in the suite at cb27ac5)
+# True: every score mod reading captured tensors takes it too; False: only those whose every
+# load is one element per (b, h), made once per program (hoist.py: ALiBi's slopes). Before
+# that hoisting, ALiBi's forward ran 0.628 ms so against the Triton forward's 0.613 (0.631 vs
+# 0.613 in the suite at cb27ac5); with it 0.580-0.597 vs 0.610
+# (bench/results/2026-12-02_attention_gluon_variants_h200_96c43bf.md, ..._bwd_variants_...)
 SCORE_LOADS = False
 # The partial tiles' loop apart from the full tiles' (kernels_gluon_src._gl_tiles' MASK):
 # compiled for sm_90, the one loop runs the mask's compare and select on every tile,
 # predicated (ALiBi's loop body 804 instructions against causal's 642, its slope's load
 # inside the loop); split, the full tiles carry no mask code (536 / 676 instructions:
-# bench/results/2026-12-02_attention_gluon_sass_cpu_484a54e.md). Not yet timed on the GPU
+# bench/results/2026-12-02_attention_gluon_sass_cpu_484a54e.md). On the H200 the forward
+# ran within noise of the one loop (causal 0.5215 vs 0.5212 ms, window 0.300 vs 0.293, ALiBi
+# 0.589 vs 0.580: bench/results/2026-12-02_attention_gluon_variants_h200_96c43bf.md): not taken
 SPLIT_TILES = False
 # Its launch is Triton's own (descriptors built per call: tens of microseconds of host time),
 # not launch.launcher's direct one: calls of fewer scores keep the Triton forward, as calls
@@ -76,15 +82,16 @@ def usable(plan, q, k, v) -> bool:
 def eligible(plan, q, k, kernel: str, dtypes, head_dims, score_loads: bool) -> bool:
     """What every Gluon kernel asks of a call (each its own `dtypes`, `head_dims` and
     `score_loads`): a compiled plan whose module carries `kernel`, CUDA inputs on an sm_90
-    GPU, at least MIN_SCORES scores, and a score mod reading no captured tensor unless
-    `score_loads`."""
+    GPU, at least MIN_SCORES scores, and a score mod reading captured tensors only through
+    hoisted loads (hoist.py) unless `score_loads`."""
     if plan.interpret or not q.is_cuda or not hasattr(plan.kernels, kernel):
         return False
     B, H, Q_LEN, D = q.shape
     if q.dtype not in dtypes or D not in head_dims or B * H * Q_LEN * k.shape[2] < MIN_SCORES:
         return False
     index = q.device.index if q.device.index is not None else torch.cuda.current_device()
-    return _sm90(index) and (score_loads or not plan.traced.score_reads_tensors())
+    return _sm90(index) and (score_loads or not plan.traced.score_reads_tensors()
+                             or score_loads_hoisted(plan.traced))
 
 
 @functools.lru_cache(maxsize=None)

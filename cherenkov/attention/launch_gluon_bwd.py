@@ -24,13 +24,18 @@ DTYPES = (torch.bfloat16,)
 # the probe's three forms ran within 1% of each other at both shapes (64-key tiles with 3 or
 # 4 stages, 128-key tiles with 2): 128-key tiles take the forward's mask as it is
 STAGES = {128: 2, 64: 3}
-# True: score mods reading captured tensors (ALiBi) take it too -- where the backward
-# recomputes dQ at all (DS_STORE "off"; never with captured-tensor gradients, which only the
-# Triton dQ computes). ALiBi's forward+backward ran 2.67-2.73 ms so against stored dS's
-# 2.40-2.45 (bench/results/2026-12-02_attention_gluon_bwd_variants_h200_ed01f66.md)
+# True: every score mod reading captured tensors takes it too; False: only those whose loads
+# are all hoisted (hoist.py: ALiBi's slopes) -- where the backward recomputes dQ at all
+# (DS_STORE "off"; never with captured-tensor gradients, which only the Triton dQ computes).
+# ALiBi's forward+backward with its loads in the loop ran 2.67-2.73 ms so against stored dS's
+# 2.40-2.45 (..._gluon_bwd_variants_h200_ed01f66.md); hoisted, 2.36-2.39 against stored dS's
+# 2.37-2.41 and the Triton dQ's 2.54 (..._gluon_bwd_variants_h200_96c43bf.md), so DS_STORE
+# "auto" keeps stored dS for it
 SCORE_LOADS = False
-# The partial tiles' loop apart from the full ones' (launch_gluon.SPLIT_TILES' reason); not
-# yet timed on the GPU
+# The partial tiles' loop apart from the full ones' (launch_gluon.SPLIT_TILES' reason): dQ
+# 0.639 vs 0.642-0.657 ms at the suite's causal shape, forward+backward within the runs'
+# noise (bench/results/2026-12-02_attention_gluon_kernels_h200_85ff35d.md,
+# ..._gluon_bwd_variants_h200_96c43bf.md): not taken
 SPLIT_TILES = False
 
 

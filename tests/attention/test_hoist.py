@@ -6,7 +6,7 @@ import torch
 
 from cherenkov.attention import alibi, alibi_slopes, attention, causal, launch
 from cherenkov.attention.codegen import kernel_source
-from cherenkov.attention.hoist import hoist_statement, hoistable
+from cherenkov.attention.hoist import hoist_statement, hoistable, score_loads_hoisted
 from cherenkov.attention.reference import attention_math
 from cherenkov.attention.render import capture_params
 from cherenkov.attention.trace import trace_mods
@@ -74,3 +74,12 @@ def test_gradients_with_hoisted_loads(store_ds, monkeypatch):
     torch.testing.assert_close(out.double(), ref_out, atol=2e-5, rtol=2e-5)
     for g, r in zip(got, ref):
         torch.testing.assert_close(g.double(), r, atol=1e-4, rtol=1e-4)
+
+
+def test_score_loads_hoisted():
+    """The Gluon kernels take score mods reading tensors only through hoisted loads."""
+    assert score_loads_hoisted(trace_mods(alibi(alibi_slopes(4)), causal))
+    assert not score_loads_hoisted(trace_mods(_bias_and_doc, None))       # doc[kv]
+    assert not score_loads_hoisted(trace_mods(None, _doc_mask))           # no score mod
+    # the score's load hoisted, the mask's (doc[q]) not: the score's loads are what count
+    assert score_loads_hoisted(trace_mods(_scored_window, _doc_mask))
