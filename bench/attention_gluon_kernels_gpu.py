@@ -2,9 +2,10 @@
 (torch.profiler), with the warnings the Gluon guards log -- to see whether a variant runs the
 Gluon kernels it names (B=4 H=16 S=4096 D=128 bf16, the suite's shape):
 
-    CHERENKOV_COMMIT=<sha> PYTHONPATH=. python3 bench/attention_gluon_kernels_gpu.py OUT_DIR
+    CHERENKOV_COMMIT=<sha> PYTHONPATH=. python3 bench/attention_gluon_kernels_gpu.py OUT_DIR [CASE]
 
-Writes OUT_DIR/attention_gluon_kernels.md.
+CASE: causal (default), document8 or sliding_window1024. Writes
+OUT_DIR/attention_gluon_kernels[_CASE].md.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import cherenkov.attention as ca  # noqa: E402
 from attention_bwd_tiles_gpu import kernel_table  # noqa: E402
 from attention_gluon_variants_gpu import B, D, H, S, settings  # noqa: E402
 from cherenkov.bench.report import script_meta  # noqa: E402
-from cherenkov.bench.suites.attention import bench_ms, qkv  # noqa: E402
+from cherenkov.bench.suites.attention import _doc_offsets, bench_ms, qkv  # noqa: E402
 
 VARIANTS = {
     "triton only": dict(GLUON_FWD="off", DQ="off"),
@@ -45,10 +46,13 @@ def main() -> int:
     logging.getLogger("cherenkov").addHandler(warn)
     q, k, v = qkv(B, H, S, D)
     do = torch.randn_like(q)
-    bm = ca.block_mask(ca.causal, B, H, S, S, device="cuda")
-    run = lambda: ca.attention(q, k, v, block_mask=bm, mask_mod=ca.causal)  # noqa: E731
+    case = sys.argv[2] if len(sys.argv) > 2 else "causal"
+    mask = {"causal": ca.causal, "sliding_window1024": ca.sliding_window(S // 4),
+            "document8": ca.document(offsets=_doc_offsets(S, 8, "cuda"), causal=True)}[case]
+    bm = ca.block_mask(mask, B, H, S, S, device="cuda")
+    run = lambda: ca.attention(q, k, v, block_mask=bm, mask_mod=mask)  # noqa: E731
     both = lambda: run().backward(do)  # noqa: E731
-    lines = [f"# Kernels per Gluon variant, causal forward+backward on {meta['gpu']}", "",
+    lines = [f"# Kernels per Gluon variant, {case} forward+backward on {meta['gpu']}", "",
              f"torch {meta['torch']}, triton {meta['triton']}, commit {meta['commit']}, "
              f"{meta['date']}; B={B} H={H} S={S} D={D} bf16", ""]
     for name, setting in VARIANTS.items():
@@ -61,7 +65,8 @@ def main() -> int:
         lines += [f"- {ms_k:.4f} ms  `{kname}`" for kname, ms_k in table.items()]
         lines += [f"- WARNING: {w}" for w in new] + [""]
         print("\n".join(lines[-len(table) - len(new) - 3:]), flush=True)
-    with open(os.path.join(out_dir, "attention_gluon_kernels.md"), "w") as f:
+    stem = "attention_gluon_kernels" + ("" if case == "causal" else f"_{case}")
+    with open(os.path.join(out_dir, stem + ".md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     return 0
 
