@@ -12,7 +12,9 @@ For `score_mod = lambda s, b, h, q, kv: s + slopes[h] * (kv - q)` the output rea
 
 Helpers: `_score_mod` (forward), `_score_mod_grad` (value and d value / d score),
 `_capture_grads` (atomically accumulates gradients of captured tensors, reducing over the
-tile first when the index does not vary along a tile axis) and `_mask_mod`. Every captured
+tile first when the index does not vary along a tile axis) and `_mask_mod`; where a captured
+tensor is read one element per (b, h) (hoist.py), `_hoist_Ck` loads it and `_h` versions of the
+loops' helpers read that value in Ck's place. Every captured
 tensor k is passed as `Ck, Ck_s0, ..., Ck_n0, ...` (strides, then sizes); its gradient buffer as
 `Gk`. PRELUDE holds torch's floor division and remainder.
 """
@@ -333,7 +335,7 @@ def render_score_mod(traced: TracedMods, target: str, wide: bool = False,
     out = [fwd]
     hoisted = hoistable(traced)
     # the loops' helpers, and (with hoistable loads) the same reading Ck's value: `_h`
-    for suffix, held in (("", None), ("_h", hoisted)) if hoisted else (("", None),):
+    for suffix, held in _variants(hoisted):
         em = _Emitter(target, wide=wide, float_index=float_index, hoisted=held)
         out.append(_function("_score_mod_q0" + suffix, q0_params, em, _as_tile(shifted, em)))
         em = _Emitter(target, wide=wide, float_index=float_index, hoisted=held)
@@ -345,6 +347,12 @@ def render_score_mod(traced: TracedMods, target: str, wide: bool = False,
                         *([_render_row_shift(row, caps, target, wide, hoisted)] if hoisted else []),
                         _render_scale_ds(d), render_capture_grads(traced, target, wide),
                         _render_hoists(traced, hoisted, target, wide)))
+
+
+def _variants(hoisted: dict[int, Node]) -> tuple:
+    """(name suffix, hoisted loads) of each version of a loop helper: the plain one, and with
+    hoistable loads (hoist.py) the `_h` one reading their values."""
+    return (("", None), ("_h", hoisted)) if hoisted else (("", None),)
 
 
 def _render_hoists(traced: TracedMods, hoisted: dict[int, Node], target: str,
@@ -438,7 +446,7 @@ def render_mask_mod(traced: TracedMods, target: str, wide: bool = False) -> str:
     # bench/results/2026-11-30_attention_window_h200_426445c.md)
     hoisted = hoistable(traced)
     text = []
-    for suffix, held in (("", None), ("_h", hoisted)) if hoisted else (("", None),):
+    for suffix, held in _variants(hoisted):
         em = _Emitter(target, wide=wide, hoisted=held)
         if traced.mask is None or traced.mask.op == "const":
             keep = traced.mask is None or bool(traced.mask.value)
