@@ -4,14 +4,18 @@ Gluon kernels it names (B=4 H=16 S=4096 D=128 bf16, the suite's shape):
 
     CHERENKOV_COMMIT=<sha> PYTHONPATH=. python3 bench/attention_gluon_kernels_gpu.py OUT_DIR [CASE]
 
-CASE: causal (default), document8 or sliding_window1024. Writes
-OUT_DIR/attention_gluon_kernels[_CASE].md.
+CASE: causal (default), document8 or sliding_window1024. Per variant also: two do_bench runs,
+the host's time per call with the GPU kept busy (host_us), and the caching allocator's
+device mallocs / frees during the timing. Writes OUT_DIR/attention_gluon_kernels[_CASE]_<pid>.md
+(one file per process: the same case in several processes differs -- document8 0.74 vs 1.03-1.19
+ms per call at d696106 with the same kernels and kernel times).
 """
 from __future__ import annotations
 
 import logging
 import os
 import sys
+import time
 
 import torch
 
@@ -28,6 +32,29 @@ VARIANTS = {
     "split dQ": dict(BWD_SPLIT_TILES=True),
     "default again": dict(),
 }
+
+
+# the caching allocator's counters: device mallocs / frees or retries during the timing would
+# put GPU idle time (cudaMalloc, cudaFree's sync) into do_bench's figure
+_ALLOC_STATS = ("num_device_alloc", "num_device_free", "num_alloc_retries",
+                "num_sync_all_streams")
+
+
+def host_us(fn, grads, calls: int = 20) -> float:
+    """The host's time per call of fn, the GPU kept busy meanwhile (a sleep kernel queued
+    first, long enough to outlast the calls), so no call waits for the GPU: Python, launches
+    and allocations only."""
+    fn()
+    torch.cuda.synchronize()
+    torch.cuda._sleep(int(2e9 * calls * 2e-3))       # ~2 ms a call at ~2 GHz
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        for t in grads:
+            t.grad = None
+        fn()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / calls * 1e6
 
 
 class _Warnings(logging.Handler):
@@ -58,14 +85,21 @@ def main() -> int:
     for name, setting in VARIANTS.items():
         with settings(**setting):
             before = len(warn.seen)
-            ms = bench_ms(both, grad_to_none=[q, k, v])
+            stats = torch.cuda.memory_stats()
+            ms = [bench_ms(both, grad_to_none=[q, k, v]) for _ in range(2)]
+            allocs = {k_: torch.cuda.memory_stats().get(k_, 0) - stats.get(k_, 0)
+                      for k_ in _ALLOC_STATS}
+            host = host_us(both, [q, k, v])
             table = kernel_table(both, top=None)
             new = warn.seen[before:]
-        lines += [f"## {name} ({setting}): forward+backward {ms:.4f} ms", ""]
+        lines += [f"## {name} ({setting}): forward+backward {ms[0]:.4f}, {ms[1]:.4f} ms "
+                  f"(two do_bench runs); host {host:.0f} us per call; allocator during "
+                  f"them: {allocs}", ""]
         lines += [f"- {ms_k:.4f} ms  `{kname}`" for kname, ms_k in table.items()]
         lines += [f"- WARNING: {w}" for w in new] + [""]
         print("\n".join(lines[-len(table) - len(new) - 3:]), flush=True)
-    stem = "attention_gluon_kernels" + ("" if case == "causal" else f"_{case}")
+    stem = "attention_gluon_kernels" + ("" if case == "causal" else f"_{case}") \
+        + f"_{os.getpid()}"
     with open(os.path.join(out_dir, stem + ".md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     return 0

@@ -13,6 +13,11 @@
 #                                              # variants: bench/attention_gluon_variants_gpu.py
 #                                              # (each under its own timeout: a wrong barrier
 #                                              # phase waits forever)
+#     OUT=$OUT bash bench/check_gpu.sh host    # is a slow row the host's? the kernel lists of
+#                                              # documents (two processes) and the window,
+#                                              # each variant's host time with the GPU busy
+#                                              # and the allocator's mallocs, then the
+#                                              # cProfile of window and ALiBi calls
 #
 # Results to $OUT (default bench/results). The 45 random attention problems (over 4 minutes:
 # 39 of them ran in 240 s at 00f1981) run on
@@ -42,6 +47,13 @@ gluon)
     grep -E "^E |^FAILED|passed|failed" "$OUT/gpu_tests_gluon.txt" | tail -15
     PYTHONPATH=. timeout 270 python3 bench/attention_gluon_variants_gpu.py "$OUT" 2>&1 \
         | grep -E "^\|" ;;
+host)
+    for c in document8 document8 sliding_window1024; do
+        PYTHONPATH=. timeout 60 python3 bench/attention_gluon_kernels_gpu.py "$OUT" $c 2>&1 \
+            | grep -E "^## |_attn|WARN"
+    done
+    PYTHONPATH=. timeout 200 python3 bench/attention_host_profile_gpu.py "$OUT" 2>&1 \
+        | grep -E "^## |wrote" ;;
 *)
-    echo "usage: OUT=\$OUT bash bench/check_gpu.sh tests|train|kernels|gluon" >&2; exit 2 ;;
+    echo "usage: OUT=\$OUT bash bench/check_gpu.sh tests|train|kernels|gluon|host" >&2; exit 2 ;;
 esac
