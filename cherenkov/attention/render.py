@@ -229,10 +229,32 @@ class _Emitter:
         """The node's name, emitting the lines of what it depends on first (in topological
         order, iteratively; an index difference only float operations read is left to
         fname, so its integer tile is never built)."""
-        for n in topo_order([node]):
+        for n in self._order(node):
             if id(n) not in self.names and (n is node or not self._floated(n)):
                 self._name_one(n)
         return self.names[id(node)]
+
+    def _is_held(self, n: Node) -> bool:
+        return n.op == "load" and self.hoisted.get(n.value) == str(n)
+
+    def _order(self, root: Node) -> list[Node]:
+        """topo_order, not entering hoisted loads (their offsets are computed before the loop,
+        in _hoist_Ck)."""
+        if not self.hoisted:
+            return topo_order([root])
+        order, seen, stack = [], set(), [(root, False)]
+        while stack:
+            n, expanded = stack.pop()
+            if id(n) in seen:
+                continue
+            if expanded:
+                seen.add(id(n))
+                order.append(n)
+                continue
+            stack.append((n, True))
+            if not self._is_held(n):
+                stack.extend((a, False) for a in reversed(n.args) if id(a) not in seen)
+        return order
 
     def _floated(self, n: Node) -> bool:
         return self.float_index and _index_linear(n)
@@ -277,7 +299,7 @@ class _Emitter:
         return self.name(a)
 
     def _rhs(self, n: Node) -> str:
-        if n.op == "load" and self.hoisted.get(n.value) == str(n):
+        if self._is_held(n):
             load = f"C{n.value}"           # loaded before the loop (_hoist_Ck)
         else:
             args = [self._arg(n, i, a) for i, a in enumerate(n.args)]
