@@ -2,7 +2,8 @@
 
 `codegen.py` prepends the helpers from `render.py` (`_score_mod`, `_score_mod_q0`,
 `_row_shift`, `_score_mod_grad`, `_capture_grads`, `_mask_mod`) and replaces `__CAPS__` /
-`__GRADS__` with the captured-tensor parameters. Conventions shared by every kernel:
+`__GRADS__` with the captured-tensor parameters, `__HOIST__` / `__H__` with hoist.py's loads
+and the `_h` helpers' suffix (or `pass` / nothing). Conventions shared by every kernel:
 
 * q, k, v, o are (B, H, S, D) with unit stride along D; H counts query heads, HK kv heads,
   GROUPS = H // HK (GQA); D is padded to the power of two D_PAD with masks.

@@ -3,9 +3,11 @@
 It takes a forward on an sm_90 GPU when the generated module carries it (a Triton with
 Gluon's Hopper language), the inputs are bf16 with head dim 128 (DTYPES, HEAD_DIMS) in
 launch.tma_mode's 2-D descriptor form (contiguous, 16-byte aligned, both lengths multiples of
-128: a tile never reaches into the next head), and the block mask has -- or, built from the
-plan's own index-only mask_mod, coarsens to -- 128 x 128 tiles (Plan.mask_in_tiles). Anything else runs the Triton forward (launch.forward), as does GLUON_FWD = "off"
-(env CHERENKOV_ATTN_GLUON=off). The backward reads either forward's LSE alike; its dQ
+128: a tile never reaches into the next head), the score mod reads captured tensors only
+through loads hoisted out of the loop (hoist.py: ALiBi's slopes; SCORE_LOADS: any), and the
+block mask has -- or, built from the plan's own index-only mask_mod, coarsens to -- 128 x 128
+tiles (Plan.mask_in_tiles). Anything else runs the Triton forward (launch.forward), as does
+GLUON_FWD = "off" (env CHERENKOV_ATTN_GLUON=off). The backward reads either forward's LSE alike; its dQ
 kernel may be Gluon's too (launch_gluon_bwd, on this module's tiles and mask).
 """
 from __future__ import annotations

@@ -3,7 +3,8 @@
 It takes the backward's dQ where the Triton one would recompute it (launch.backward without
 stored dS, so: no score mod under DS_STORE "auto") on an sm_90 GPU whose Triton has Gluon's
 Hopper language, for bf16 inputs with head dim 64 or 128 in launch.tma_mode's 2-D form over
-launch_gluon's TILE x TILE_N tiles, a score mod reading no captured tensor, and a block mask
+launch_gluon's TILE x TILE_N tiles, a score mod reading captured tensors only through hoisted
+loads (hoist.py; with DS_STORE "auto" score mods take stored dS anyway), and a block mask
 that is or coarsens to those tiles (launch_gluon.tile_mask: the Gluon forward's own). Everything
 else, and DQ = "off" (env CHERENKOV_ATTN_GLUON=off, as for the forward), runs the Triton
 dQ kernel. The dK/dV kernel is Triton's either way: its Gluon probe lost at D=128 (1.03 vs
