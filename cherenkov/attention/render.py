@@ -240,21 +240,7 @@ class _Emitter:
     def _order(self, root: Node) -> list[Node]:
         """topo_order, not entering hoisted loads (their offsets are computed before the loop,
         in _hoist_Ck)."""
-        if not self.hoisted:
-            return topo_order([root])
-        order, seen, stack = [], set(), [(root, False)]
-        while stack:
-            n, expanded = stack.pop()
-            if id(n) in seen:
-                continue
-            if expanded:
-                seen.add(id(n))
-                order.append(n)
-                continue
-            stack.append((n, True))
-            if not self._is_held(n):
-                stack.extend((a, False) for a in reversed(n.args) if id(a) not in seen)
-        return order
+        return topo_order([root], self._is_held if self.hoisted else None)
 
     def _floated(self, n: Node) -> bool:
         return self.float_index and _index_linear(n)

@@ -464,8 +464,8 @@ def trace_mods(score_mod, mask_mod) -> TracedMods:
     return TracedMods(score, mask, tracer.captured)
 
 
-def topo_order(outputs: list[Node]) -> list[Node]:
-    """Every node reachable from `outputs`, each after its arguments."""
+def topo_order(outputs: list[Node], opaque=None) -> list[Node]:
+    """Every node reachable from `outputs`, each after its arguments (unless opaque(node))."""
     order, seen = [], set()
     for root in outputs:
         stack = [(root, False)]
@@ -476,8 +476,9 @@ def topo_order(outputs: list[Node]) -> list[Node]:
             if expanded:
                 seen.add(id(node))
                 order.append(node)
-            else:
-                stack.append((node, True))
+                continue
+            stack.append((node, True))
+            if opaque is None or not opaque(node):
                 stack.extend((a, False) for a in reversed(node.args) if id(a) not in seen)
     return order
 
@@ -487,8 +488,7 @@ def depends_on(node: Node) -> set[str]:
     return {n.op for n in topo_order([node]) if n.op in LEAVES}
 
 
-# ----------------------------------------------------------------------------------------------
-# symbolic reverse mode
+# symbolic reverse mode ------------------------------------------------------------------------
 def _where_zero(cond, g, on_true: bool):
     zero = const(0.0)
     return make("where", cond, g, zero) if on_true else make("where", cond, zero, g)
