@@ -31,6 +31,9 @@ VARIANTS = {
     "default": dict(),
     "split dQ": dict(BWD_SPLIT_TILES=True),
     "default again": dict(),
+    # last: is a slow default row the setting's or the moment's? (document8 at d696106:
+    # "triton only" never slow, run first)
+    "triton only again": dict(GLUON_FWD="off", DQ="off"),
 }
 
 
