@@ -11,16 +11,17 @@ consumers release). Two consumer warpgroups own 64 keys each: S^T = K Q^T and dP
 issued together, P^T = exp2(S^T scale - lse), dS^T = P^T (dP^T - delta), then dV += P^T dO
 and dK += dS^T Q with P^T and dS^T from registers; dK, dV leave through the K / V tiles'
 shared memory by TMA. Registers: S^T and dP^T 32 each, dK and dV 64 each per thread.
-The dQ kernel is the forward's shape: 128 query rows a program (two consumers of 64), K / V
-tiles of BN keys streamed; S, dP, then dQ += dS K with dS from registers, released per tile.
+Its dQ probe (the forward's shape: K / V streamed, dQ += dS K from registers) became the
+package's kernel (cherenkov/attention/kernels_gluon_bwd_src.py) and left this file; its
+figures stay in bench/results/2026-12-02_attention_gluon_bwd_h200_2a5fb37.md, and
+bench/attention_gluon_kernels_gpu.py times the package's.
 
     CHERENKOV_COMMIT=<sha> PYTHONPATH=. python3 bench/attention_gluon_bwd_gpu.py OUT_DIR
     python bench/attention_gluon_bwd_gpu.py --sm90     # CPU: compile for sm_90, print
                                                        # registers / spills
 
-Writes OUT_DIR/attention_gluon_bwd.md and .json (GPU mode): dK, dV, dQ against cherenkov's,
-and the probes' times against our _attn_bwd_dkdv / _attn_bwd_dq kernels' (torch.profiler) in
-the same process.
+Writes OUT_DIR/attention_gluon_bwd.md and .json (GPU mode): dK, dV against cherenkov's, and
+the probe's times against our _attn_bwd_dkdv kernel's (torch.profiler) in the same process.
 """
 from __future__ import annotations
 
@@ -50,9 +51,9 @@ KEYS = gl.constexpr(KEYS_N)
 def _pair_loader(res_a, res_b, str_a, str_b, res_a_smem, res_b_smem, str_a_smem, str_b_smem,
                  res_bars, ready, empty, res_row, str_row, n, STEP: gl.constexpr,
                  STAGES: gl.constexpr):
-    """The producer warp of both kernels: each consumer's resident pair of tiles (K, V for
-    dK/dV; Q, dO for dQ) once, then the streamed pair's n tiles of STEP rows (Q, dO; K, V)
-    through the ring as both consumers release its slots."""
+    """The producer warp: each consumer's resident pair of tiles (K, V) once, then the
+    streamed pair's n tiles of STEP rows (Q, dO) through the ring as both consumers release
+    its slots."""
     for c in gl.static_range(2):
         bar = res_bars.index(c)
         rows = res_row + c * res_a.block_type.shape[0]
@@ -150,107 +151,6 @@ def _attn_bwd_dkdv_ws(q_desc, do_desc, k_desc, v_desc, dk_desc, dv_desc, LSE, DE
     ], [4, 1], [CONSUMER_REGS, 24])
 
 
-@gluon.jit
-def _dq_consumer(C: gl.constexpr, q_smem, do_smem, k_smem, v_smem, q_bars, ready, empty,
-                 dq_desc, LSE, DELTA, q_row, start_m, n_tiles, qk_scale, sm_scale,
-                 BN: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr,
-                 S_LAYOUT: gl.constexpr, O_LAYOUT: gl.constexpr):
-    ROWS: gl.constexpr = q_smem.type.shape[1]
-    ROW: gl.constexpr = gl.SliceLayout(1, S_LAYOUT)
-    A_LAYOUT: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=O_LAYOUT, k_width=2)
-    q_tile = q_smem.index(C)
-    do_tile = do_smem.index(C)
-    my_start = start_m + C * ROWS
-    my_tiles = (my_start + ROWS + BN - 1) // BN      # keys [0, my_start + ROWS)
-    offs_m = my_start + gl.arange(0, ROWS, layout=ROW)
-    lse = gl.load(LSE + q_row + C * ROWS + gl.arange(0, ROWS, layout=ROW))
-    delta = gl.load(DELTA + q_row + C * ROWS + gl.arange(0, ROWS, layout=ROW))
-    zero = gl.zeros([ROWS, BN], gl.float32, layout=S_LAYOUT)
-    dq = gl.zeros([ROWS, D], gl.float32, layout=O_LAYOUT)
-    mbarrier.wait(q_bars.index(C), 0)
-    for t in range(my_tiles):
-        slot = t % STAGES
-        k_tile = k_smem.index(slot)
-        mbarrier.wait(ready.index(slot), (t // STAGES) & 1)
-        s = warpgroup_mma(q_tile, k_tile.permute((1, 0)), zero, use_acc=False, is_async=True)
-        dp = warpgroup_mma(do_tile, v_smem.index(slot).permute((1, 0)), zero, use_acc=False,
-                           is_async=True)
-        s, dp = warpgroup_mma_wait(num_outstanding=0, deps=(s, dp))
-        p = gl.exp2(s * qk_scale - lse[:, None])
-        if (t + 1) * BN > my_start:          # a diagonal tile: keys after the query
-            offs_n = t * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, S_LAYOUT))
-            p = gl.where(offs_n[None, :] <= offs_m[:, None], p, 0.0)
-        ds16 = gl.convert_layout((p * (dp - delta[:, None])).to(gl.bfloat16), A_LAYOUT)
-        dq = warpgroup_mma(ds16, k_tile, dq, is_async=True)
-        dq, ds16 = warpgroup_mma_wait(num_outstanding=0, deps=(dq, ds16))
-        mbarrier.arrive(empty.index(slot), count=1)
-    for t in range(my_tiles, n_tiles):      # tiles only the other warpgroup's rows see
-        slot = t % STAGES
-        mbarrier.wait(ready.index(slot), (t // STAGES) & 1)
-        mbarrier.arrive(empty.index(slot), count=1)
-    q_tile.store((dq * sm_scale).to(gl.bfloat16))      # Q is spent: dQ leaves through it
-    fence_async_shared()
-    _tma_store(dq_desc, [q_row + C * ROWS, 0], q_tile)
-    tma.store_wait(pendings=0)
-
-
-@gluon.jit
-def _attn_bwd_dq_ws(q_desc, do_desc, k_desc, v_desc, dq_desc, LSE, DELTA, qk_scale, sm_scale,
-                    S_LEN, BN: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr,
-                    S_LAYOUT: gl.constexpr, O_LAYOUT: gl.constexpr,
-                    CONSUMER_REGS: gl.constexpr):
-    ROWS: gl.constexpr = q_desc.block_type.shape[0]
-    bh = gl.program_id(0)
-    start_m = (gl.num_programs(1) - 1 - gl.program_id(1)) * (2 * ROWS)    # longest first
-    q_row = bh * S_LEN + start_m
-    kv_row = bh * S_LEN
-    n_tiles = (start_m + 2 * ROWS + BN - 1) // BN
-    q_smem = gl.allocate_shared_memory(q_desc.dtype, [2, ROWS, D], q_desc.layout)
-    do_smem = gl.allocate_shared_memory(do_desc.dtype, [2, ROWS, D], do_desc.layout)
-    k_smem = gl.allocate_shared_memory(k_desc.dtype, [STAGES, BN, D], k_desc.layout)
-    v_smem = gl.allocate_shared_memory(v_desc.dtype, [STAGES, BN, D], v_desc.layout)
-    q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for c in gl.static_range(2):
-        mbarrier.init(q_bars.index(c), count=1)
-    for i in gl.static_range(STAGES):
-        mbarrier.init(ready.index(i), count=1)
-        mbarrier.init(empty.index(i), count=2)
-    gl.warp_specialize([
-        (_dq_consumer, (0, q_smem, do_smem, k_smem, v_smem, q_bars, ready, empty, dq_desc, LSE,
-                        DELTA, q_row, start_m, n_tiles, qk_scale, sm_scale, BN, D, STAGES,
-                        S_LAYOUT, O_LAYOUT)),
-        (_dq_consumer, (1, q_smem, do_smem, k_smem, v_smem, q_bars, ready, empty, dq_desc, LSE,
-                        DELTA, q_row, start_m, n_tiles, qk_scale, sm_scale, BN, D, STAGES,
-                        S_LAYOUT, O_LAYOUT)),
-        (_pair_loader, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem,
-                        q_bars, ready, empty, q_row, kv_row, n_tiles, BN, STAGES)),
-    ], [4, 1], [CONSUMER_REGS, 24])
-
-
-DQ_VARIANTS = [(64, 3, 240, 168), (64, 4, 240, 168), (128, 2, 240, 168)]   # BN, stages, ...
-
-
-def dq_ws(q, k, v, do, lse2, delta, bn, stages, regs, maxnreg):
-    """dQ of causal attention (B, H, S, D) given the forward's log2 LSE and delta."""
-    B, H, S, D = q.shape
-    flat = [t.reshape(B * H * S, D) for t in (q, do, k, v)]
-    dq = torch.empty_like(flat[0])
-    desc = lambda t, rows: TensorDescriptor(t, list(t.shape), list(t.stride()), [rows, D],
-                                            smem_layout(rows, D))
-    _attn_bwd_dq_ws[(B * H, S // (2 * KEYS_N))](
-        desc(flat[0], KEYS_N), desc(flat[1], KEYS_N), desc(flat[2], bn), desc(flat[3], bn),
-        desc(dq, KEYS_N), lse2, delta, LOG2E / math.sqrt(D), 1 / math.sqrt(D), S,
-        num_warps=4, maxnreg=maxnreg, **constexprs_dq(bn, D, stages, regs))
-    return dq.view(B, H, S, D)
-
-
-def constexprs_dq(bn, d, stages, regs):
-    s, o = layouts(bn, d)
-    return dict(BN=bn, D=d, STAGES=stages, S_LAYOUT=s, O_LAYOUT=o, CONSUMER_REGS=regs)
-
-
 # (query rows per tile, ring stages, consumer registers, maxnreg)
 VARIANTS = [(64, 3, 240, 168), (64, 2, 240, 168), (32, 4, 240, 168), (64, 4, 232, 160)]
 
@@ -281,17 +181,14 @@ def dkdv(q, k, v, do, lse2, delta, bq, stages, regs, maxnreg):
 
 
 def sm90(d: int = 128) -> int:
-    """Compile every variant of both kernels for sm_90 on the CPU: registers, spills, or the
-    error; the number that failed."""
+    """Compile every variant of the dK/dV kernel for sm_90 on the CPU: registers, spills, or
+    the error; the number that failed."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
     jobs = [(_attn_bwd_dkdv_ws, f"BQ{n}", constexprs(n, d, st, regs), maxnreg,
              dict(q_desc=n, do_desc=n, k_desc=KEYS_N, v_desc=KEYS_N, dk_desc=KEYS_N,
                   dv_desc=KEYS_N), f"s{st} regs{regs}/{maxnreg}")
             for n, st, regs, maxnreg in VARIANTS]
-    jobs += [(_attn_bwd_dq_ws, f"dQ BN{n}", constexprs_dq(n, d, st, regs), maxnreg,
-              dict(q_desc=KEYS_N, do_desc=KEYS_N, k_desc=n, v_desc=n, dq_desc=KEYS_N),
-              f"s{st} regs{regs}/{maxnreg}") for n, st, regs, maxnreg in DQ_VARIANTS]
     bad = 0
     for fn, tile, cx, maxnreg, descs, rest in jobs:
         sig = {n: f"tensordesc<bf16[{r},{d}],{smem_layout(r, d)!r}>" for n, r in descs.items()}
@@ -329,7 +226,7 @@ def _shape_rows(label, B, H, S, D, kernel_table) -> list[dict]:
     do = torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16, generator=g)
     bm = ca.block_mask(ca.causal, B, H, S, S, device="cuda")
     out, lse = ca.attention(q, k, v, block_mask=bm, return_lse=True)
-    ref_dq, ref_dk, ref_dv = torch.autograd.grad(out, (q, k, v), do)
+    ref_dk, ref_dv = torch.autograd.grad(out, (k, v), do)
     lse2 = (lse / math.log(2)).float().contiguous()
     delta = (out.float() * do.float()).sum(-1).contiguous()
     q_, k_, v_ = q.detach(), k.detach(), v.detach()
@@ -341,29 +238,24 @@ def _shape_rows(label, B, H, S, D, kernel_table) -> list[dict]:
                     if any(w in n for w in ("bprop", "dot_do_o", "convert_dq")))
     rows = [{"shape": label, "impl": "sdpa default backward kernels (cuDNN: bprop, delta, "
                                      "dQ cast)", "ms": round(cudnn_bwd, 4)}]
-    probes = [("dK/dV", "_attn_bwd_dkdv", VARIANTS, dkdv, (ref_dk, ref_dv), "BQ"),
-              ("dQ", "_attn_bwd_dq", DQ_VARIANTS, lambda *a: (dq_ws(*a),), (ref_dq,), "BN")]
-    for what, kernel, variants, fn, refs, tile in probes:
-        mine = {n: t for n, t in ours.items() if what == "dK/dV" or "dkdv" not in n}
-        ours_ms = _kernel_ms(mine, kernel)
-        rows.append({"shape": label, "impl": f"cherenkov {kernel}", "ms": round(ours_ms, 4)})
-        for n_, stages, regs, maxnreg in variants:
-            name = f"gluon ws {what} {tile}{n_} s{stages} regs{regs}/{maxnreg}"
-            args = (q_, k_, v_, do, lse2, delta, n_, stages, regs, maxnreg)
-            row = {"shape": label, "impl": name}
-            try:
-                got = fn(*args)
-                torch.cuda.synchronize()
-                err = max(((a.float() - b.float()).abs().max() / b.float().abs().max()).item()
-                          for a, b in zip(got, refs))
-                row.update(max_rel_err=err, ok=err < 2e-2)
-                if row["ok"]:
-                    ms = _kernel_ms(kernel_table(lambda: fn(*args), top=None), "_attn_bwd_")
-                    row.update(ms=round(ms, 4), vs_ours=round(ours_ms / ms, 3))
-            except Exception as e:      # noqa: BLE001 -- report every variant
-                row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
-            rows.append(row)
-            print(row, flush=True)
+    ours_ms = _kernel_ms(ours, "_attn_bwd_dkdv")
+    rows.append({"shape": label, "impl": "cherenkov _attn_bwd_dkdv", "ms": round(ours_ms, 4)})
+    for bq, stages, regs, maxnreg in VARIANTS:
+        args = (q_, k_, v_, do, lse2, delta, bq, stages, regs, maxnreg)
+        row = {"shape": label, "impl": f"gluon ws dK/dV BQ{bq} s{stages} regs{regs}/{maxnreg}"}
+        try:
+            got = dkdv(*args)
+            torch.cuda.synchronize()
+            err = max(((a.float() - b.float()).abs().max() / b.float().abs().max()).item()
+                      for a, b in zip(got, (ref_dk, ref_dv)))
+            row.update(max_rel_err=err, ok=err < 2e-2)
+            if row["ok"]:
+                ms = _kernel_ms(kernel_table(lambda: dkdv(*args), top=None), "_attn_bwd_")
+                row.update(ms=round(ms, 4), vs_ours=round(ours_ms / ms, 3))
+        except Exception as e:      # noqa: BLE001 -- report every variant
+            row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
+        rows.append(row)
+        print(row, flush=True)
     return rows
 
 
@@ -377,7 +269,7 @@ def main() -> int:
         rows += _shape_rows(label, B, H, S, D, kernel_table)
     head = ["shape", "impl", "ms", "vs_ours", "max_rel_err", "ok", "error"]
     text = "\n".join([
-        f"# Attention backward (dK/dV, dQ) in Gluon on {meta['gpu']}", "",
+        f"# Attention backward's dK/dV in Gluon on {meta['gpu']}", "",
         f"{meta['date']}, torch {meta['torch']}, triton {meta['triton']}, commit "
         f"{meta['commit']}. Causal, bf16; GPU ms per call of each kernel (torch.profiler, 10 "
         "calls); the probes read our forward's LSE and a torch delta; errors relative to our "

@@ -21,7 +21,15 @@ from .trace import Node, TracedMods, depends_on, topo_order
 def hoistable(traced: TracedMods) -> dict[int, Node]:
     """{k: load} for each captured tensor k whose every load is that one load, of an
     element varying with b and h only (the folded and row-split graphs rebuild nodes, so
-    loads compare by their text)."""
+    loads compare by their text). Found once per traced pair (kept with its other derived
+    facts: the renderers, codegen and the launches all ask)."""
+    memo = traced._reads
+    if "hoisted" not in memo:
+        memo["hoisted"] = _hoistable(traced)
+    return memo["hoisted"]
+
+
+def _hoistable(traced: TracedMods) -> dict[int, Node]:
     value, d = scaled_mods(traced)
     shifted, row = split_rows(value)
     roots = [n for n in (traced.score, traced.mask, value, d, shifted, row)
@@ -42,7 +50,7 @@ def hoist_statement(traced: TracedMods, caps: str) -> str:
 
 
 def score_loads_hoisted(traced: TracedMods) -> bool:
-    """Whether the score mod reads captured tensors only through hoistable loads (memoized on
+    """Whether the score mod reads captured tensors only through hoistable loads (kept on
     `traced`: every launch asks)."""
     memo = traced._reads
     if "score_hoisted" not in memo:

@@ -154,23 +154,16 @@ def _attn_bwd_dq_ws(q_desc, do_desc, k_desc, v_desc, dq_desc, O, LSE, DELTA, __C
     q_row = bh * Q_LEN + start_m
     kv_row = (b * (H // GROUPS) + h // GROUPS) * KV_LEN
     o_base = b * stride_ob + h * stride_oh
-    row = b * snb + h * snh + (start_m // (2 * ROWS)) * snm
-    irow = b * sib + h * sih + (start_m // (2 * ROWS)) * sim
-    n_partial = gl.load(KV_NUM + row)
-    n_tiles = n_partial + gl.load(FULL_NUM + row)
+    irow, n_partial, n_tiles = _gl_row_tiles(KV_NUM, FULL_NUM, snb, snh, snm, sib, sih, sim,
+                                             b, h, start_m, 2 * ROWS)
 
     q_smem = gl.allocate_shared_memory(q_desc.dtype, [2, ROWS, D], q_desc.layout)
     do_smem = gl.allocate_shared_memory(do_desc.dtype, [2, ROWS, D], do_desc.layout)
     k_smem = gl.allocate_shared_memory(k_desc.dtype, [STAGES, BLOCK_N, D], k_desc.layout)
     v_smem = gl.allocate_shared_memory(v_desc.dtype, [STAGES, BLOCK_N, D], v_desc.layout)
-    q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for c in gl.static_range(2):
-        mbarrier.init(q_bars.index(c), count=1)
-    for i in gl.static_range(STAGES):
-        mbarrier.init(ready.index(i), count=1)
-        mbarrier.init(empty.index(i), count=2)
+    q_bars = _gl_barriers(2, 1)
+    ready = _gl_barriers(STAGES, 1)
+    empty = _gl_barriers(STAGES, 2)           # both consumers release a slot
     gl.warp_specialize([
         (_gl_dq_consumer, (0, q_smem, do_smem, k_smem, v_smem, q_bars, ready, empty, dq_desc,
                            O, LSE, DELTA, KV_IDX, FULL_IDX, irow, n_partial, n_tiles, q_row,

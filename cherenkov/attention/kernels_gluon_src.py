@@ -48,6 +48,26 @@ def _gl_program(NUM_M_BLOCKS, HEAD_GROUP, H, BLOCK_M: gl.constexpr):
 
 
 @gluon.jit
+def _gl_row_tiles(KV_NUM, FULL_NUM, snb, snh, snm, sib, sih, sim, b, h, start_m,
+                  BLOCK_M: gl.constexpr):
+    """(where its tile lists start, its partial tiles, all its tiles) of the row block at
+    start_m of (b, h)."""
+    blk = start_m // BLOCK_M
+    row = b * snb + h * snh + blk * snm
+    n_partial = gl.load(KV_NUM + row)
+    return b * sib + h * sih + blk * sim, n_partial, n_partial + gl.load(FULL_NUM + row)
+
+
+@gluon.jit
+def _gl_barriers(N: gl.constexpr, COUNT: gl.constexpr):
+    """N mbarriers in shared memory, each completing on COUNT arrivals."""
+    bars = gl.allocate_shared_memory(gl.int64, [N, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(N):
+        mbarrier.init(bars.index(i), count=COUNT)
+    return bars
+
+
+@gluon.jit
 def _gl_tile_start(KV_IDX, FULL_IDX, irow, t, n_partial, BLOCK_N: gl.constexpr):
     """First key row of tile t of a row block's list: its partial tiles, then its full ones."""
     if t < n_partial:
@@ -234,26 +254,17 @@ def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, __CAPS__
     hk = h // GROUPS
     q_row = bh * Q_LEN + start_m
     kv_row = (b * (H // GROUPS) + hk) * KV_LEN
-    row = b * snb + h * snh + (start_m // (2 * ROWS)) * snm
-    irow = b * sib + h * sih + (start_m // (2 * ROWS)) * sim
-    n_partial = gl.load(KV_NUM + row)
-    n_tiles = n_partial + gl.load(FULL_NUM + row)
+    irow, n_partial, n_tiles = _gl_row_tiles(KV_NUM, FULL_NUM, snb, snh, snm, sib, sih, sim,
+                                             b, h, start_m, 2 * ROWS)
 
     q_smem = gl.allocate_shared_memory(q_desc.dtype, [2, ROWS, D], q_desc.layout)
     k_smem = gl.allocate_shared_memory(k_desc.dtype, [STAGES, BLOCK_N, D], k_desc.layout)
     v_smem = gl.allocate_shared_memory(v_desc.dtype, [STAGES, BLOCK_N, D], v_desc.layout)
-    q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for c in gl.static_range(2):
-        mbarrier.init(q_bars.index(c), count=1)
-    for i in gl.static_range(STAGES):
-        mbarrier.init(k_ready.index(i), count=1)
-        mbarrier.init(v_ready.index(i), count=1)
-        mbarrier.init(k_empty.index(i), count=2)
-        mbarrier.init(v_empty.index(i), count=2)
+    q_bars = _gl_barriers(2, 1)
+    k_ready = _gl_barriers(STAGES, 1)
+    v_ready = _gl_barriers(STAGES, 1)
+    k_empty = _gl_barriers(STAGES, 2)         # both consumers release a slot
+    v_empty = _gl_barriers(STAGES, 2)
     gl.warp_specialize([
         (_gl_consumer, (0, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty, v_empty,
                         o_desc, LSE, KV_IDX, FULL_IDX, irow, n_partial, n_tiles, q_row,

@@ -7,8 +7,8 @@ launch.tma_mode's 2-D descriptor form (contiguous, 16-byte aligned, both lengths
 through loads hoisted out of the loop (hoist.py: ALiBi's slopes; SCORE_LOADS: any), and the
 block mask has -- or, built from the plan's own index-only mask_mod, coarsens to -- 128 x 128
 tiles (Plan.mask_in_tiles). Anything else runs the Triton forward (launch.forward), as does
-GLUON_FWD = "off" (env CHERENKOV_ATTN_GLUON=off). The backward reads either forward's LSE alike; its dQ
-kernel may be Gluon's too (launch_gluon_bwd, on this module's tiles and mask).
+GLUON_FWD = "off" (env CHERENKOV_ATTN_GLUON=off). The backward reads either forward's LSE
+alike; its dQ kernel may be Gluon's too (launch_gluon_bwd, on this module's tiles and mask).
 """
 from __future__ import annotations
 

@@ -397,7 +397,7 @@ class TracedMods:
 
     # (flags, indices) of the last grad_indices answer: the backward asks every call
     _grad_memo: tuple | None = field(default=None, repr=False, compare=False)
-    _reads: dict = field(default_factory=dict, repr=False, compare=False)   # see _reads_tensors
+    _reads: dict = field(default_factory=dict, repr=False, compare=False)   # facts derived once
 
     def mask_reads_tensors(self) -> bool:
         """Whether the mask_mod reads a captured tensor (document ids, say), not only indices."""
