@@ -49,19 +49,35 @@ def descriptor_class():
     return TensorDescriptor
 
 
+@functools.lru_cache(maxsize=None)
+def gluon_descriptor_class():
+    """Gluon's Hopper TensorDescriptor class (a shared-memory layout beside the block shape),
+    or None."""
+    try:
+        from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+    except Exception:        # noqa: BLE001 -- a Triton without Gluon's Hopper language
+        return None
+    return TensorDescriptor
+
+
 def _descriptor_kind(d) -> tuple:
     """What a host TensorDescriptor argument's compiled kernel depends on: its element type,
     block shape and rank (the launcher builds the TMA descriptor from its base, shape and
-    strides at every launch), and, conservatively, its padding and rounding options."""
+    strides at every launch), Gluon's shared-memory layout, and, conservatively, its padding
+    and rounding options."""
     return ("desc", d.base.dtype, tuple(d.block_shape), len(d.shape), d.padding,
-            getattr(d, "round_f32_to_tf32", False))
+            getattr(d, "round_f32_to_tf32", False), getattr(d, "layout", None))
+
+
+def _is_descriptor(t: type) -> bool:
+    return t is descriptor_class() or t is gluon_descriptor_class()
 
 
 def _kind(a) -> object:
     """What Triton specializes a runtime argument on (conservatively)."""
     if isinstance(a, torch.Tensor):
         return a.dtype, a.data_ptr() % 16 == 0
-    if type(a) is descriptor_class():
+    if _is_descriptor(type(a)):
         return _descriptor_kind(a)
     if isinstance(a, bool):
         return bool
@@ -75,6 +91,8 @@ def _kind(a) -> object:
 
 
 def _on_gpu(t) -> bool:
+    """A CUDA tensor, or a descriptor over one (the Gluon kernels' first argument)."""
+    t = getattr(t, "base", t)
     return isinstance(t, torch.Tensor) and t.is_cuda
 
 
@@ -132,13 +150,15 @@ class Launcher:
             return self.slow(grid, args, constexprs, options)
         # first by value (one pass, no call per argument: a repeated call's arguments are
         # the same numbers), then by kind (a new sequence length of an already compiled kind)
-        Tensor, Descriptor = torch.Tensor, descriptor_class()
+        Tensor, Descriptor, GluonDescriptor = (torch.Tensor, descriptor_class(),
+                                               gluon_descriptor_class())
         device = torch.cuda.current_device()
         # (ints and floats, most of the arguments, first: a type check costs less than
         # isinstance against torch.Tensor)
         vkey = (device, tuple([a if (t := type(a)) is int or t is float or a is None
                                else (a.dtype, a.data_ptr() % 16 == 0) if isinstance(a, Tensor)
                                else _descriptor_kind(a) if t is Descriptor
+                               or t is GluonDescriptor
                                else a for a in args]),
                 tuple(constexprs.values()), tuple(options.items()))
         try:

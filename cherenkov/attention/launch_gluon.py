@@ -20,6 +20,7 @@ import torch
 
 from .block_mask import BlockMask
 from .hoist import score_loads_hoisted
+from .kernel_launch import launcher
 
 GLUON_FWD = os.environ.get("CHERENKOV_ATTN_GLUON", "auto")     # "auto" | "off"
 TILE = 128            # query rows per program (two warpgroups of 64)
@@ -45,6 +46,8 @@ SCORE_LOADS = False
 # ran within noise of the one loop (causal 0.5215 vs 0.5212 ms, window 0.300 vs 0.293, ALiBi
 # 0.589 vs 0.580: bench/results/2026-12-02_attention_gluon_variants_h200_96c43bf.md): not taken
 SPLIT_TILES = False
+# launch(): True through launch.launcher's direct path, False Triton's fn[grid] (A/B runs)
+DIRECT = True
 # Its launch is Triton's own (descriptors built per call: tens of microseconds of host time),
 # not launch.launcher's direct one: calls of fewer scores keep the Triton forward, as calls
 # under launch.TMA_MIN_SCORES keep pointer loads
@@ -130,16 +133,28 @@ def forward(plan, m: BlockMask, q, k, v, capture_args, mask_strides, group: int
     lse = torch.empty(B, H, Q_LEN, device=q.device, dtype=torch.float32)
     s_layout, o_layout = _layouts(D, TILE_N)
     n_m = Q_LEN // TILE
-    plan.kernels._attn_fwd_ws[(n_m * B * H,)](
-        _descriptor(q, TILE // 2), _descriptor(k, TILE_N), _descriptor(v, TILE_N),
-        _descriptor(o, TILE // 2), lse, *capture_args,
-        m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices,
-        *mask_strides, plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m, group,
-        ROWS=TILE // 2, BLOCK_N=TILE_N, D=D, STAGES=STAGES, S_LAYOUT=s_layout,
-        O_LAYOUT=o_layout, HAS_SCORE_MOD=plan.has_score_mod, CONSUMER_REGS=CONSUMER_REGS,
-        FMA=FMA_SOFTMAX and not plan.has_score_mod and plan.scale > 0, SPLIT=SPLIT_TILES,
-        num_warps=4, maxnreg=MAX_REGS)
+    launch(plan.kernels._attn_fwd_ws, (n_m * B * H,),
+           (_descriptor(q, TILE // 2), _descriptor(k, TILE_N), _descriptor(v, TILE_N),
+            _descriptor(o, TILE // 2), lse, *capture_args,
+            m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices,
+            *mask_strides, plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m, group),
+           dict(ROWS=TILE // 2, BLOCK_N=TILE_N, D=D, STAGES=STAGES, S_LAYOUT=s_layout,
+                O_LAYOUT=o_layout, HAS_SCORE_MOD=plan.has_score_mod,
+                CONSUMER_REGS=CONSUMER_REGS,
+                FMA=FMA_SOFTMAX and not plan.has_score_mod and plan.scale > 0,
+                SPLIT=SPLIT_TILES),
+           (o, lse))
     return o, lse
+
+
+def launch(fn, grid, args, constexprs: dict, outputs) -> None:
+    """Launch a Gluon kernel (4 warps, MAX_REGS registers): through launch.launcher's direct
+    path (DIRECT), or Triton's own `fn[grid]` -- which binds and specializes the ~30 arguments
+    on every call: on the H200 the two Gluon launches of a forward+backward took XXX."""
+    if DIRECT:
+        launcher(fn)(grid, args, constexprs, outputs, num_warps=4, maxnreg=MAX_REGS)
+    else:
+        fn[grid](*args, **constexprs, num_warps=4, maxnreg=MAX_REGS)
 
 
 def guarded_forward(*args):

@@ -59,15 +59,16 @@ def dq(plan, m: BlockMask, q, k, v, do, o, lse, delta, caps, fused: bool, mask_s
     s_layout, o_layout = launch_gluon._layouts(D, tile_n)
     desc = launch_gluon._descriptor
     n_m = Q_LEN // tile
-    plan.kernels._attn_bwd_dq_ws[(n_m * B * H,)](
-        desc(q, tile // 2), desc(do, tile // 2), desc(k, tile_n), desc(v, tile_n),
-        desc(out, tile // 2), o, lse, delta, *caps,
-        m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices,
-        *mask_strides, *o.stride()[:3], plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m, group,
-        ROWS=tile // 2, BLOCK_N=tile_n, D=D, STAGES=STAGES[tile_n], S_LAYOUT=s_layout,
-        O_LAYOUT=o_layout, HAS_SCORE_MOD=plan.has_score_mod, FUSED_DELTA=fused,
-        CONSUMER_REGS=launch_gluon.CONSUMER_REGS, SPLIT=SPLIT_TILES, num_warps=4,
-        maxnreg=launch_gluon.MAX_REGS)
+    launch_gluon.launch(
+        plan.kernels._attn_bwd_dq_ws, (n_m * B * H,),
+        (desc(q, tile // 2), desc(do, tile // 2), desc(k, tile_n), desc(v, tile_n),
+         desc(out, tile // 2), o, lse, delta, *caps,
+         m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices,
+         *mask_strides, *o.stride()[:3], plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m, group),
+        dict(ROWS=tile // 2, BLOCK_N=tile_n, D=D, STAGES=STAGES[tile_n], S_LAYOUT=s_layout,
+             O_LAYOUT=o_layout, HAS_SCORE_MOD=plan.has_score_mod, FUSED_DELTA=fused,
+             CONSUMER_REGS=launch_gluon.CONSUMER_REGS, SPLIT=SPLIT_TILES),
+        (out, delta) if fused else (out,))
     return out
 
 

@@ -270,3 +270,35 @@ def test_descriptor_arguments_key_on_dtype_block_and_rank(fake_gpu):
     launch(b.double(), [4, 8])                # another element type: compiled again
     launch(b.reshape(64), [16])               # another rank: compiled again
     assert (len(fn.slow_calls), len(fn.direct_calls)) == (4, 1)
+
+
+def test_gluon_descriptors_key_on_their_layout_too(fake_gpu):
+    Desc = kl.gluon_descriptor_class()
+    if Desc is None:
+        pytest.skip("this Triton has no Gluon Hopper TensorDescriptor")
+    from triton.experimental.gluon import language as gl
+    fn, out = DescFn(), torch.empty(64)
+    la = kl.Launcher(fn)
+    kl._state["direct"] = True
+
+    def desc(base, swizzle):
+        layout = gl.NVMMASharedLayout(swizzle_byte_width=swizzle, element_bitwidth=32, rank=2)
+        return Desc(base, list(base.shape), list(base.stride()), [4, 8], layout)
+
+    def launch(base, swizzle):
+        la((1,), (desc(base, swizzle), out, 2.0, 24), {"BLOCK": 16}, (out,), num_warps=4)
+    a, b = torch.randn(8, 8), torch.randn(8, 8)
+    launch(a, 32)                             # compiles
+    launch(b, 32)                             # another base, same kind: the direct path
+    assert (len(fn.slow_calls), len(fn.direct_calls)) == (1, 1)
+    assert torch.equal(out, b.reshape(-1) * 2.0)
+    launch(b, 0)                              # another shared-memory layout: compiled again
+    assert (len(fn.slow_calls), len(fn.direct_calls)) == (2, 1)
+
+
+def test_a_descriptor_is_on_the_device_of_its_base():
+    Desc = kl.descriptor_class()
+    if Desc is None:
+        pytest.skip("this Triton has no host TensorDescriptor")
+    base = torch.randn(8, 8)
+    assert not kl._on_gpu(Desc.from_tensor(base, [4, 8]))
