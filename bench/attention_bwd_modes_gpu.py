@@ -18,7 +18,7 @@ import torch  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
 
 import cherenkov.attention as ca  # noqa: E402
-from cherenkov.attention import launch  # noqa: E402
+from cherenkov.attention import launch_bwd, memo  # noqa: E402
 from cherenkov.bench.report import md_table, save_pair, script_meta  # noqa: E402
 
 B, H, S, D = 4, 16, 4096, 128
@@ -27,19 +27,20 @@ B, H, S, D = 4, 16, 4096, 128
 @contextlib.contextmanager
 def modes(dq_mode: str, dkdv_mode: str):
     """The dQ kernel's and the dK/dV kernel's descriptor mode ("auto" or "off")."""
-    dq, dkdv = launch._dq_kernel, launch._dkdv_kernel
+    dq, dkdv = launch_bwd._dq_decision, launch_bwd._dkdv_decision
 
-    def dq_kernel(*args):
-        return dq(*args[:-1], args[-1] if dq_mode == "auto" else "off")
+    def dq_decision(plan, q, k, v, do, o, fused, backward_mode):
+        return dq(plan, q, k, v, do, o, fused, backward_mode if dq_mode == "auto" else "off")
 
-    def dkdv_kernel(plan, q, k, v, do, lse, delta, caps, backward_mode, *rest, **kw):
-        return dkdv(plan, q, k, v, do, lse, delta, caps,
-                    backward_mode if dkdv_mode == "auto" else "off", *rest, **kw)
-    launch._dq_kernel, launch._dkdv_kernel = dq_kernel, dkdv_kernel
+    def dkdv_decision(plan, q, k, v, do, backward_mode, *rest):
+        return dkdv(plan, q, k, v, do, backward_mode if dkdv_mode == "auto" else "off", *rest)
+    launch_bwd._dq_decision, launch_bwd._dkdv_decision = dq_decision, dkdv_decision
+    memo.forget()
     try:
         yield
     finally:
-        launch._dq_kernel, launch._dkdv_kernel = dq, dkdv
+        launch_bwd._dq_decision, launch_bwd._dkdv_decision = dq, dkdv
+        memo.forget()
 
 
 def profile(fn) -> dict:

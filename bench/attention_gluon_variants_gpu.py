@@ -3,7 +3,7 @@
 (FMA_SOFTMAX), a third ring stage (STAGES), score mods reading tensors (SCORE_LOADS: ALiBi;
 and ALiBi with its slopes computed from h instead of loaded), the partial tiles' loop apart
 from the full ones' (SPLIT_TILES; with the dQ kernel's too, launch_gluon_bwd.SPLIT_TILES),
-against the Triton forward (GLUON_FWD="off"). --backward: how the backward's dQ comes -- stored dS (launch.DS_STORE, the
+against the Triton forward (GLUON_FWD="off"). --backward: how the backward's dQ comes -- stored dS (launch_bwd.DS_STORE, the
 default for score mods) or recomputed by the Gluon dQ kernel (launch_gluon_bwd, SCORE_LOADS
 for ALiBi), with either forward -- on the score-mod cases, against Triton's kernels only.
 B=4 H=16 S=4096 D=128 bf16, forward and forward+backward (do_bench median, best of 2

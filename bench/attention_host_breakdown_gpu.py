@@ -14,7 +14,13 @@ the host ran at that moment. Per case (B=4 H=16 S=4096 D=128 bf16):
 - `flex fwd+bwd`: torch's compiled flex_attention on the same mask.
 Once: an autograd Function doing nothing but allocate its output, forward and backward.
 
-    CHERENKOV_COMMIT=<sha> python bench/attention_host_breakdown_gpu.py OUT_DIR
+With `timeline` after OUT_DIR: per case, where one call's host time goes between the API,
+the launch code and the autograd engine (perf_counter stamps around launch.forward and
+launch.backward; medians of 20 calls with the GPU busy), under .backward(do),
+torch.autograd.grad, the garbage collector off, and Python's thread switch interval at 50 us;
+and the process's threads.
+
+    CHERENKOV_COMMIT=<sha> python bench/attention_host_breakdown_gpu.py OUT_DIR [timeline]
 """
 from __future__ import annotations
 
@@ -99,6 +105,98 @@ class _Alloc(torch.autograd.Function):
         return torch.empty_like(g)
 
 
+def timeline(call, calls: int = 20) -> str:
+    """Median us of each segment of `call(stamp)` (stamp(name) records a time) over `calls`
+    calls with the GPU kept busy; stamps "begin" and "end" around each call."""
+    call(lambda name: None)
+    torch.cuda.synchronize()
+    torch.cuda._sleep(int(2e9 * calls * 3e-3))
+    runs = []
+    for _ in range(calls):
+        marks = []
+
+        def stamp(name, marks=marks):
+            marks.append((name, time.perf_counter()))
+        stamp("begin")
+        call(stamp)
+        stamp("end")
+        runs.append(marks)
+    torch.cuda.synchronize()
+    names = [n for n, _ in runs[0]]
+    if any([n for n, _ in r] != names for r in runs):
+        return "stamps differ between calls"
+    seg = [f"{names[i]}->{names[i + 1]} "
+           f"{statistics.median(r[i + 1][1] - r[i][1] for r in runs) * 1e6:.0f}"
+           for i in range(len(names) - 1)]
+    total = statistics.median(r[-1][1] - r[0][1] for r in runs) * 1e6
+    return f"total {total:.0f}: " + ", ".join(seg)
+
+
+def timelines(out_dir, q, k, v, do, cases, meta) -> int:
+    import gc
+    import threading
+    lines = [f"# Host timeline of attention calls on {meta['gpu']}", "",
+             f"torch {meta['torch']}, triton {meta['triton']}, commit {meta['commit']}, "
+             f"{meta['date']}; B={B} H={H} S={S} D={D} bf16; median us per segment of 20 calls "
+             "with the GPU kept busy.", "",
+             f"threads: {[t.name for t in threading.enumerate()]}, OS threads "
+             f"{len(os.listdir('/proc/self/task'))}, switch interval {sys.getswitchinterval()}",
+             "", "```"]
+    real_fwd, real_bwd = launch.forward, launch.backward
+    state = {"stamp": lambda name: None}
+
+    def fwd(*a, **kw):
+        state["stamp"]("fwd_in")
+        out = real_fwd(*a, **kw)
+        state["stamp"]("fwd_out")
+        return out
+
+    def bwd(*a, **kw):
+        state["stamp"]("bwd_in")
+        out = real_bwd(*a, **kw)
+        state["stamp"]("bwd_out")
+        return out
+    launch.forward, launch.backward = fwd, bwd
+    try:
+        for name, (sm, mm) in cases.items():
+            bm = ca.block_mask(mm, B, H, S, S, device="cuda")
+
+            def by_backward(stamp, sm=sm, bm=bm):
+                state["stamp"] = stamp
+                out = ca.attention(q, k, v, score_mod=sm, block_mask=bm)
+                stamp("api_out")
+                for t in (q, k, v):
+                    t.grad = None
+                out.backward(do)
+
+            def by_grad(stamp, sm=sm, bm=bm):
+                state["stamp"] = stamp
+                out = ca.attention(q, k, v, score_mod=sm, block_mask=bm)
+                stamp("api_out")
+                torch.autograd.grad(out, (q, k, v), do)
+            lines.append(f"{name} .backward:      {timeline(by_backward)}")
+            print(lines[-1], flush=True)
+            lines.append(f"{name} autograd.grad:  {timeline(by_grad)}")
+            print(lines[-1], flush=True)
+            gc.disable()
+            lines.append(f"{name} gc off:         {timeline(by_backward)}")
+            gc.enable()
+            print(lines[-1], flush=True)
+            interval = sys.getswitchinterval()
+            sys.setswitchinterval(5e-5)
+            lines.append(f"{name} switch 50 us:   {timeline(by_backward)}")
+            sys.setswitchinterval(interval)
+            print(lines[-1], flush=True)
+    finally:
+        launch.forward, launch.backward = real_fwd, real_bwd
+    lines.append("```")
+    path = os.path.join(out_dir, f"attention_host_timeline_{meta['commit']}.md")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print(f"wrote {path}")
+    return 0
+
+
 def main() -> int:
     out_dir = sys.argv[1] if len(sys.argv) > 1 else "bench/results"
     os.makedirs(out_dir, exist_ok=True)
@@ -113,6 +211,8 @@ def main() -> int:
     cases = {"document8": (None, docs), "sliding_window1024": (None, ca.sliding_window(1024)),
              "alibi": (ca.alibi(slopes), ca.causal), "causal": (None, ca.causal)}
     meta = script_meta()
+    if sys.argv[2:3] == ["timeline"]:
+        return timelines(out_dir, q, k, v, do, cases, meta)
     lines = [f"# Host time of attention calls, piece by piece, on {meta['gpu']}", "",
              f"torch {meta['torch']}, triton {meta['triton']}, commit {meta['commit']}, "
              f"{meta['date']}; B={B} H={H} S={S} D={D} bf16. Host us per call with the GPU "

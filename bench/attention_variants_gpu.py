@@ -22,7 +22,7 @@ rounds), in one process. Three experiment sets:
 * `warps`: the dK/dV kernel on 64 x 64 tiles with 8 warps (two warpgroups) instead of the one
   warpgroup tuning forces at 64 keys (SASS: no spills at 8 warps, 7-9 spill loads a step at 4,
   but 40 HGMMAs a step instead of 24), with 2 and 3 stages; timed forward+backward.
-* `dq_ds`: dQ by its own kernel vs from the dS tiles the dK/dV kernel stores (launch.DS_STORE
+* `dq_ds`: dQ by its own kernel vs from the dS tiles the dK/dV kernel stores (launch_bwd.DS_STORE
   "on"; DS_BUDGET: heads in chunks of that many bytes of dS), the dq_ds kernel's stages, and
   pointers instead of descriptors; timed forward+backward.
 
@@ -207,10 +207,13 @@ def bwd_variants():
 
 # ---- tma: the forward through TMA descriptors (launch.TMA) ------------------------------------
 def _launch_setting(name: str, value: str):
-    """A context setting cherenkov.attention.launch.<name> (TMA, TMA_BACKWARD) to `value`."""
+    """A context setting cherenkov.attention.launch.<name> (TMA, TMA_BACKWARD) or
+    launch_bwd.<name> (DS_STORE, DS_BUDGET) to `value`."""
     @contextlib.contextmanager
     def context():
-        import cherenkov.attention.launch as launch_mod
+        import cherenkov.attention.launch as launch
+        import cherenkov.attention.launch_bwd as launch_bwd
+        launch_mod = launch_bwd if name.startswith("DS_") else launch
         saved = getattr(launch_mod, name)
         setattr(launch_mod, name, value)
         try:

@@ -18,7 +18,7 @@ import math
 
 import torch
 
-from . import launch, launch_decode
+from . import launch, launch_bwd, launch_decode
 from .block_mask import DEFAULT_BLOCK, BlockMask, block_mask as build_block_mask
 from .codegen import compile_mods, interpreter_dots_exact, kernel_mode
 from .reference import attention_math
@@ -30,6 +30,7 @@ log = logging.getLogger("cherenkov.attention")
 _LOGGED: set[str] = set()
 DECODE_MAX_Q = 16
 _FULL_MASKS = ShapeCache(64)       # (B, H, Q, KV, device) -> all-full BlockMask
+_PLANS = ShapeCache(64)            # plans of calls with a lasting block mask (_plan)
 
 
 def log_math_once(reason: str) -> None:
@@ -59,7 +60,7 @@ class _AttentionFunction(torch.autograd.Function):
             do = torch.zeros_like(o)
         # lse2 is log2 units: d loss / d lse = d loss / d lse2 / ln 2
         dlse = None if dlse2 is None else dlse2 / launch.LN2
-        dq, dk, dv, cgrads = launch.backward(ctx.plan, q, k, v, o, lse, do, captured,
+        dq, dk, dv, cgrads = launch_bwd.backward(ctx.plan, q, k, v, o, lse, do, captured,
                                              ctx.needs_input_grad[4:], dlse)
         return dq, dk, dv, None, *cgrads
 
@@ -72,6 +73,24 @@ def _full_mask(B, H, Q_LEN, KV_LEN, device) -> BlockMask:
         mask = _FULL_MASKS.put(key, build_block_mask(None, B, H, Q_LEN, KV_LEN, DEFAULT_BLOCK,
                                                      device))
     return mask
+
+
+def _plan(kernels, traced, mask: BlockMask, scale: float, interpret: bool, coarsen: bool,
+          keep: bool) -> launch.Plan:
+    """The call's plan: with `keep` (a block mask that outlives the call: the caller's, or a
+    kept one) the plan of an earlier call with the same kernels, traced mods, mask and scale,
+    whose launch decisions (memo.py) it keeps; else a new one (a block mask built for this
+    call alone would only fill the cache)."""
+    if not keep:
+        return launch.Plan(kernels, traced, mask, scale, interpret, coarsen=coarsen)
+    # the ids are of objects the kept plan holds (so none is reused while it is kept)
+    key = (id(kernels), id(traced), id(mask), scale, interpret, coarsen)
+    plan = _PLANS.get(key)
+    if plan is None or plan.kernels is not kernels or plan.traced is not traced \
+            or plan.mask is not mask:
+        plan = _PLANS.put(key, launch.Plan(kernels, traced, mask, scale, interpret,
+                                           coarsen=coarsen))
+    return plan
 
 
 def _check_inputs(q, k, v, enable_gqa):
@@ -177,6 +196,7 @@ def _attention(q, k, v, score_mod, mask_mod, block_mask, scale, enable_gqa, retu
     needs_grad = torch.is_grad_enabled() and any(
         t.requires_grad for t in (q, k, v, *captured))
     decode = not needs_grad and Q_LEN <= DECODE_MAX_Q
+    built = block_mask is None and mask_mod is not None        # for this call alone
     if block_mask is None and mask_mod is None and decode and \
             KV_LEN >= 4 * launch_decode.DENSE.block[1]:
         # an unmasked decode step (a KV cache growing by a token a call): the kernel walks
@@ -190,8 +210,8 @@ def _attention(q, k, v, score_mod, mask_mod, block_mask, scale, enable_gqa, retu
         launch.check_mask(block_mask, B, H, Q_LEN, KV_LEN)
         if block_mask.device != q.device:
             raise ValueError(f"block mask on {block_mask.device}, q, k, v on {q.device}")
-    plan = launch.Plan(kernels, traced, block_mask, scale, mode == "interpret",
-                       coarsen=block_mask.mask_mod is mask_mod)
+    plan = _plan(kernels, traced, block_mask, scale, mode == "interpret",
+                 block_mask.mask_mod is mask_mod, keep=not built)
     if decode and KV_LEN >= 4 * block_mask.block[1]:
         out, lse = launch_decode.decode(plan, q, k, v, captured)
     else:

@@ -29,7 +29,7 @@ from typing import Callable, Optional
 
 import torch
 
-from . import launch, launch_decode
+from . import launch, launch_bwd, launch_decode
 from .api import DECODE_MAX_Q, log_math_once
 from .block_mask import DEFAULT_BLOCK, BlockMask, block_mask as build_block_mask
 from .codegen import interpreter_dots_exact, kernel_mode, load_kernels
@@ -292,7 +292,7 @@ def backward(q, k, v, out, lse, dout, dlse, blocks, score_bufs, mask_bufs, scale
     lse2 = torch.where(torch.isinf(lse), float("inf"), lse).contiguous()
     drow = None if dlse is None else (dlse.float() / LN2)
     wants = [kind == "s" and spec.grad_buffer(i) for kind, i in slots]
-    dq, dk, dv, cgrads = launch.backward(plan, q, k, v, out.contiguous(), lse2, dout, captured,
+    dq, dk, dv, cgrads = launch_bwd.backward(plan, q, k, v, out.contiguous(), lse2, dout, captured,
                                          wants, drow)
     grads = [None] * len(score_bufs)
     for (kind, i), g in zip(slots, cgrads):
@@ -471,7 +471,7 @@ def compile_jobs(key, q, k, v, blocks, score_bufs, mask_bufs, scale, device,
         out, lse, dout, dlse = grads
         if plan.mask.q_num_blocks is not None:
             wants = [kind == "s" and spec.grad_buffer(i) for kind, i in slots]
-            launch.backward(plan, q, k, v, out.contiguous(), lse.contiguous(), dout, captured,
+            launch_bwd.backward(plan, q, k, v, out.contiguous(), lse.contiguous(), dout, captured,
                             wants, None if dlse is None else dlse.float())
     jobs = launch.recorded_jobs(module, rec.calls)
     return jobs[:n_forward], jobs[n_forward:]

@@ -60,6 +60,33 @@ def gluon_descriptor_class():
     return TensorDescriptor
 
 
+_VALIDATED: dict = {}     # (class, shape, strides, dtype, block shape, extra) -> fields
+
+
+def descriptor(cls, base, shape, strides, block_shape, *extra):
+    """cls(base, list(shape), list(strides), list(block_shape), *extra): a host
+    TensorDescriptor (Triton's or Gluon's). Its validation (__post_init__: some twenty checks,
+    microseconds a descriptor, several descriptors a call) runs once per kind; later ones copy
+    the validated fields and take the new base, after checking the one thing validation reads
+    off the base itself, its 16-byte alignment (a misaligned one goes to the constructor,
+    which refuses it)."""
+    key = (cls, shape, strides, base.dtype, tuple(block_shape), extra)
+    try:
+        fields = _VALIDATED.get(key)
+    except TypeError:            # an unhashable extra (a layout of another Triton): as it was
+        return cls(base, list(shape), list(strides), list(block_shape), *extra)
+    if fields is None or base.data_ptr() % 16:
+        d = cls(base, list(shape), list(strides), list(block_shape), *extra)
+        if len(_VALIDATED) >= 1024:
+            _VALIDATED.clear()
+        _VALIDATED[key] = {k: v for k, v in vars(d).items() if k != "base"}
+        return d
+    d = cls.__new__(cls)
+    d.__dict__.update(fields)
+    d.base = base
+    return d
+
+
 def _descriptor_kind(d) -> tuple:
     """What a host TensorDescriptor argument's compiled kernel depends on: its element type,
     block shape and rank (the launcher builds the TMA descriptor from its base, shape and

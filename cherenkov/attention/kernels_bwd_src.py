@@ -68,7 +68,7 @@ def _dkdv_update(dk, dv, qkT, qT, do, lse, delta, v, DS, DSD, ds_row, ds_q_rows,
     vs 2.82 ms with 32-row steps, bench/results/2026-12-01_attention_bwd_order_variants_h200_
     d9ee083.md); without a score mod's derivative tile that order takes 17-26% longer
     (causal, ALiBi).
-    DS_STORE (launch.DS_STORE): this tile's dS^T is also stored for _attn_bwd_dq_ds, so no dQ
+    DS_STORE (launch_bwd.DS_STORE): this tile's dS^T is also stored for _attn_bwd_dq_ds, so no dQ
     kernel recomputes S and dP, at rows ds_row (this program's first key row) + the query
     block's ds_q_rows of DS (see _attn_bwd_dkdv). With TMA == 2 through DSD: an asynchronous
     bulk copy that Triton's pipeliner waits on only before the next tile's."""

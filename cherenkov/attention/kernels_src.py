@@ -20,7 +20,7 @@ and the `_h` helpers' suffix (or `pass` / nothing). Conventions shared by every 
   The backward reads its K / V (dQ) and Q / dO (dK/dV) tiles the 2-D way where it can
   (launch.tma_mode decides), and so stores and reads the stored-dS backward's dS tiles.
 * The backward computes dQ either by its own kernel (_attn_bwd_dq: S and dP recomputed) or from
-  the dS tiles the dK/dV kernel stores (DS_STORE, _attn_bwd_dq_ds; launch.DS_STORE decides).
+  the dS tiles the dK/dV kernel stores (DS_STORE, _attn_bwd_dq_ds; launch_bwd.DS_STORE decides).
 '''
 
 from .kernels_bwd_src import BACKWARD

@@ -1,7 +1,8 @@
 """Launch the generated attention kernels: grids, strides, tile configs, output buffers.
 
 A `Plan` bundles what one attention call needs (kernel module, traced mods, block mask,
-scale); `forward`, `backward` and `decode` turn it plus tensors into kernel launches. All
+scale); `forward` (here), `launch_bwd.backward` and `launch_decode.decode` turn it plus
+tensors into kernel launches, as decided once per call signature (memo.py). All
 tensors are (B, H, S, D) with unit stride along D. The LSE passed between forward and
 backward is log2-domain with +inf on fully masked rows (see kernels_src.py).
 """
@@ -9,16 +10,17 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, field
 from types import ModuleType
 
 import torch
 
 from cherenkov import hw
 
-from . import launch_gluon, launch_gluon_bwd
+from . import launch_gluon, memo
 from .block_mask import BlockMask
-from .kernel_launch import descriptor_class, launcher
+from .kernel_launch import descriptor, descriptor_class, launcher
 from .trace import TracedMods
 from .tuning import choose_config, next_power_of_2
 
@@ -35,6 +37,12 @@ class Plan:
     # the traced mask_mod is the one `mask` was built from (its tiles may then be coarsened
     # for the forward: `_forward_mask`)
     coarsen: bool = False
+    # launch decisions per call signature (memo.py); a plan kept across calls keeps them
+    decisions: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def remember(self, kind: str, decide, *tensors, extra=()):
+        """decide(self, *tensors, *extra), remembered per signature (memo.remembered)."""
+        return memo.remembered(self.decisions, kind, decide, self, *tensors, extra=extra)
 
     @property
     def has_score_mod(self) -> bool:
@@ -218,11 +226,12 @@ def _descriptors(mode: int, *tiles) -> list:
     """One descriptor (None for pointers) per (tensor, tile rows) in `tiles`, in `mode`'s form."""
     if mode == 0:
         return [None] * len(tiles)
-    TensorDescriptor = descriptor_class()
+    cls = descriptor_class()
     if mode == 2:
-        return [TensorDescriptor.from_tensor(t.view(-1, t.shape[-1]), [rows, t.shape[-1]])
-                for t, rows in tiles]
-    return [TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, rows, t.shape[-1]])
+        flat = [t.view(-1, t.shape[-1]) for t, _ in tiles]
+        return [descriptor(cls, f, f.shape, f.stride(), (rows, f.shape[-1]))
+                for f, (_, rows) in zip(flat, tiles)]
+    return [descriptor(cls, t, t.shape, t.stride(), (1, 1, rows, t.shape[-1]))
             for t, rows in tiles]
 
 
@@ -237,17 +246,42 @@ def _forward_mask(plan: Plan, D: int, dtype) -> BlockMask:
     return plan.mask_in_tiles(want, m.block[1]) or m
 
 
-def forward(plan: Plan, q, k, v, captured) -> tuple[torch.Tensor, torch.Tensor]:
+@dataclass
+class Launch:
+    """One kernel launch as decided for a call signature: the grid, the scalar arguments that
+    end its argument list (strides, lengths, scale, program order), constexprs and options;
+    the block mask whose lists it reads, its descriptor mode and tiles."""
+    grid: tuple
+    tail: tuple
+    constexprs: dict
+    options: dict
+    mask: BlockMask | None = None
+    tma: int = 0
+    block_m: int = 0
+    block_n: int = 0
+
+
+def _contiguous(t: torch.Tensor) -> torch.Tensor:
+    """A stand-in (no memory) for a fresh contiguous tensor like t: what the decisions read of
+    the outputs a call allocates (their strides; a fresh allocation is 16-byte aligned, which
+    the call checks where a descriptor depends on it)."""
+    return torch.empty_like(t, device="meta", memory_format=torch.contiguous_format)
+
+
+def _gluon_forward_decision(plan: Plan, q, k, v):
+    """(mask in the Gluon tiles, its strides, program order) where the Gluon forward takes
+    this call, else None."""
+    if launch_gluon.usable(plan, q, k, v) and (m := _gluon_mask(plan, q, k, v, q)) is not None:
+        return m, _mask_strides(m.kv_num_blocks, m.kv_indices), _query_head_group(plan, q, k)
+    return None
+
+
+def _forward_decision(plan: Plan, q, k, v, o=None) -> Launch:
+    """The Triton forward's launch; `o`: the output (default: a fresh contiguous one)."""
     B, H, Q_LEN, D = q.shape
     HK, KV_LEN = k.shape[1], k.shape[2]
-    group = _query_head_group(plan, q, k)
-    if launch_gluon.usable(plan, q, k, v) and (m := _gluon_mask(plan, q, k, v, q)) is not None:
-        got = launch_gluon.guarded_forward(plan, m, q, k, v, capture_args(captured, q.device),
-                                           _mask_strides(m.kv_num_blocks, m.kv_indices), group)
-        if got is not None:
-            return got
+    o = _contiguous(q) if o is None else o
     m = plan.mask
-    o = torch.empty_like(q, memory_format=torch.contiguous_format)
     cfg = choose_config("fwd", D, q.dtype, m.block, plan.interpret)
     mode = _mode_for(plan)
     tma = tma_mode(q, k, v, o, cfg.block_m, cfg.block_n, plan.interpret, mode)
@@ -255,132 +289,46 @@ def forward(plan: Plan, q, k, v, captured) -> tuple[torch.Tensor, torch.Tensor]:
         m = _forward_mask(plan, D, q.dtype)
         cfg = choose_config("fwd_tma", D, q.dtype, m.block, plan.interpret)
         tma = tma_mode(q, k, v, o, cfg.block_m, cfg.block_n, plan.interpret, mode)
-    lse = torch.empty(B, H, Q_LEN, device=q.device, dtype=torch.float32)
     n_m = triton_cdiv(Q_LEN, cfg.block_m)
-    launcher(plan.kernels._attn_fwd)(
+    return Launch(
         (n_m * B * H,),
-        (q, k, v, o, lse, *capture_args(captured, q.device),
-         m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices,
-         *_descriptors(tma, (q, cfg.block_m), (k, cfg.block_n), (v, cfg.block_n),
-                       (o, cfg.block_m)),
-         *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3],
+        (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3],
          *_mask_strides(m.kv_num_blocks, m.kv_indices),
-         plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m, group),
+         plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m, _query_head_group(plan, q, k)),
         dict(D=D, D_PAD=max(16, next_power_of_2(D)), BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
              SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % cfg.block_m == 0,
              EVEN_N=KV_LEN % m.block[1] == 0, HAS_SCORE_MOD=plan.has_score_mod,
              DOT_PREC=_dot_precision(q.dtype), TMA=tma),
-        (o, lse), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
-    return o, lse
+        dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages), m, tma, cfg.block_m,
+        cfg.block_n)
 
 
-def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad, dlse=None):
-    """dq, dk, dv and the captured tensors' gradients (None where not needed). `dlse`: a
-    gradient reaching the natural-log lse, (B, H, Q); d lse / d score = p, so it joins the
-    row term: dS = p * (dP - (delta - dlse))."""
-    B, H, Q_LEN, D = q.shape
-    D_PAD = max(16, next_power_of_2(D))
-    do = do if do.stride(-1) == 1 else do.contiguous()
+def _forward_decisions(plan: Plan, q, k, v) -> tuple:
+    """(_gluon_forward_decision, _forward_decision): the Triton one decided too, for a call
+    whose Gluon launch fails."""
+    return _gluon_forward_decision(plan, q, k, v), _forward_decision(plan, q, k, v)
+
+
+def forward(plan: Plan, q, k, v, captured) -> tuple[torch.Tensor, torch.Tensor]:
     caps = capture_args(captured, q.device)
-
-    grad_ks = plan.traced.grad_indices()
-    chunk = _ds_chunk(plan, q, k, grad_ks)
-    # delta = rowsum(dO * O): computed by the dQ kernel, which runs first (one launch and a
-    # pass over dO fewer), unless an lse gradient joins it or dQ comes from stored dS (its
-    # own kernel, then a subtraction)
-    delta = torch.empty(B, H, Q_LEN, device=q.device, dtype=torch.float32)
-    fused = dlse is None and not chunk
-    if not fused:
-        bm = 32 if plan.interpret else 64
-        launcher(plan.kernels._attn_bwd_delta)(
-            (triton_cdiv(Q_LEN, bm), B * H),
-            (o, do, delta, *o.stride()[:3], *do.stride()[:3], Q_LEN, H),
-            dict(D=D, D_PAD=D_PAD, BLOCK_M=bm), (delta,))
-        if dlse is not None:
-            delta = delta - dlse.to(delta.dtype)
-
-    grad_bufs = {k_: torch.zeros(captured[k_].numel(), device=q.device, dtype=torch.float32)
-                 for k_ in grad_ks}
-    backward_mode = _mode_for(plan, _backward_tma())
-    dk = torch.empty_like(k, memory_format=torch.contiguous_format)
-    dv = torch.empty_like(v, memory_format=torch.contiguous_format)
-    if chunk:
-        dq = _stored_ds_backward(plan, q, k, v, do, lse, delta, caps, backward_mode, dk, dv,
-                                 chunk)
-    else:
-        dq = None if grad_ks else _gluon_dq(plan, q, k, v, do, o, lse, delta, caps, fused)
-        if dq is None:
-            dq = _dq_kernel(plan, q, k, v, do, o, lse, delta, caps, grad_ks, grad_bufs, fused,
-                            backward_mode)
-        _dkdv_kernel(plan, q, k, v, do, lse, delta, caps, backward_mode, dk, dv)
-
-    capture_grads = []
-    for k_, t in enumerate(captured):
-        if k_ in grad_bufs and needs_capture_grad[k_]:
-            capture_grads.append(grad_bufs[k_].view(t.shape).to(t.dtype))
-        else:
-            capture_grads.append(None)
-    return dq, dk, dv, capture_grads
-
-
-# dQ from stored dS (kernels_src DS_STORE, _attn_bwd_dq_ds): the dK/dV kernel also stores
-# each tile's dS, in the inputs' dtype (an asynchronous TMA store where the backward reads
-# through descriptors), and a second kernel multiplies it by K -- one matmul per tile --
-# where a dQ kernel recomputes S, the score mod and dP (three matmuls). At B=4 H=16 S=4096
-# D=128 on the H200 the store costs the dK/dV kernel about what the recomputation costs the
-# dQ kernel (causal: dK/dV 0.98 -> 1.23 ms, dQ 0.73 -> 0.38): forward+backward ALiBi 3.5-5%
-# faster, softcap 4.5-6%, while plain masks stay within -3..+3% (causal 0.97-0.98x)
-# (bench/results/2026-12-01_attention_dq_ds_variants_*). So DS_STORE "auto" takes it for
-# score mods only; "on" always, "off" never. Score mods with captured-tensor gradients keep
-# the dQ kernel (it computes those). At most DS_BUDGET bytes of dS are held: kv heads go in
-# chunks (dK/dV, then dQ, per chunk) whose dense (Q blocks x KV blocks) tiles fit; a head
-# that does not fit alone takes the dQ kernel. Not kept: the next chunk's dK/dV beside this
-# chunk's dQ on a second stream (no faster on the GPU, more host time: ..._overlap_...md),
-# and adding dS K into an fp32 dQ from the dK/dV kernel (FlashAttention-3's way: 0.49-0.63x,
-# pointer atomics or TMA reduce-adds, 2026-12-01_attention_dq_acc_variants_h200_578d88e.md).
-DS_STORE = "auto"
-DS_BUDGET = 512 << 20
-
-
-def _stored_ds_backward(plan, q, k, v, do, lse, delta, caps, backward_mode, dk, dv, chunk):
-    """dK, dV (into dk, dv) and the returned dQ through stored dS, `chunk` kv heads at a time."""
-    B, H, Q_LEN, _ = q.shape
-    HK = k.shape[1]
-    dq = torch.empty_like(q, memory_format=torch.contiguous_format)
-    ds = torch.empty(chunk * (H // HK) * _ds_head_elements(plan.mask, Q_LEN, k.shape[2]),
-                     device=q.device, dtype=q.dtype)
-    for head0 in range(0, B * HK, chunk):
-        heads = min(chunk, B * HK - head0)
-        _dkdv_kernel(plan, q, k, v, do, lse, delta, caps, backward_mode, dk, dv, ds, head0, heads)
-        _dq_ds_kernel(plan, q, k, v, do, dq, ds, backward_mode, head0, heads)
-    return dq
-
-
-def _ds_head_elements(mask: BlockMask, Q_LEN: int, KV_LEN: int) -> int:
-    """Elements of one query head's stored dS: every (Q block, KV block) sparse tile."""
-    sm, sn = mask.block
-    return triton_cdiv(Q_LEN, sm) * sm * triton_cdiv(KV_LEN, sn) * sn
-
-
-def _ds_chunk(plan: Plan, q, k, grad_ks) -> int:
-    """kv heads per stored-dS chunk, 0 for the dQ kernel."""
-    if DS_STORE not in ("auto", "on", "off"):
-        raise ValueError(f"DS_STORE={DS_STORE!r}: expected 'auto', 'on' or 'off'")
-    if DS_STORE == "off" or (DS_STORE == "auto" and not plan.has_score_mod) or grad_ks \
-            or DS_BUDGET <= 0:
-        return 0
-    B, H, Q_LEN, _ = q.shape
-    HK, KV_LEN = k.shape[1], k.shape[2]
-    per_kv_head = (H // HK) * _ds_head_elements(plan.mask, Q_LEN, KV_LEN) * q.element_size()
-    if per_kv_head == 0:           # an empty sequence: nothing to store
-        return 0
-    heads = min(B * HK, DS_BUDGET // per_kv_head)
-    if 0 < heads < B * HK:         # whole groups of the dK/dV kernel's program order
-        group = head_group(B * HK, 2 * (H // HK) * Q_LEN * q.shape[-1] * q.element_size(),
-                           plan.mask.device, plan.interpret)
-        if group <= heads:
-            heads -= heads % group
-    return heads
+    gluon, d = plan.remember("fwd", _forward_decisions, q, k, v)
+    if gluon is not None:
+        got = launch_gluon.guarded_forward(plan, gluon[0], q, k, v, caps, gluon[1], gluon[2])
+        if got is not None:
+            return got
+    o = torch.empty_like(q, memory_format=torch.contiguous_format)
+    lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
+    if d.tma and o.data_ptr() % 16:        # not a caching allocator's block: decide anew
+        d = _forward_decision(plan, q, k, v, o)
+    m = d.mask
+    launcher(plan.kernels._attn_fwd)(
+        d.grid,
+        (q, k, v, o, lse, *caps,
+         m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices,
+         *_descriptors(d.tma, (q, d.block_m), (k, d.block_n), (v, d.block_n), (o, d.block_m)),
+         *d.tail),
+        d.constexprs, (o, lse), **d.options)
+    return o, lse
 
 
 def _gluon_mask(plan: Plan, q, k, v, x) -> BlockMask | None:
@@ -392,106 +340,8 @@ def _gluon_mask(plan: Plan, q, k, v, x) -> BlockMask | None:
     return launch_gluon.tile_mask(plan)
 
 
-def _gluon_dq(plan, q, k, v, do, o, lse, delta, caps, fused) -> torch.Tensor | None:
-    """dQ by the Gluon kernel (launch_gluon_bwd) where it can run, else None."""
-    if not launch_gluon_bwd.usable(plan, q, k, o) \
-            or (m := _gluon_mask(plan, q, k, v, do)) is None:
-        return None
-    return launch_gluon_bwd.guarded_dq(plan, m, q, k, v, do, o, lse, delta, caps, fused,
-                                       _mask_strides(m.kv_num_blocks, m.kv_indices),
-                                       _query_head_group(plan, q, k))
-
-
-def _dq_kernel(plan, q, k, v, do, o, lse, delta, caps, grad_ks, grad_bufs, fused,
-               backward_mode) -> torch.Tensor:
-    """dQ by its own kernel (and delta, when `fused`)."""
-    B, H, Q_LEN, D = q.shape
-    HK, KV_LEN = k.shape[1], k.shape[2]
-    m = plan.mask
-    D_PAD = max(16, next_power_of_2(D))
-    prec = _dot_precision(q.dtype)
-    dq = torch.empty_like(q, memory_format=torch.contiguous_format)
-    cfg = choose_config("dq", D, q.dtype, m.block, plan.interpret)
-    n_m = triton_cdiv(Q_LEN, cfg.block_m)
-    tma = tma_mode(q, k, v, do, cfg.block_m, cfg.block_n, plan.interpret, backward_mode)
-    kd, vd = _descriptors(tma, (k, cfg.block_n), (v, cfg.block_n))
-    group = _query_head_group(plan, q, k)
-    launcher(plan.kernels._attn_bwd_dq)(
-        (n_m * B * H,),
-        (q, k, v, do, dq, lse, delta, o, *caps, *(grad_bufs[k_] for k_ in grad_ks),
-         m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices, kd, vd,
-         *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], *dq.stride()[:3],
-         *o.stride()[:3], *_mask_strides(m.kv_num_blocks, m.kv_indices),
-         plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m, group),
-        dict(D=D, D_PAD=D_PAD, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
-             SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % cfg.block_m == 0,
-             EVEN_N=KV_LEN % m.block[1] == 0, HAS_SCORE_MOD=plan.has_score_mod,
-             HAS_CAPTURE_GRADS=bool(grad_ks), FUSED_DELTA=fused, DOT_PREC=prec, TMA=tma),
-        () if grad_ks else (dq, delta) if fused else (dq,),
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages)
-    return dq
-
-
-def _dkdv_kernel(plan, q, k, v, do, lse, delta, caps, backward_mode, dk, dv, ds=None,
-                 head0: int = 0, heads: int | None = None) -> None:
-    """dK and dV of kv heads head0 .. head0 + heads (all by default) into dk, dv; with `ds`,
-    their query heads' dS tiles stored there too (DS_STORE)."""
-    B, H, Q_LEN, D = q.shape
-    HK, KV_LEN = k.shape[1], k.shape[2]
-    heads = B * HK if heads is None else heads
-    m = plan.mask
-    D_PAD = max(16, next_power_of_2(D))
-    prec = _dot_precision(q.dtype)
-    cfg = choose_config("dkdv", D, q.dtype, m.block, plan.interpret)
-    tma = tma_mode(q, k, v, do, cfg.block_m, cfg.block_n, plan.interpret, backward_mode)
-    qd, dod = _descriptors(tma, (q, cfg.block_m), (do, cfg.block_m))
-    dsd = _ds_descriptor(ds, m, cfg) if ds is not None and tma == 2 else None
-    n_n = triton_cdiv(KV_LEN, cfg.block_n)
-    group = head_group(heads, 2 * (H // HK) * Q_LEN * D * q.element_size(), plan.mask.device,
-                       plan.interpret)
-    launcher(plan.kernels._attn_bwd_dkdv)(
-        (n_n * heads,),
-        (q, k, v, do, dk, dv, lse, delta, *caps,
-         m.q_num_blocks, m.q_indices, m.full_q_num_blocks, m.full_q_indices, qd, dod, ds, dsd,
-         *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3],
-         *dk.stride()[:3], *dv.stride()[:3],
-         *_mask_strides(m.q_num_blocks, m.q_indices),
-         plan.scale, Q_LEN, KV_LEN, H, HK, H // HK, n_n, group, head0),
-        dict(D=D, D_PAD=D_PAD, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
-             SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % m.block[0] == 0,
-             EVEN_N=KV_LEN % cfg.block_n == 0, HAS_SCORE_MOD=plan.has_score_mod, DOT_PREC=prec,
-             TMA=tma, DP_FIRST=plan.traced.score_grad_varies, DS_STORE=ds is not None),
-        (dk, dv), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
-
-
-def _ds_descriptor(ds: torch.Tensor, mask: BlockMask, cfg):
-    """The stored dS through TMA: its 2-D view of rows of SPARSE_M query columns (the row rule
-    both kernels address it by), in (key rows, query columns) tiles of the kernel's config."""
-    return descriptor_class().from_tensor(ds.view(-1, mask.block[0]), [cfg.block_n, cfg.block_m])
-
-
-def _dq_ds_kernel(plan, q, k, v, do, dq, ds, backward_mode, head0: int, heads: int) -> None:
-    """dQ of the query heads of kv heads head0 .. head0 + heads from their stored dS."""
-    B, H, Q_LEN, D = dq.shape
-    HK, KV_LEN = k.shape[1], k.shape[2]
-    m = plan.mask
-    cfg = choose_config("dq_ds", D, dq.dtype, m.block, plan.interpret)
-    n_m = triton_cdiv(Q_LEN, cfg.block_m)
-    tma = tma_mode(q, k, v, do, cfg.block_m, cfg.block_n, plan.interpret, backward_mode)
-    tma = 2 if tma == 2 else 0
-    kd, = _descriptors(tma, (k, cfg.block_n))
-    dsd = _ds_descriptor(ds, m, cfg) if tma else None
-    rows = heads * (H // HK)
-    group = head_group(rows, KV_LEN * D * k.element_size(), plan.mask.device, plan.interpret)
-    launcher(plan.kernels._attn_bwd_dq_ds)(
-        (n_m * rows,),
-        (k, dq, ds, m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices,
-         dsd, kd, *k.stride()[:3], *dq.stride()[:3], *_mask_strides(m.kv_num_blocks, m.kv_indices),
-         plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m, group, head0),
-        dict(D=D, D_PAD=max(16, next_power_of_2(D)), BLOCK_M=cfg.block_m,
-             BLOCK_N=cfg.block_n, SPARSE_M=m.block[0], SPARSE_N=m.block[1],
-             EVEN_N=KV_LEN % m.block[1] == 0, DOT_PREC=_dot_precision(dq.dtype), TMA=tma),
-        (dq,), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+memo.register(sys.modules[__name__], ("TMA", "TMA_MIN_SCORES", "TMA_HEAD_DIMS", "TMA_BACKWARD",
+                                     "HEAD_GROUP"))
 
 
 def unit_stride(x: torch.Tensor) -> torch.Tensor:

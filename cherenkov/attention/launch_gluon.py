@@ -20,7 +20,7 @@ import torch
 
 from .block_mask import BlockMask
 from .hoist import score_loads_hoisted
-from .kernel_launch import launcher
+from .kernel_launch import descriptor, gluon_descriptor_class, launcher
 
 GLUON_FWD = os.environ.get("CHERENKOV_ATTN_GLUON", "auto")     # "auto" | "off"
 TILE = 128            # query rows per program (two warpgroups of 64)
@@ -117,10 +117,9 @@ def _smem_layout(rows: int, d: int, dtype: torch.dtype):
 
 
 def _descriptor(t: torch.Tensor, rows: int):
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
     t2 = t.view(-1, t.shape[-1])
-    return TensorDescriptor(t2, list(t2.shape), list(t2.stride()), [rows, t.shape[-1]],
-                            _smem_layout(rows, t.shape[-1], t.dtype))
+    return descriptor(gluon_descriptor_class(), t2, t2.shape, t2.stride(), (rows, t.shape[-1]),
+                      _smem_layout(rows, t.shape[-1], t.dtype))
 
 
 def forward(plan, m: BlockMask, q, k, v, capture_args, mask_strides, group: int

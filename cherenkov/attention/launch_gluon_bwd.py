@@ -1,6 +1,6 @@
 """When and how the warp-specialized Gluon dQ kernel (kernels_gluon_bwd_src.py) runs.
 
-It takes the backward's dQ where the Triton one would recompute it (launch.backward without
+It takes the backward's dQ where the Triton one would recompute it (launch_bwd.backward without
 stored dS, so: no score mod under DS_STORE "auto") on an sm_90 GPU whose Triton has Gluon's
 Hopper language, for bf16 inputs with head dim 64 or 128 in launch.tma_mode's 2-D form over
 launch_gluon's TILE x TILE_N tiles, a score mod reading captured tensors only through hoisted
@@ -24,7 +24,7 @@ HEAD_DIMS = (64, 128)
 DTYPES = (torch.bfloat16,)
 # the probe's three forms ran within 1% of each other at both shapes (64-key tiles with 3 or
 # 4 stages, 128-key tiles with 2): 128-key tiles take the forward's mask as it is
-STAGES = {128: 2, 64: 3}
+STAGES = ((128, 2), (64, 3))     # (keys per tile, stages): pairs, so memo.py can key on them
 # True: every score mod reading captured tensors takes it too; False: only those whose loads
 # are all hoisted (hoist.py: ALiBi's slopes) -- where the backward recomputes dQ at all
 # (DS_STORE "off"; never with captured-tensor gradients, which only the Triton dQ computes).
@@ -65,7 +65,7 @@ def dq(plan, m: BlockMask, q, k, v, do, o, lse, delta, caps, fused: bool, mask_s
          desc(out, tile // 2), o, lse, delta, *caps,
          m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices,
          *mask_strides, *o.stride()[:3], plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m, group),
-        dict(ROWS=tile // 2, BLOCK_N=tile_n, D=D, STAGES=STAGES[tile_n], S_LAYOUT=s_layout,
+        dict(ROWS=tile // 2, BLOCK_N=tile_n, D=D, STAGES=dict(STAGES)[tile_n], S_LAYOUT=s_layout,
              O_LAYOUT=o_layout, HAS_SCORE_MOD=plan.has_score_mod, FUSED_DELTA=fused,
              CONSUMER_REGS=launch_gluon.CONSUMER_REGS, SPLIT=SPLIT_TILES),
         (out, delta) if fused else (out,))

@@ -15,7 +15,7 @@ import math
 
 import torch
 
-from . import launch
+from . import launch, launch_bwd
 from .block_mask import DEFAULT_BLOCK, block_mask as build_block_mask
 from .codegen import compile_mods, interpreter_dots_exact, kernel_mode
 from .mods import causal
@@ -151,7 +151,7 @@ def backward(do, q, k, v, out, lse, is_causal: bool, scale=None, plan=None, attn
     q, k, v = launch.unit_stride(q), launch.unit_stride(k), launch.unit_stride(v)
     lse2 = torch.where(torch.isinf(lse), float("inf"), lse / launch.LN2)   # back to the kernels' log2
     plan, captured = _plan_and_captured(q, k, is_causal, scale, plan, attn_mask)
-    dq, dk, dv, _ = launch.backward(plan, q, k, v, out.contiguous(), lse2.contiguous(), do,
+    dq, dk, dv, _ = launch_bwd.backward(plan, q, k, v, out.contiguous(), lse2.contiguous(), do,
                                     captured, [False] * len(captured))
     return dq, dk, dv
 

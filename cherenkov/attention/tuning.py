@@ -57,7 +57,7 @@ _GPU_TABLE = {
            256: KernelConfig(64, 32, 4, 1)},
     "dkdv": {64: KernelConfig(64, 128, 8, 3), 128: KernelConfig(64, 128, 8, 2),
              256: KernelConfig(32, 64, 4, 1)},
-    # dQ from stored dS (launch.DS_STORE): a stream of dS tiles, one matmul each; 3 stages,
+    # dQ from stored dS (launch_bwd.DS_STORE): a stream of dS tiles, one matmul each; 3 stages,
     # 2 and 4 within 2% (bench/results/2026-12-01_attention_dq_ds_variants_*)
     "dq_ds": {64: KernelConfig(64, 64, 4, 3), 128: KernelConfig(64, 64, 4, 3),
               256: KernelConfig(64, 32, 4, 2)},
@@ -66,15 +66,18 @@ _GPU_TABLE = {
 }
 _INTERPRETER = KernelConfig(32, 32, 1, 1)
 _LIVE: dict = {}          # choose_config answers for the live device
+VERSION = 0               # bumped by override: launch decisions remembered (memo.py) key on it
 
 
 @contextlib.contextmanager
 def override(head_dim: int, configs: dict):
     """The tile table with `configs` ({kernel: KernelConfig}) for `head_dim`, inside the block
     (tile sweeps in bench/); remembered answers are dropped on entry and exit."""
+    global VERSION
     key = max(16, next_power_of_2(head_dim))
     saved = {kernel: dict(table) for kernel, table in _GPU_TABLE.items()}
     _LIVE.clear()
+    VERSION += 1
     for kernel, cfg in configs.items():
         _GPU_TABLE[kernel][key] = cfg
     try:
@@ -83,6 +86,7 @@ def override(head_dim: int, configs: dict):
         _GPU_TABLE.clear()
         _GPU_TABLE.update(saved)
         _LIVE.clear()
+        VERSION += 1
 
 
 def next_power_of_2(n: int) -> int:

@@ -81,7 +81,7 @@ def main() -> int:
                         dict(captured_types, **descs), 4, 2)
         compile_one(kernels._attn_bwd_delta, dict(D=80, D_PAD=128, BLOCK_M=64),
                     captured_types, 4, 1)
-        dp_first = traced.score_grad_varies           # as launch.backward sets it
+        dp_first = traced.score_grad_varies           # as launch_bwd.backward sets it
         for store in (False, True):       # dQ by its own kernel, or from stored dS
             compile_one(kernels._attn_bwd_dkdv, dict(base, BLOCK_M=64, BLOCK_N=64, TMA=0,
                                                      QD=None, DOD=None, DSD=None,

@@ -89,7 +89,7 @@ def compile_dq(kernels, traced, d: int, dtype: torch.dtype, tile_n: int = 128,
                fused: bool = True, split: bool = False, raw: bool = False):
     """The dQ kernel (kernels_gluon_bwd_src; raw: the compiled kernel)."""
     s_layout, o_layout = launch_gluon._layouts(d, tile_n)
-    cx = dict(ROWS=64, BLOCK_N=tile_n, D=d, STAGES=launch_gluon_bwd.STAGES[tile_n],
+    cx = dict(ROWS=64, BLOCK_N=tile_n, D=d, STAGES=dict(launch_gluon_bwd.STAGES)[tile_n],
               S_LAYOUT=s_layout, O_LAYOUT=o_layout, HAS_SCORE_MOD=traced.score is not None,
               FUSED_DELTA=fused, CONSUMER_REGS=launch_gluon.CONSUMER_REGS, SPLIT=split)
     kernel = build(kernels._attn_bwd_dq_ws, traced, d, dtype, cx, tile_n)

@@ -4,7 +4,7 @@ kernel that uses them (Triton's interpreter) matching the math."""
 import pytest
 import torch
 
-from cherenkov.attention import alibi, alibi_slopes, attention, causal, launch
+from cherenkov.attention import alibi, alibi_slopes, attention, causal, launch_bwd
 from cherenkov.attention.codegen import kernel_source
 from cherenkov.attention.hoist import hoist_statement, hoistable, score_loads_hoisted
 from cherenkov.attention.reference import attention_math
@@ -62,7 +62,7 @@ def test_hoistable_loads(score, mask, expect):
 def test_gradients_with_hoisted_loads(store_ds, monkeypatch):
     """window[h] read by both mods, through the dK/dV kernel's `_h` helpers (with and without
     stored dS), against the math in float64."""
-    monkeypatch.setattr(launch, "DS_STORE", store_ds)
+    monkeypatch.setattr(launch_bwd, "DS_STORE", store_ds)
     B, H, S, D = 1, 3, 48, 16
     q, k, v = (torch.randn(B, H, S, D, requires_grad=True) for _ in range(3))
     out = attention(q, k, v, score_mod=_scored_window, mask_mod=_per_head_window)

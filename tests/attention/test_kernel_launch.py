@@ -302,3 +302,19 @@ def test_a_descriptor_is_on_the_device_of_its_base():
         pytest.skip("this Triton has no host TensorDescriptor")
     base = torch.randn(8, 8)
     assert not kl._on_gpu(Desc.from_tensor(base, [4, 8]))
+
+
+def test_descriptors_are_validated_once_per_kind():
+    Desc = kl.descriptor_class()
+    if Desc is None:
+        pytest.skip("this Triton has no host TensorDescriptor")
+    a, b = torch.randn(8, 8), torch.randn(8, 8)
+    first = kl.descriptor(Desc, a, a.shape, a.stride(), (4, 8))
+    again = kl.descriptor(Desc, b, b.shape, b.stride(), (4, 8))
+    assert again.base is b and first.base is a
+    assert vars(again) == {**vars(first), "base": b}
+    assert vars(again) == vars(Desc(b, [8, 8], [8, 1], [4, 8]))
+    with pytest.raises(AssertionError, match="aligned"):     # the constructor's own check
+        kl.descriptor(Desc, torch.randn(65)[1:].view(8, 8), (8, 8), (8, 1), (4, 8))
+    with pytest.raises((AssertionError, ValueError)):        # a bad kind gets no template
+        kl.descriptor(Desc, a, a.shape, a.stride(), (4, 7))

@@ -99,7 +99,7 @@ def test_kernels_with_row_terms_match_the_reference():
 
 
 def test_kernels_with_row_terms_stored_ds_backward():
-    """No captured gradients: the backward stores dS (launch.DS_STORE 'auto', score mods)."""
+    """No captured gradients: the backward stores dS (launch_bwd.DS_STORE 'auto', score mods)."""
     slopes = alibi_slopes(4)
     check(*make_qkv(2, 4, 2, 33, 50, 16), lambda: alibi(slopes), mods.causal)
 

@@ -1,4 +1,4 @@
-"""dQ from the dS tiles the dK/dV kernel stores (launch.DS_STORE / DS_BUDGET, kernels_src
+"""dQ from the dS tiles the dK/dV kernel stores (launch_bwd.DS_STORE / DS_BUDGET, kernels_src
 DS_STORE and _attn_bwd_dq_ds) instead of a dQ kernel recomputing S and dP: the same gradients
 as the dQ kernel's in Triton's interpreter -- masks, score mods, GQA, ragged lengths, an lse
 gradient, heads in several chunks -- "auto" taking it for score mods only, and captured-tensor
@@ -6,13 +6,13 @@ gradients keeping the dQ kernel."""
 import pytest
 import torch
 
-from cherenkov.attention import (alibi, alibi_slopes, attention, causal, document, launch,
+from cherenkov.attention import (alibi, alibi_slopes, attention, causal, document, launch_bwd,
                                  relative_bias, sliding_window, tanh_softcap)
 
 
 def _grads(monkeypatch, budget, q, k, v, lse_grad=False, **kw):
-    monkeypatch.setattr(launch, "DS_STORE", "on" if budget else "off")
-    monkeypatch.setattr(launch, "DS_BUDGET", budget)
+    monkeypatch.setattr(launch_bwd, "DS_STORE", "on" if budget else "off")
+    monkeypatch.setattr(launch_bwd, "DS_BUDGET", budget)
     q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
     out, lse = attention(q, k, v, return_lse=True, **kw)
     loss = (out * torch.linspace(-1, 1, out.shape[-1])).sum()
@@ -23,12 +23,12 @@ def _grads(monkeypatch, budget, q, k, v, lse_grad=False, **kw):
 
 def _spy(monkeypatch, name):
     calls = []
-    real = getattr(launch, name)
+    real = getattr(launch_bwd, name)
 
     def spy(*args, **kwargs):
         calls.append(args[-2:] if name == "_dq_ds_kernel" else name)
         return real(*args, **kwargs)
-    monkeypatch.setattr(launch, name, spy)
+    monkeypatch.setattr(launch_bwd, name, spy)
     return calls
 
 
@@ -69,11 +69,11 @@ def test_auto_stores_ds_for_score_mods(score_mod, stored, monkeypatch):
     dq_kernel = _spy(monkeypatch, "_dq_kernel")
     q, k, v = (torch.randn(1, 2, 64, 16, requires_grad=True) for _ in range(3))
     attention(q, k, v, score_mod=score_mod, mask_mod=causal).sum().backward()
-    assert launch.DS_STORE == "auto" and dq_kernel == ([] if stored else ["_dq_kernel"])
+    assert launch_bwd.DS_STORE == "auto" and dq_kernel == ([] if stored else ["_dq_kernel"])
 
 
 def test_an_unknown_mode_is_refused(monkeypatch):
-    monkeypatch.setattr(launch, "DS_STORE", "fast")
+    monkeypatch.setattr(launch_bwd, "DS_STORE", "fast")
     q, k, v = (torch.randn(1, 1, 16, 16, requires_grad=True) for _ in range(3))
     with pytest.raises(ValueError, match="DS_STORE"):
         attention(q, k, v, mask_mod=causal).sum().backward()
@@ -81,8 +81,8 @@ def test_an_unknown_mode_is_refused(monkeypatch):
 
 def test_a_head_too_large_for_the_budget_takes_the_dq_kernel(monkeypatch):
     dq_kernel = _spy(monkeypatch, "_dq_kernel")
-    monkeypatch.setattr(launch, "DS_STORE", "on")
-    monkeypatch.setattr(launch, "DS_BUDGET", 64 * 64 * 4 - 1)      # less than one tile
+    monkeypatch.setattr(launch_bwd, "DS_STORE", "on")
+    monkeypatch.setattr(launch_bwd, "DS_BUDGET", 64 * 64 * 4 - 1)      # less than one tile
     q, k, v = (torch.randn(1, 1, 64, 16, requires_grad=True) for _ in range(3))
     attention(q, k, v, mask_mod=causal).sum().backward()
     assert dq_kernel == ["_dq_kernel"] and torch.isfinite(q.grad).all()
@@ -91,7 +91,7 @@ def test_a_head_too_large_for_the_budget_takes_the_dq_kernel(monkeypatch):
 def test_captured_tensor_gradients_keep_the_dq_kernel(monkeypatch):
     table = torch.randn(2 * 32 - 1, requires_grad=True)
     dq_kernel = _spy(monkeypatch, "_dq_kernel")
-    monkeypatch.setattr(launch, "DS_STORE", "on")
+    monkeypatch.setattr(launch_bwd, "DS_STORE", "on")
     q, k, v = (torch.randn(1, 2, 32, 16, requires_grad=True) for _ in range(3))
     out = attention(q, k, v, score_mod=relative_bias(table), mask_mod=causal)
     out.sum().backward()

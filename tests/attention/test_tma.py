@@ -113,7 +113,7 @@ def test_descriptor_forward_runs_index_masks_on_taller_tiles(name, mask_mod, coa
 def test_backward_descriptor_reads_match_pointer_loads(score_mod, monkeypatch):
     """The dQ kernel's K / V tiles and the dK/dV kernel's Q / dO tiles through 2-D
     descriptors -- with a score mod, the stored-dS backward's dS stores and dS / K reads
-    (launch.DS_STORE) -- the gradients of pointer loads, to the ulp: the interpreter's
+    (launch_bwd.DS_STORE) -- the gradients of pointer loads, to the ulp: the interpreter's
     dot of a descriptor's tile and of a pointer tile is numpy's matmul on arrays laid out
     differently, which on some CPUs sums in another order (one fp16 element in 2048 differed
     by one ulp on the machine of 2026-12-01's session, at 9eb9cce as at 7b43641; on the GPU,

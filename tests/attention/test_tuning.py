@@ -28,13 +28,13 @@ def test_score_mods_with_a_varying_derivative_issue_dp_first(monkeypatch):
     """softcap's derivative varies per score: its dK/dV kernel is launched with DP_FIRST (dP's
     matmul beside S's, 64-row steps); ALiBi's and no mod's are not."""
     from cherenkov.attention import (alibi, alibi_slopes, attention, attention_math, causal,
-                                     launch, tanh_softcap)
+                                     launch_bwd, tanh_softcap)
     from cherenkov.attention.trace import trace_mods
     assert trace_mods(tanh_softcap(30.0), None).score_grad_varies
     assert not trace_mods(alibi(alibi_slopes(4)), None).score_grad_varies
     assert not trace_mods(None, None).score_grad_varies
     seen = []
-    real = launch.launcher
+    real = launch_bwd.launcher
 
     def spy(fn):
         la = real(fn)
@@ -44,7 +44,7 @@ def test_score_mods_with_a_varying_derivative_issue_dp_first(monkeypatch):
                 return la(grid, args, constexprs, *rest, **kw)
             return call
         return la
-    monkeypatch.setattr(launch, "launcher", spy)
+    monkeypatch.setattr(launch_bwd, "launcher", spy)
     torch.manual_seed(0)
     for mod in (tanh_softcap(2.0), alibi(alibi_slopes(2))):
         q, k, v = (torch.randn(1, 2, 40, 16, requires_grad=True) for _ in range(3))

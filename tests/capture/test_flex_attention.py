@@ -340,7 +340,7 @@ def test_compile_jobs_equal_the_run_launches(monkeypatch, given_lists):
     ran = [(name, tuple(tensor_arg(a.dtype) if isinstance(a, torch.Tensor) else a
                         for a in args), tuple(kwargs.items())) for name, args, kwargs in rec.calls]
     assert [(j.fn, j.args, j.kwargs) for j in fwd + bwd] == ran
-    # dQ from the dS tiles the dK/dV kernel stores (launch.DS_BUDGET): delta by its own kernel
+    # dQ from the dS tiles the dK/dV kernel stores (launch_bwd.DS_BUDGET): delta by its own kernel
     assert [j.fn for j in fwd + bwd] == ["_attn_fwd", "_attn_bwd_delta", "_attn_bwd_dkdv",
                                          "_attn_bwd_dq_ds"]
 

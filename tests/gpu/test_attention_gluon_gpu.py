@@ -96,11 +96,14 @@ def test_calls_it_cannot_take_run_the_triton_forward(monkeypatch):
     ca.attention(q.transpose(1, 2).contiguous().transpose(1, 2), k, v, mask_mod=ca.causal)
     ids = torch.arange(512, device="cuda") // 100                # a mask reading a tensor
     ca.attention(q, k, v, mask_mod=ca.document(ids))
-    slopes = ca.alibi_slopes(2, device="cuda")                  # a score mod reading one
-    ca.attention(q, k, v, score_mod=ca.alibi(slopes), mask_mod=ca.causal)
+    table = torch.randn(2 * 512 - 1, device="cuda")     # a score mod reading one per score
+    ca.attention(q, k, v, score_mod=ca.relative_bias(table), mask_mod=ca.causal)
     assert count.n == 0
     ca.attention(q, k, v, mask_mod=ca.causal)
     assert count.n == 1
+    slopes = ca.alibi_slopes(2, device="cuda")    # one per (b, h), loaded once: it takes it
+    ca.attention(q, k, v, score_mod=ca.alibi(slopes), mask_mod=ca.causal)
+    assert count.n == 2
 
 
 def test_small_calls_keep_the_triton_forward(monkeypatch):
@@ -129,8 +132,8 @@ def test_gluon_dq_matches_triton_dq(name, D, HK, lse_grad, monkeypatch):
     """dQ (and the dK, dV that read its delta) against the Triton dQ kernel's run; lse_grad:
     a gradient reaching the lse too (delta read, not computed). Score mods reach the Gluon
     dQ only without stored dS (DS_STORE off)."""
-    from cherenkov.attention import launch
-    monkeypatch.setattr(launch, "DS_STORE", "off")
+    from cherenkov.attention import launch_bwd
+    monkeypatch.setattr(launch_bwd, "DS_STORE", "off")
     q, k, v = _qkv(2, 4, 512, D=D, HK=HK)
     do = torch.randn_like(q)
     dlse = torch.randn(2, 4, 512, device="cuda") if lse_grad else None
@@ -171,8 +174,8 @@ def test_calls_it_cannot_take_run_the_triton_dq(monkeypatch):
 
 def test_gluon_dq_with_a_score_mod_reading_a_tensor(monkeypatch):
     """ALiBi (its slopes loaded per head) through the Gluon dQ where SCORE_LOADS lets it."""
-    from cherenkov.attention import launch
-    monkeypatch.setattr(launch, "DS_STORE", "off")
+    from cherenkov.attention import launch_bwd
+    monkeypatch.setattr(launch_bwd, "DS_STORE", "off")
     monkeypatch.setattr(launch_gluon_bwd, "SCORE_LOADS", True)
     q, k, v = _qkv(2, 4, 512)
     do = torch.randn_like(q)
@@ -189,8 +192,8 @@ def test_split_tile_loops_match_one_loop(name, monkeypatch):
     """SPLIT_TILES (partial tiles' loop apart from the full ones', both Gluon kernels): the
     mask left out only where it keeps every score (not bit for bit: without the select
     between them, the compiler fuses the scale and the max's subtraction into one FMA)."""
-    from cherenkov.attention import launch
-    monkeypatch.setattr(launch, "DS_STORE", "off")
+    from cherenkov.attention import launch_bwd
+    monkeypatch.setattr(launch_bwd, "DS_STORE", "off")
     q, k, v = _qkv(2, 4, 512)
     do = torch.randn_like(q)
     fwd, dq = _Count(monkeypatch), _count_dq(monkeypatch)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import cherenkov.attention as ca
-from cherenkov.attention import launch
+from cherenkov.attention import launch_bwd
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -113,8 +113,8 @@ def _run(c: dict, impl: str, q, k, v, do, dlse):
 @pytest.mark.parametrize("c", [_draw(s) for s in range(40)] + BIG,
                          ids=lambda c: f"s{c['seed']}-{c['mask']}-{c['score']}-D{c['D']}")
 def test_random_problem_matches_math(c, monkeypatch):
-    monkeypatch.setattr(launch, "DS_STORE", c["ds_store"])
-    monkeypatch.setattr(launch, "DS_BUDGET", c["budget"])
+    monkeypatch.setattr(launch_bwd, "DS_STORE", c["ds_store"])
+    monkeypatch.setattr(launch_bwd, "DS_BUDGET", c["budget"])
     torch.manual_seed(c["seed"])
     H = c["HK"] * c["G"]
     q = torch.randn(c["B"], H, c["Q"], c["D"], device="cuda", dtype=c["dtype"])
