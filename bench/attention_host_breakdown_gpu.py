@@ -9,14 +9,14 @@ the host ran at that moment. Per case (B=4 H=16 S=4096 D=128 bf16):
 - `full, gluon via fn[grid]`: the same with the Gluon kernels launched by Triton's own path
   (launch_gluon.DIRECT off);
 - `forward (autograd)`: the forward alone, inputs requiring grad (the graph is built);
-- `launch.forward` / `launch.backward`: the launch code alone (no autograd, no API checks);
+- `launch.forward` / `launch_bwd.backward`: the launch code alone (no autograd, no API checks);
 - `python only`: the same two with a kernel module that launches nothing (our Python);
 - `flex fwd+bwd`: torch's compiled flex_attention on the same mask.
 Once: an autograd Function doing nothing but allocate its output, forward and backward.
 
 With `timeline` after OUT_DIR: per case, where one call's host time goes between the API,
 the launch code and the autograd engine (perf_counter stamps around launch.forward and
-launch.backward; medians of 20 calls with the GPU busy), under .backward(do),
+launch_bwd.backward; medians of 20 calls with the GPU busy), under .backward(do),
 torch.autograd.grad, the garbage collector off, and Python's thread switch interval at 50 us;
 and the process's threads.
 
@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 
 import cherenkov.attention as ca  # noqa: E402
-from cherenkov.attention import launch, launch_gluon  # noqa: E402
+from cherenkov.attention import launch, launch_bwd, launch_gluon  # noqa: E402
 from cherenkov.attention.codegen import compile_mods  # noqa: E402
 from cherenkov.attention.render import FLOAT_INDEX_MAX_LEN  # noqa: E402
 from cherenkov.bench.report import script_meta  # noqa: E402
@@ -142,7 +142,7 @@ def timelines(out_dir, q, k, v, do, cases, meta) -> int:
              f"threads: {[t.name for t in threading.enumerate()]}, OS threads "
              f"{len(os.listdir('/proc/self/task'))}, switch interval {sys.getswitchinterval()}",
              "", "```"]
-    real_fwd, real_bwd = launch.forward, launch.backward
+    real_fwd, real_bwd = launch.forward, launch_bwd.backward
     state = {"stamp": lambda name: None}
 
     def fwd(*a, **kw):
@@ -156,7 +156,7 @@ def timelines(out_dir, q, k, v, do, cases, meta) -> int:
         out = real_bwd(*a, **kw)
         state["stamp"]("bwd_out")
         return out
-    launch.forward, launch.backward = fwd, bwd
+    launch.forward, launch_bwd.backward = fwd, bwd
     try:
         for name, (sm, mm) in cases.items():
             bm = ca.block_mask(mm, B, H, S, S, device="cuda")
@@ -188,7 +188,7 @@ def timelines(out_dir, q, k, v, do, cases, meta) -> int:
             sys.setswitchinterval(interval)
             print(lines[-1], flush=True)
     finally:
-        launch.forward, launch.backward = real_fwd, real_bwd
+        launch.forward, launch_bwd.backward = real_fwd, real_bwd
     lines.append("```")
     path = os.path.join(out_dir, f"attention_host_timeline_{meta['commit']}.md")
     with open(path, "w") as f:
@@ -246,7 +246,7 @@ def main() -> int:
                                                                            device="cuda"))
             row(f"{label}.forward", host(lambda plan=plan: launch.forward(
                 plan, q.detach(), k.detach(), v.detach(), caps)))
-            row(f"{label}.backward", host(lambda plan=plan, o=o, lse=lse: launch.backward(
+            row(f"{label}.backward", host(lambda plan=plan, o=o, lse=lse: launch_bwd.backward(
                 plan, q.detach(), k.detach(), v.detach(), o.detach(), lse, do, caps,
                 [False] * len(caps))))
         try:
