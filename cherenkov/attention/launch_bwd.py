@@ -37,7 +37,17 @@ def _backward_decision(plan: Plan, q, k, v, o, do, no_lse_grad: bool) -> Backwar
     B, H, Q_LEN, D = q.shape
     HK = k.shape[1]
     grad_ks = plan.traced.grad_indices()
-    chunk = _ds_chunk(plan, q, k, grad_ks)
+    gluon_dq = None
+    if not grad_ks and launch_gluon_bwd.usable(plan, q, k, o) \
+            and (m := _gluon_mask(plan, q, k, v, do)) is not None:
+        gluon_dq = (m, _mask_strides(m.kv_num_blocks, m.kv_indices),
+                    _query_head_group(plan, q, k))
+    # DS_STORE "auto" leaves a score mod whose derivative is one number per (b, h) to the
+    # Gluon dQ where it takes the call: ALiBi 2.306 ms vs stored dS 2.369 (in 1-4 chunks
+    # 2.348-2.374), peak 0.69 vs 1.19 GiB (..._attention_ds_budget_h200_4eb4df9.md); a
+    # derivative varying per score (softcap) spills in it and keeps stored dS
+    chunk = 0 if DS_STORE == "auto" and gluon_dq is not None \
+        and not plan.traced.score_grad_varies else _ds_chunk(plan, q, k, grad_ks)
     mode = _mode_for(plan, _backward_tma())
     # delta = rowsum(dO * O): computed by the dQ kernel, which runs first (one launch and a
     # pass over dO fewer), unless an lse gradient joins it or dQ comes from stored dS (its
@@ -56,11 +66,6 @@ def _backward_decision(plan: Plan, q, k, v, o, do, no_lse_grad: bool) -> Backwar
                        for head0 in range(0, B * HK, chunk)
                        for heads in (min(chunk, B * HK - head0),))
         return Backward(False, delta, None, None, None, ds_elements, chunks)
-    gluon_dq = None
-    if not grad_ks and launch_gluon_bwd.usable(plan, q, k, o) \
-            and (m := _gluon_mask(plan, q, k, v, do)) is not None:
-        gluon_dq = (m, _mask_strides(m.kv_num_blocks, m.kv_indices),
-                    _query_head_group(plan, q, k))
     return Backward(fused, delta, gluon_dq, _dq_decision(plan, q, k, v, do, o, fused, mode),
                     _dkdv_decision(plan, q, k, v, do, mode, False, 0, B * HK))
 
