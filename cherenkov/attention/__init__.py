@@ -7,8 +7,9 @@
 Files, in pipeline order: mods.py (built-in variants) -> trace.py (mods to expression graphs,
 symbolic gradients) -> render.py (graphs to Triton helpers) -> kernels_src.py (the flash
 kernels; their backward in kernels_bwd_src.py) -> codegen.py (assemble, cache, import) ->
-block_mask.py (tile sparsity) -> tuning.py (tile sizes) -> launch.py (forward and backward
-launches; launch_decode.py: split-KV decode) -> api.py (`attention`, autograd).
+block_mask.py (tile sparsity) -> tuning.py (tile sizes) -> launch.py (forward launches;
+launch_bwd.py: the backward's; launch_gluon*.py: the Gluon kernels'; launch_decode.py: split-KV
+decode; memo.py: their decisions kept per call signature) -> api.py (`attention`, autograd).
 reference.py holds the math definition used by tests and as the fallback.
 """
 import sys
