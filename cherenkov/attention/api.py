@@ -78,19 +78,11 @@ def _full_mask(B, H, Q_LEN, KV_LEN, device) -> BlockMask:
 def _plan(kernels, traced, mask: BlockMask, scale: float, interpret: bool, coarsen: bool,
           keep: bool) -> launch.Plan:
     """The call's plan: with `keep` (a block mask that outlives the call: the caller's, or a
-    kept one) the plan of an earlier call with the same kernels, traced mods, mask and scale,
-    whose launch decisions (memo.py) it keeps; else a new one (a block mask built for this
-    call alone would only fill the cache)."""
+    kept one) an earlier call's (launch.kept_plan), else a new one (a block mask built for
+    this call alone would only fill the cache)."""
     if not keep:
         return launch.Plan(kernels, traced, mask, scale, interpret, coarsen=coarsen)
-    # the ids are of objects the kept plan holds (so none is reused while it is kept)
-    key = (id(kernels), id(traced), id(mask), scale, interpret, coarsen)
-    plan = _PLANS.get(key)
-    if plan is None or plan.kernels is not kernels or plan.traced is not traced \
-            or plan.mask is not mask:
-        plan = _PLANS.put(key, launch.Plan(kernels, traced, mask, scale, interpret,
-                                           coarsen=coarsen))
-    return plan
+    return launch.kept_plan(_PLANS, kernels, traced, mask, scale, interpret, coarsen)
 
 
 def _check_inputs(q, k, v, enable_gqa):

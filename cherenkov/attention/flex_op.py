@@ -58,11 +58,13 @@ class FlexSpec:
     mask_buffers: tuple
     block: tuple[int, int]               # flex's (Q_BLOCK_SIZE, KV_BLOCK_SIZE)
     # kept per spec: the traced mods (or why they do not trace), their kernel modules, the
-    # last conversion of flex's lists, block masks built from the mask graph
+    # last conversion of flex's lists, block masks built from the mask graph, plans (with
+    # their launch decisions: memo.py) of lasting masks
     _traced: object = field(default=None, repr=False)
     _kernels: dict = field(default_factory=dict, repr=False)
     _lists: tuple | None = field(default=None, repr=False)
     _masks: ShapeCache = field(default_factory=lambda: ShapeCache(16), repr=False)
+    _plans: ShapeCache = field(default_factory=lambda: ShapeCache(16), repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def mods(self, score_bufs, mask_bufs):
@@ -128,6 +130,13 @@ class FlexSpec:
                 traced, interpret, float_index)
         return module
 
+    def mask_is_data(self) -> bool:
+        """Whether block_mask builds a mask for each call: from a mask graph reading buffers
+        (their values are data), where flex's lists cannot be walked as given."""
+        traced, slots = self.traced()
+        return not walks_lists(self.block) and traced.mask is not None \
+            and any(kind == "m" for kind, _ in slots)
+
     def block_mask(self, blocks, B, H, Q_LEN, KV_LEN, mask_bufs, device) -> BlockMask:
         """Our BlockMask: flex's lists when our kernels can walk them, else one built from
         the mask graph (kept per shape unless the mask reads buffers: then it is data)."""
@@ -145,7 +154,7 @@ class FlexSpec:
             return mask
         traced, slots = self.traced()
         mask_mod = None if traced.mask is None else self.mods((), mask_bufs)[1]
-        if mask_mod is not None and any(kind == "m" for kind, _ in slots):
+        if self.mask_is_data():
             return build_block_mask(mask_mod, *shape, DEFAULT_BLOCK, device)
         key = (*shape, str(device))
         mask = self._masks.get(key)
@@ -236,7 +245,9 @@ def _plan(spec, kernels, q, k, blocks, score_bufs, mask_bufs, scale, interpret):
     captured = [t.to(q.device) if t.device != q.device else t for t in captured]
     B, H, Q_LEN = q.shape[:3]
     mask = spec.block_mask(blocks, B, H, Q_LEN, k.shape[2], mask_bufs, q.device)
-    return launch.Plan(kernels, traced, mask, scale, interpret), captured, slots
+    if spec.mask_is_data():
+        return launch.Plan(kernels, traced, mask, scale, interpret), captured, slots
+    return launch.kept_plan(spec._plans, kernels, traced, mask, scale, interpret), captured, slots
 
 
 def _gqa(q, k) -> bool:

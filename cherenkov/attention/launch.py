@@ -68,6 +68,20 @@ class Plan:
         return m.coarsened(*key)
 
 
+def kept_plan(cache, kernels, traced: TracedMods, mask: BlockMask, scale: float,
+              interpret: bool, coarsen: bool = False) -> Plan:
+    """The plan of an earlier call with the same kernels, traced mods, block mask and scale --
+    and so its remembered launch decisions (memo.py) -- from `cache` (a ShapeCache), or a new
+    one put there. For block masks that outlive a call (the caller's, or kept ones)."""
+    # the ids are of objects the kept plan holds (so none is reused while it is kept)
+    key = (id(kernels), id(traced), id(mask), scale, interpret, coarsen)
+    plan = cache.get(key)
+    if plan is None or plan.kernels is not kernels or plan.traced is not traced \
+            or plan.mask is not mask:
+        plan = cache.put(key, Plan(kernels, traced, mask, scale, interpret, coarsen=coarsen))
+    return plan
+
+
 def capture_args(captured, device) -> list:
     """Kernel arguments for captured tensors: (tensor, stride0, ..., size0, ...) each."""
     args = []

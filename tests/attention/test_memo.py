@@ -97,3 +97,19 @@ def test_remembered_keys_on_signature_extra_and_settings():
     memo.remembered(store, "k", decide, None, x.double(), extra=(True,))
     memo.remembered(store, "k", decide, None, torch.zeros(40)[1:33].view(4, 8), extra=(True,))
     assert decided == [True, False, True, True, True]       # misaligned: a new signature
+
+
+def test_the_flex_op_keeps_a_plan_per_lasting_mask(monkeypatch):
+    from cherenkov.attention import flex_op
+    decided = _count(monkeypatch, launch, "_forward_decision")
+    bm = block_mask(causal, 1, 2, 64, 64, block=(32, 32))
+    blocks = (bm.kv_num_blocks, bm.kv_indices, bm.full_kv_num_blocks, bm.full_kv_indices,
+              bm.q_num_blocks, bm.q_indices, bm.full_q_num_blocks, bm.full_q_indices)
+    spec = flex_op.FlexSpec(None, lambda b, h, qi, kv: qi >= kv, (), (), (32, 32))
+    key = flex_op.register(spec)
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 64, 16) for _ in range(3))
+    outs = [flex_op.forward(q, k, v, blocks, [], [], 0.25, key)[0] for _ in range(2)]
+    assert len(spec._plans) == 1 and len(decided) == 1 and torch.equal(*outs)
+    ref = attention_math(q.double(), k.double(), v.double(), mask_mod=causal, scale=0.25)
+    assert (outs[0].double() - ref).abs().max().item() < 1e-4
