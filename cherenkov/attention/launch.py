@@ -274,6 +274,18 @@ class Launch:
     block_m: int = 0
     block_n: int = 0
 
+    @staticmethod
+    def tiled(grid, tail, cfg, mask: BlockMask, tma: int, D: int, **constexprs) -> "Launch":
+        """A launch in cfg's tiles over `mask`'s: the tile constexprs every attention kernel
+        takes (D, D_PAD, BLOCK_M / N, SPARSE_M / N) ahead of `constexprs`, cfg's warps and
+        stages."""
+        return Launch(grid, tail, dict(D=D, D_PAD=max(16, next_power_of_2(D)),
+                                       BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
+                                       SPARSE_M=mask.block[0], SPARSE_N=mask.block[1],
+                                       **constexprs),
+                      dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages), mask, tma,
+                      cfg.block_m, cfg.block_n)
+
 
 def _contiguous(t: torch.Tensor) -> torch.Tensor:
     """A stand-in (no memory) for a fresh contiguous tensor like t: what the decisions read of
@@ -304,17 +316,13 @@ def _forward_decision(plan: Plan, q, k, v, o=None) -> Launch:
         cfg = choose_config("fwd_tma", D, q.dtype, m.block, plan.interpret)
         tma = tma_mode(q, k, v, o, cfg.block_m, cfg.block_n, plan.interpret, mode)
     n_m = triton_cdiv(Q_LEN, cfg.block_m)
-    return Launch(
+    return Launch.tiled(
         (n_m * B * H,),
         (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3],
          *_mask_strides(m.kv_num_blocks, m.kv_indices),
          plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m, _query_head_group(plan, q, k)),
-        dict(D=D, D_PAD=max(16, next_power_of_2(D)), BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
-             SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % cfg.block_m == 0,
-             EVEN_N=KV_LEN % m.block[1] == 0, HAS_SCORE_MOD=plan.has_score_mod,
-             DOT_PREC=_dot_precision(q.dtype), TMA=tma),
-        dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages), m, tma, cfg.block_m,
-        cfg.block_n)
+        cfg, m, tma, D, EVEN_M=Q_LEN % cfg.block_m == 0, EVEN_N=KV_LEN % m.block[1] == 0,
+        HAS_SCORE_MOD=plan.has_score_mod, DOT_PREC=_dot_precision(q.dtype), TMA=tma)
 
 
 def _forward_decisions(plan: Plan, q, k, v) -> tuple:

@@ -183,19 +183,15 @@ def _dq_decision(plan, q, k, v, do, o, fused: bool, backward_mode: str) -> Launc
     n_m = triton_cdiv(Q_LEN, cfg.block_m)
     tma = tma_mode(q, k, v, do, cfg.block_m, cfg.block_n, plan.interpret, backward_mode)
     grad_ks = plan.traced.grad_indices()
-    return Launch(
+    return Launch.tiled(
         (n_m * B * H,),
         (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3],
          *_contiguous(q).stride()[:3], *o.stride()[:3],
          *_mask_strides(m.kv_num_blocks, m.kv_indices),
          plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m, _query_head_group(plan, q, k)),
-        dict(D=D, D_PAD=max(16, next_power_of_2(D)), BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
-             SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % cfg.block_m == 0,
-             EVEN_N=KV_LEN % m.block[1] == 0, HAS_SCORE_MOD=plan.has_score_mod,
-             HAS_CAPTURE_GRADS=bool(grad_ks), FUSED_DELTA=fused,
-             DOT_PREC=_dot_precision(q.dtype), TMA=tma),
-        dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages), m, tma, cfg.block_m,
-        cfg.block_n)
+        cfg, m, tma, D, EVEN_M=Q_LEN % cfg.block_m == 0, EVEN_N=KV_LEN % m.block[1] == 0,
+        HAS_SCORE_MOD=plan.has_score_mod, HAS_CAPTURE_GRADS=bool(grad_ks), FUSED_DELTA=fused,
+        DOT_PREC=_dot_precision(q.dtype), TMA=tma)
 
 
 def _dq_kernel(plan, d: Launch, q, k, v, do, o, lse, delta, caps, grad_ks, grad_bufs
@@ -227,18 +223,14 @@ def _dkdv_decision(plan, q, k, v, do, backward_mode: str, store_ds: bool, head0:
     group = head_group(heads, 2 * (H // HK) * Q_LEN * D * q.element_size(), plan.mask.device,
                        plan.interpret)
     out = _contiguous(k)
-    return Launch(
+    return Launch.tiled(
         (n_n * heads,),
         (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3],
          *out.stride()[:3], *out.stride()[:3], *_mask_strides(m.q_num_blocks, m.q_indices),
          plan.scale, Q_LEN, KV_LEN, H, HK, H // HK, n_n, group, head0),
-        dict(D=D, D_PAD=max(16, next_power_of_2(D)), BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
-             SPARSE_M=m.block[0], SPARSE_N=m.block[1], EVEN_M=Q_LEN % m.block[0] == 0,
-             EVEN_N=KV_LEN % cfg.block_n == 0, HAS_SCORE_MOD=plan.has_score_mod,
-             DOT_PREC=_dot_precision(q.dtype), TMA=tma,
-             DP_FIRST=plan.traced.score_grad_varies, DS_STORE=store_ds),
-        dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages), m, tma, cfg.block_m,
-        cfg.block_n)
+        cfg, m, tma, D, EVEN_M=Q_LEN % m.block[0] == 0, EVEN_N=KV_LEN % cfg.block_n == 0,
+        HAS_SCORE_MOD=plan.has_score_mod, DOT_PREC=_dot_precision(q.dtype), TMA=tma,
+        DP_FIRST=plan.traced.score_grad_varies, DS_STORE=store_ds)
 
 
 def _dkdv_kernel(plan, d: Launch, q, k, v, do, lse, delta, caps, dk, dv, ds=None,
@@ -274,16 +266,13 @@ def _dq_ds_decision(plan, q, k, v, do, backward_mode: str, head0: int, heads: in
     tma = 2 if tma == 2 else 0
     rows = heads * (H // HK)
     group = head_group(rows, KV_LEN * D * k.element_size(), plan.mask.device, plan.interpret)
-    return Launch(
+    return Launch.tiled(
         (n_m * rows,),
         (*k.stride()[:3], *_contiguous(q).stride()[:3],
          *_mask_strides(m.kv_num_blocks, m.kv_indices),
          plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m, group, head0),
-        dict(D=D, D_PAD=max(16, next_power_of_2(D)), BLOCK_M=cfg.block_m,
-             BLOCK_N=cfg.block_n, SPARSE_M=m.block[0], SPARSE_N=m.block[1],
-             EVEN_N=KV_LEN % m.block[1] == 0, DOT_PREC=_dot_precision(q.dtype), TMA=tma),
-        dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages), m, tma, cfg.block_m,
-        cfg.block_n)
+        cfg, m, tma, D, EVEN_N=KV_LEN % m.block[1] == 0, DOT_PREC=_dot_precision(q.dtype),
+        TMA=tma)
 
 
 def _dq_ds_kernel(plan, d: Launch, k, dq, ds, descriptors, head0: int, heads: int) -> None:
