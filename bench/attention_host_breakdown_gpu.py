@@ -70,7 +70,8 @@ def host(fn, grads=(), calls: int = 20, reps: int = 7) -> str:
 
 
 class _Compiled:
-    """A compiled kernel whose launch does nothing (launch.Launcher's direct path calls run)."""
+    """A compiled kernel whose launch does nothing (kernel_launch.Launcher's direct path calls
+    run)."""
     function = packed_metadata = None
 
     def run(self, *args):

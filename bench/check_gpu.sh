@@ -13,11 +13,11 @@
 #                                              # variants: bench/attention_gluon_variants_gpu.py
 #                                              # (each under its own timeout: a wrong barrier
 #                                              # phase waits forever)
-#     OUT=$OUT bash bench/check_gpu.sh host    # is a slow row the host's? the kernel lists of
-#                                              # documents (two processes) and the window,
-#                                              # each variant's host time with the GPU busy
-#                                              # and the allocator's mallocs, then the
-#                                              # cProfile of window and ALiBi calls
+#     OUT=$OUT bash bench/check_gpu.sh host    # the host time of attention calls with the GPU
+#                                              # kept busy: where one call's goes (API, launch
+#                                              # code, autograd engine), then piece by piece
+#                                              # against flex (bench/attention_host_breakdown_gpu.py;
+#                                              # the rows were host-bound until 2439233)
 #
 # Results to $OUT (default bench/results). The 45 random attention problems (over 4 minutes:
 # 39 of them ran in 240 s at 00f1981) run on
@@ -48,12 +48,10 @@ gluon)
     PYTHONPATH=. timeout 270 python3 bench/attention_gluon_variants_gpu.py "$OUT" 2>&1 \
         | grep -E "^\|" ;;
 host)
-    for c in document8 document8 sliding_window1024; do
-        PYTHONPATH=. timeout 60 python3 bench/attention_gluon_kernels_gpu.py "$OUT" $c 2>&1 \
-            | grep -E "^## |_attn|WARN"
-    done
-    PYTHONPATH=. timeout 200 python3 bench/attention_host_profile_gpu.py "$OUT" 2>&1 \
-        | grep -E "^## |wrote" ;;
+    PYTHONPATH=. timeout 150 python3 bench/attention_host_breakdown_gpu.py "$OUT" timeline 2>&1 \
+        | grep -E "backward:|wrote"
+    PYTHONPATH=. timeout 300 python3 bench/attention_host_breakdown_gpu.py "$OUT" 2>&1 \
+        | grep -E "^(==|full|flex)|wrote" ;;
 *)
     echo "usage: OUT=\$OUT bash bench/check_gpu.sh tests|train|kernels|gluon|host" >&2; exit 2 ;;
 esac
