@@ -30,7 +30,7 @@ log = logging.getLogger("cherenkov.attention")
 _LOGGED: set[str] = set()
 DECODE_MAX_Q = 16
 _FULL_MASKS = ShapeCache(64)       # (B, H, Q, KV, device) -> all-full BlockMask
-_PLANS = ShapeCache(64)            # plans of calls with a lasting block mask (_plan)
+_PLANS = ShapeCache(64)            # the last plan per mod pair of calls with a lasting mask
 
 
 def log_math_once(reason: str) -> None:

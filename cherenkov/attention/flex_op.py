@@ -58,8 +58,8 @@ class FlexSpec:
     mask_buffers: tuple
     block: tuple[int, int]               # flex's (Q_BLOCK_SIZE, KV_BLOCK_SIZE)
     # kept per spec: the traced mods (or why they do not trace), their kernel modules, the
-    # last conversion of flex's lists, block masks built from the mask graph, plans (with
-    # their launch decisions: memo.py) of lasting masks
+    # last conversion of flex's lists, block masks built from the mask graph, the last plan
+    # (with its launch decisions: memo.py) per kernel module and scale
     _traced: object = field(default=None, repr=False)
     _kernels: dict = field(default_factory=dict, repr=False)
     _lists: tuple | None = field(default=None, repr=False)

@@ -70,11 +70,12 @@ class Plan:
 
 def kept_plan(cache, kernels, traced: TracedMods, mask: BlockMask, scale: float,
               interpret: bool, coarsen: bool = False) -> Plan:
-    """The plan of an earlier call with the same kernels, traced mods, block mask and scale --
-    and so its remembered launch decisions (memo.py) -- from `cache` (a ShapeCache), or a new
-    one put there. For block masks that outlive a call (the caller's, or kept ones)."""
+    """The plan of the last call with the same kernels, traced mods, scale -- and block mask:
+    one with another mask replaces it -- from `cache` (a ShapeCache), so its remembered launch
+    decisions (memo.py) serve repeated calls. One plan per mod pair, so a loop building a new
+    block mask every step keeps at most its last mask alive here, not one per step."""
     # the ids are of objects the kept plan holds (so none is reused while it is kept)
-    key = (id(kernels), id(traced), id(mask), scale, interpret, coarsen)
+    key = (id(kernels), id(traced), scale, interpret, coarsen)
     plan = cache.get(key)
     if plan is None or plan.kernels is not kernels or plan.traced is not traced \
             or plan.mask is not mask:

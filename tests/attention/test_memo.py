@@ -1,5 +1,7 @@
 """Launch decisions remembered per call signature (memo.py): decided once for repeated calls,
 anew when a shape, a layout or a switch changes; every switch of the launch modules keys them."""
+import weakref
+
 import torch
 
 from cherenkov.attention import (api, attention, attention_math, block_mask, causal, launch,
@@ -79,6 +81,11 @@ def test_plans_are_kept_for_lasting_masks_only():
     attention(q, k, v, mask_mod=causal)           # a mask built for the call: not kept
     attention(q, k, v)                            # the kept all-full mask: kept
     assert len(api._PLANS) == 2
+    old = weakref.ref(m)
+    del m
+    for _ in range(3):                            # a new mask every step: one plan, the last
+        attention(q, k, v, block_mask=block_mask(causal, 1, 2, 64, 64, block=(32, 32)))
+    assert len(api._PLANS) == 2 and old() is None
 
 
 def test_remembered_keys_on_signature_extra_and_settings():
