@@ -278,13 +278,16 @@ def _dkdv_config(cfg):
 
         def table_config(kernel, head_dim, dtype, sparse_block):
             return cfg if kernel == "dkdv" else saved(kernel, head_dim, dtype, sparse_block)
+        from cherenkov.attention import memo
         tuning._table_config = table_config
         tuning._LIVE.clear()
+        memo.forget()            # remembered launch decisions read the table too
         try:
             yield
         finally:
             tuning._table_config = saved
             tuning._LIVE.clear()
+            memo.forget()
     return context
 
 
