@@ -1,18 +1,20 @@
 """A call's launch decisions remembered per call signature.
 
 Tiles, descriptor modes, which mask tiles and kernels, grids, program orders, constexprs:
-launch.py decides them from the plan, the tensors' shapes, strides, dtype, device and
-16-byte alignment, and the switches below -- never from the tensors' values. Deciding again
-on every call cost more host time than the launches themselves, and on the H200 machine's
-host an attention forward+backward took 0.74-1.2 ms of host time against 0.74 ms of kernels
-(bench/results/2026-12-02_attention_host_breakdown_h200_41d141f.md): a call then waits for
-the host, not the GPU. So each decision is kept on the plan (launch.Plan.memo), keyed by
-`signature` of the tensors it reads and by `settings()`; a plan is reused across calls of one
-signature (api._plan).
+launch.py and launch_bwd.py decide them from the plan, the tensors' shapes, strides, dtype,
+device and 16-byte alignment, and the switches below -- never from the tensors' values.
+Deciding again on every call cost more host time than the launches themselves: on the H200
+machine's host an attention forward+backward took 0.5-1.4 ms of host time against 0.74 ms of
+kernels (documents; bench/results/2026-12-02_attention_host_breakdown_h200_41d141f.md), and a
+call then waits for the host, not the GPU. So each decision is kept on the plan
+(launch.Plan.remember), keyed by `signature` of the tensors it reads and by `settings()`; the
+API and the flex op reuse a plan across calls with the same mods and block mask
+(launch.kept_plan). Host time per forward+backward went 974 -> 508 us (documents), 2141 ->
+1111 (ALiBi) (..._host_timeline_h200_41d141f.md vs ..._2439233.md).
 
 Every module-level switch a decision reads must be in SWITCHES (tests/attention/test_memo.py
 checks the modules' upper-case names): one changed at run time (a test's monkeypatch, an A/B
-run) then keys new decisions.
+run) then keys new decisions; a script swapping a decision function calls forget().
 """
 from __future__ import annotations
 
