@@ -4,11 +4,12 @@ Gluon kernels it names (B=4 H=16 S=4096 D=128 bf16, the suite's shape):
 
     CHERENKOV_COMMIT=<sha> PYTHONPATH=. python3 bench/attention_gluon_kernels_gpu.py OUT_DIR [CASE]
 
-CASE: causal (default), document8 or sliding_window1024. Per variant also: two do_bench runs,
-the host's time per call with the GPU kept busy (host_us), and the caching allocator's
+CASE: causal (default), document8, sliding_window1024 or alibi. Per variant also: two do_bench
+runs, the host's time per call with the GPU kept busy (host_us), and the caching allocator's
 device mallocs / frees during the timing. Writes OUT_DIR/attention_gluon_kernels[_CASE]_<pid>.md
-(one file per process: the same case in several processes differs -- document8 0.74 vs 1.03-1.19
-ms per call at d696106 with the same kernels and kernel times).
+(one file per process: the same case in several processes differed -- document8 0.74 vs
+1.03-1.19 ms per call at d696106 with the same kernels and kernel times -- when the calls were
+host-bound: the host's time per call swung 483-1447 us at 9a1c89c, before memo.py).
 """
 from __future__ import annotations
 
@@ -77,10 +78,13 @@ def main() -> int:
     q, k, v = qkv(B, H, S, D)
     do = torch.randn_like(q)
     case = sys.argv[2] if len(sys.argv) > 2 else "causal"
-    mask = {"causal": ca.causal, "sliding_window1024": ca.sliding_window(S // 4),
-            "document8": ca.document(offsets=_doc_offsets(S, 8, "cuda"), causal=True)}[case]
+    score, mask = {
+        "causal": (None, ca.causal), "sliding_window1024": (None, ca.sliding_window(S // 4)),
+        "document8": (None, ca.document(offsets=_doc_offsets(S, 8, "cuda"), causal=True)),
+        "alibi": (ca.alibi(ca.alibi_slopes(H, device="cuda")), ca.causal)}[case]
     bm = ca.block_mask(mask, B, H, S, S, device="cuda")
-    run = lambda: ca.attention(q, k, v, block_mask=bm, mask_mod=mask)  # noqa: E731
+    run = lambda: ca.attention(q, k, v, score_mod=score, block_mask=bm,  # noqa: E731
+                               mask_mod=mask)
     both = lambda: run().backward(do)  # noqa: E731
     lines = [f"# Kernels per Gluon variant, {case} forward+backward on {meta['gpu']}", "",
              f"torch {meta['torch']}, triton {meta['triton']}, commit {meta['commit']}, "
