@@ -106,6 +106,14 @@ class _Alloc(torch.autograd.Function):
         return torch.empty_like(g)
 
 
+def _write(out_dir, stem, meta, lines) -> int:
+    path = os.path.join(out_dir, f"{stem}_{meta['commit']}.md")
+    with open(path, "w") as f:
+        f.write("\n".join(lines + ["```"]) + "\n")
+    print(f"wrote {path}")
+    return 0
+
+
 def timeline(call, calls: int = 20) -> str:
     """Median us of each segment of `call(stamp)` (stamp(name) records a time) over `calls`
     calls with the GPU kept busy; stamps "begin" and "end" around each call."""
@@ -190,12 +198,7 @@ def timelines(out_dir, q, k, v, do, cases, meta) -> int:
             print(lines[-1], flush=True)
     finally:
         launch.forward, launch_bwd.backward = real_fwd, real_bwd
-    lines.append("```")
-    path = os.path.join(out_dir, f"attention_host_timeline_{meta['commit']}.md")
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print(f"wrote {path}")
-    return 0
+    return _write(out_dir, "attention_host_timeline", meta, lines)
 
 
 def main() -> int:
@@ -257,12 +260,7 @@ def main() -> int:
                 q, k, v, score_mod=sm, block_mask=fbm).backward(do), [q, k, v]))
         except Exception as e:  # noqa: BLE001 -- report, go on
             row("flex fwd+bwd", f"failed: {type(e).__name__}: {str(e)[:200]}")
-    lines.append("```")
-    path = os.path.join(out_dir, f"attention_host_breakdown_{meta['commit']}.md")
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print(f"wrote {path}")
-    return 0
+    return _write(out_dir, "attention_host_breakdown", meta, lines)
 
 
 if __name__ == "__main__":
