@@ -61,7 +61,7 @@ class _AttentionFunction(torch.autograd.Function):
         # lse2 is log2 units: d loss / d lse = d loss / d lse2 / ln 2
         dlse = None if dlse2 is None else dlse2 / launch.LN2
         dq, dk, dv, cgrads = launch_bwd.backward(ctx.plan, q, k, v, o, lse, do, captured,
-                                             ctx.needs_input_grad[4:], dlse)
+                                                 ctx.needs_input_grad[4:], dlse)
         return dq, dk, dv, None, *cgrads
 
 

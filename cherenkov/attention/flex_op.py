@@ -21,6 +21,7 @@ the tracer cannot render, float64, or no Triton: the math implementation, as eag
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 import weakref
@@ -130,9 +131,11 @@ class FlexSpec:
                 traced, interpret, float_index)
         return module
 
+    @functools.cached_property
     def mask_is_data(self) -> bool:
         """Whether block_mask builds a mask for each call: from a mask graph reading buffers
-        (their values are data), where flex's lists cannot be walked as given."""
+        (their values are data), where flex's lists cannot be walked as given. (Asked once
+        the mods have traced.)"""
         traced, slots = self.traced()
         return not walks_lists(self.block) and traced.mask is not None \
             and any(kind == "m" for kind, _ in slots)
@@ -154,7 +157,7 @@ class FlexSpec:
             return mask
         traced, slots = self.traced()
         mask_mod = None if traced.mask is None else self.mods((), mask_bufs)[1]
-        if self.mask_is_data():
+        if self.mask_is_data:
             return build_block_mask(mask_mod, *shape, DEFAULT_BLOCK, device)
         key = (*shape, str(device))
         mask = self._masks.get(key)
@@ -245,9 +248,9 @@ def _plan(spec, kernels, q, k, blocks, score_bufs, mask_bufs, scale, interpret):
     captured = [t.to(q.device) if t.device != q.device else t for t in captured]
     B, H, Q_LEN = q.shape[:3]
     mask = spec.block_mask(blocks, B, H, Q_LEN, k.shape[2], mask_bufs, q.device)
-    if spec.mask_is_data():
-        return launch.Plan(kernels, traced, mask, scale, interpret), captured, slots
-    return launch.kept_plan(spec._plans, kernels, traced, mask, scale, interpret), captured, slots
+    plan = launch.Plan(kernels, traced, mask, scale, interpret) if spec.mask_is_data else \
+        launch.kept_plan(spec._plans, kernels, traced, mask, scale, interpret)
+    return plan, captured, slots
 
 
 def _gqa(q, k) -> bool:
@@ -303,8 +306,8 @@ def backward(q, k, v, out, lse, dout, dlse, blocks, score_bufs, mask_bufs, scale
     lse2 = torch.where(torch.isinf(lse), float("inf"), lse).contiguous()
     drow = None if dlse is None else (dlse.float() / LN2)
     wants = [kind == "s" and spec.grad_buffer(i) for kind, i in slots]
-    dq, dk, dv, cgrads = launch_bwd.backward(plan, q, k, v, out.contiguous(), lse2, dout, captured,
-                                         wants, drow)
+    dq, dk, dv, cgrads = launch_bwd.backward(plan, q, k, v, out.contiguous(), lse2, dout,
+                                             captured, wants, drow)
     grads = [None] * len(score_bufs)
     for (kind, i), g in zip(slots, cgrads):
         if kind == "s" and g is not None:
@@ -482,7 +485,7 @@ def compile_jobs(key, q, k, v, blocks, score_bufs, mask_bufs, scale, device,
         out, lse, dout, dlse = grads
         if plan.mask.q_num_blocks is not None:
             wants = [kind == "s" and spec.grad_buffer(i) for kind, i in slots]
-            launch_bwd.backward(plan, q, k, v, out.contiguous(), lse.contiguous(), dout, captured,
-                            wants, None if dlse is None else dlse.float())
+            launch_bwd.backward(plan, q, k, v, out.contiguous(), lse.contiguous(), dout,
+                                captured, wants, None if dlse is None else dlse.float())
     jobs = launch.recorded_jobs(module, rec.calls)
     return jobs[:n_forward], jobs[n_forward:]

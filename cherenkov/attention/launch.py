@@ -296,11 +296,8 @@ def _contiguous(t: torch.Tensor) -> torch.Tensor:
 
 
 def _gluon_forward_decision(plan: Plan, q, k, v):
-    """(mask in the Gluon tiles, its strides, program order) where the Gluon forward takes
-    this call, else None."""
-    if launch_gluon.usable(plan, q, k, v) and (m := _gluon_mask(plan, q, k, v, q)) is not None:
-        return m, _mask_strides(m.kv_num_blocks, m.kv_indices), _query_head_group(plan, q, k)
-    return None
+    """_gluon_tiles where the Gluon forward takes this call, else None."""
+    return _gluon_tiles(plan, q, k, v, q) if launch_gluon.usable(plan, q, k, v) else None
 
 
 def _forward_decision(plan: Plan, q, k, v, o=None) -> Launch:
@@ -336,7 +333,7 @@ def forward(plan: Plan, q, k, v, captured) -> tuple[torch.Tensor, torch.Tensor]:
     caps = capture_args(captured, q.device)
     gluon, d = plan.remember("fwd", _forward_decisions, q, k, v)
     if gluon is not None:
-        got = launch_gluon.guarded_forward(plan, gluon[0], q, k, v, caps, gluon[1], gluon[2])
+        got = launch_gluon.guarded_forward(plan, gluon[0], q, k, v, caps, *gluon[1:])
         if got is not None:
             return got
     o = torch.empty_like(q, memory_format=torch.contiguous_format)
@@ -354,13 +351,17 @@ def forward(plan: Plan, q, k, v, captured) -> tuple[torch.Tensor, torch.Tensor]:
     return o, lse
 
 
-def _gluon_mask(plan: Plan, q, k, v, x) -> BlockMask | None:
-    """The block mask in the Gluon kernels' tiles (launch_gluon.tile_mask) where q, k, v and
-    x (the forward's q again, the backward's dO) are in tma_mode's 2-D form over them; None
+def _gluon_tiles(plan: Plan, q, k, v, x) -> tuple | None:
+    """(the block mask in the Gluon kernels' tiles -- launch_gluon.tile_mask --, its strides,
+    the query kernels' program order) where q, k, v and x (the forward's q again, the
+    backward's dO) are in tma_mode's 2-D form over those tiles and the mask has them; None
     otherwise."""
     if tma_mode(q, k, v, x, launch_gluon.TILE, launch_gluon.TILE_N, plan.interpret, "2d") != 2:
         return None
-    return launch_gluon.tile_mask(plan)
+    m = launch_gluon.tile_mask(plan)
+    if m is None:
+        return None
+    return m, _mask_strides(m.kv_num_blocks, m.kv_indices), _query_head_group(plan, q, k)
 
 
 memo.register(sys.modules[__name__], ("TMA", "TMA_MIN_SCORES", "TMA_HEAD_DIMS", "TMA_BACKWARD",

@@ -15,39 +15,32 @@ import torch
 from . import launch, launch_gluon_bwd, memo
 from .block_mask import BlockMask
 from .kernel_launch import descriptor, descriptor_class, launcher
-from .launch import (Launch, Plan, _backward_tma, _contiguous, _dot_precision, _gluon_mask,
-                     _mask_strides, _mode_for, _query_head_group, capture_args,
-                     head_group, tma_mode, triton_cdiv)
+from .launch import (Launch, Plan, _backward_tma, _contiguous, _dot_precision, _gluon_tiles,
+                     _mask_strides, _mode_for, _query_head_group, capture_args, head_group,
+                     tma_mode, triton_cdiv)
 from .tuning import choose_config, next_power_of_2
 
 
 @dataclass
 class Backward:
     """A backward's launches as decided for a call signature (_backward_decision)."""
+    grad_ks: tuple                   # captured tensors getting gradients (grad_indices)
     fused: bool                      # delta computed by the dQ kernel
     delta: Launch | None             # else its own kernel
-    gluon_dq: tuple | None           # (mask, its strides, program order) for the Gluon dQ
+    gluon_dq: tuple | None           # (mask, its strides, program order): launch._gluon_tiles
     dq: Launch | None                # the Triton dQ kernel (also if the Gluon one fails)
     dkdv: Launch | None              # all heads at once (no stored dS)
     ds_elements: int = 0             # stored dS: its buffer's elements, and per chunk of kv
     chunks: tuple = ()               # heads (head0, heads, dK/dV Launch, dQ-from-dS Launch)
 
 
-def _backward_decision(plan: Plan, q, k, v, o, do, no_lse_grad: bool) -> Backward:
+def _backward_decision(plan: Plan, q, k, v, o, do, no_lse_grad: bool, grad_ks: tuple
+                       ) -> Backward:
     B, H, Q_LEN, D = q.shape
     HK = k.shape[1]
-    grad_ks = plan.traced.grad_indices()
-    gluon_dq = None
-    if not grad_ks and launch_gluon_bwd.usable(plan, q, k, o) \
-            and (m := _gluon_mask(plan, q, k, v, do)) is not None:
-        gluon_dq = (m, _mask_strides(m.kv_num_blocks, m.kv_indices),
-                    _query_head_group(plan, q, k))
-    # DS_STORE "auto" leaves a score mod whose derivative is one number per (b, h) to the
-    # Gluon dQ where it takes the call: ALiBi 2.306 ms vs stored dS 2.369 (in 1-4 chunks
-    # 2.348-2.374), peak 0.69 vs 1.19 GiB (..._attention_ds_budget_h200_4eb4df9.md); a
-    # derivative varying per score (softcap) spills in it and keeps stored dS
-    chunk = 0 if DS_STORE == "auto" and gluon_dq is not None \
-        and not plan.traced.score_grad_varies else _ds_chunk(plan, q, k, grad_ks)
+    gluon_dq = None if grad_ks or not launch_gluon_bwd.usable(plan, q, k, o) \
+        else _gluon_tiles(plan, q, k, v, do)
+    chunk = _ds_chunk(plan, q, k, grad_ks, gluon_dq is not None)
     mode = _mode_for(plan, _backward_tma())
     # delta = rowsum(dO * O): computed by the dQ kernel, which runs first (one launch and a
     # pass over dO fewer), unless an lse gradient joins it or dQ comes from stored dS (its
@@ -65,8 +58,9 @@ def _backward_decision(plan: Plan, q, k, v, o, do, no_lse_grad: bool) -> Backwar
                         _dq_ds_decision(plan, q, k, v, do, mode, head0, heads))
                        for head0 in range(0, B * HK, chunk)
                        for heads in (min(chunk, B * HK - head0),))
-        return Backward(False, delta, None, None, None, ds_elements, chunks)
-    return Backward(fused, delta, gluon_dq, _dq_decision(plan, q, k, v, do, o, fused, mode),
+        return Backward(grad_ks, False, delta, None, None, None, ds_elements, chunks)
+    return Backward(grad_ks, fused, delta, gluon_dq,
+                    _dq_decision(plan, q, k, v, do, o, fused, mode, grad_ks),
                     _dkdv_decision(plan, q, k, v, do, mode, False, 0, B * HK))
 
 
@@ -76,7 +70,8 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad, dlse
     row term: dS = p * (dP - (delta - dlse))."""
     do = do if do.stride(-1) == 1 else do.contiguous()
     caps = capture_args(captured, q.device)
-    d = plan.remember("bwd", _backward_decision, q, k, v, o, do, extra=(dlse is None,))
+    d = plan.remember("bwd", _backward_decision, q, k, v, o, do,
+                      extra=(dlse is None, tuple(plan.traced.grad_indices())))
     delta = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
     if d.delta is not None:
         launcher(plan.kernels._attn_bwd_delta)(d.delta.grid, (o, do, delta, *d.delta.tail),
@@ -84,9 +79,8 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad, dlse
         if dlse is not None:
             delta = delta - dlse.to(delta.dtype)
 
-    grad_ks = plan.traced.grad_indices()
     grad_bufs = {k_: torch.zeros(captured[k_].numel(), device=q.device, dtype=torch.float32)
-                 for k_ in grad_ks}
+                 for k_ in d.grad_ks}
     dk = torch.empty_like(k, memory_format=torch.contiguous_format)
     dv = torch.empty_like(v, memory_format=torch.contiguous_format)
     if d.chunks:
@@ -98,7 +92,7 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad, dlse
             dq = launch_gluon_bwd.guarded_dq(plan, m, q, k, v, do, o, lse, delta, caps, d.fused,
                                              strides, group)
         if dq is None:
-            dq = _dq_kernel(plan, d.dq, q, k, v, do, o, lse, delta, caps, grad_ks, grad_bufs)
+            dq = _dq_kernel(plan, d.dq, q, k, v, do, o, lse, delta, caps, d.grad_ks, grad_bufs)
         _dkdv_kernel(plan, d.dkdv, q, k, v, do, lse, delta, caps, dk, dv)
 
     capture_grads = []
@@ -118,7 +112,12 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad, dlse
 # dQ kernel (causal: dK/dV 0.98 -> 1.23 ms, dQ 0.73 -> 0.38): forward+backward ALiBi 3.5-5%
 # faster, softcap 4.5-6%, while plain masks stay within -3..+3% (causal 0.97-0.98x)
 # (bench/results/2026-12-01_attention_dq_ds_variants_*). So DS_STORE "auto" takes it for
-# score mods only; "on" always, "off" never. Score mods with captured-tensor gradients keep
+# score mods only -- but for those whose derivative is one number per (b, h) where the Gluon
+# dQ takes the call: with it ALiBi ran 2.306 ms vs stored dS's 2.369 (in 1-4 chunks
+# 2.348-2.374), peak 0.69 vs 1.19 GiB (2026-12-02_attention_ds_budget_h200_4eb4df9.md); a
+# derivative varying per score (softcap) spills in that kernel's registers
+# (2026-12-02_attention_gluon_sm90_cpu_8899ad0.md) and keeps stored dS. "on" always, "off"
+# never. Score mods with captured-tensor gradients keep
 # the dQ kernel (it computes those). At most DS_BUDGET bytes of dS are held: kv heads go in
 # chunks (dK/dV, then dQ, per chunk) whose dense (Q blocks x KV blocks) tiles fit; a head
 # that does not fit alone takes the dQ kernel. Not kept: the next chunk's dK/dV beside this
@@ -154,12 +153,13 @@ def _ds_head_elements(mask: BlockMask, Q_LEN: int, KV_LEN: int) -> int:
     return triton_cdiv(Q_LEN, sm) * sm * triton_cdiv(KV_LEN, sn) * sn
 
 
-def _ds_chunk(plan: Plan, q, k, grad_ks) -> int:
-    """kv heads per stored-dS chunk, 0 for the dQ kernel."""
+def _ds_chunk(plan: Plan, q, k, grad_ks, gluon_dq: bool) -> int:
+    """kv heads per stored-dS chunk, 0 for a dQ kernel (`gluon_dq`: the Gluon one takes the
+    call)."""
     if DS_STORE not in ("auto", "on", "off"):
         raise ValueError(f"DS_STORE={DS_STORE!r}: expected 'auto', 'on' or 'off'")
-    if DS_STORE == "off" or (DS_STORE == "auto" and not plan.has_score_mod) or grad_ks \
-            or DS_BUDGET <= 0:
+    auto_off = not plan.has_score_mod or gluon_dq and not plan.traced.score_grad_varies
+    if DS_STORE == "off" or (DS_STORE == "auto" and auto_off) or grad_ks or DS_BUDGET <= 0:
         return 0
     B, H, Q_LEN, _ = q.shape
     HK, KV_LEN = k.shape[1], k.shape[2]
@@ -175,14 +175,13 @@ def _ds_chunk(plan: Plan, q, k, grad_ks) -> int:
     return heads
 
 
-def _dq_decision(plan, q, k, v, do, o, fused: bool, backward_mode: str) -> Launch:
+def _dq_decision(plan, q, k, v, do, o, fused: bool, backward_mode: str, grad_ks) -> Launch:
     B, H, Q_LEN, D = q.shape
     HK, KV_LEN = k.shape[1], k.shape[2]
     m = plan.mask
     cfg = choose_config("dq", D, q.dtype, m.block, plan.interpret)
     n_m = triton_cdiv(Q_LEN, cfg.block_m)
     tma = tma_mode(q, k, v, do, cfg.block_m, cfg.block_n, plan.interpret, backward_mode)
-    grad_ks = plan.traced.grad_indices()
     return Launch.tiled(
         (n_m * B * H,),
         (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3],

@@ -48,9 +48,10 @@ SCORE_LOADS = False
 SPLIT_TILES = False
 # launch(): True through launch.launcher's direct path, False Triton's fn[grid] (A/B runs)
 DIRECT = True
-# Descriptors are built per call (tens of microseconds of host time before they were validated
-# once per kind, kernel_launch.descriptor): calls of fewer scores keep the Triton forward, as
-# calls under launch.TMA_MIN_SCORES keep pointer loads
+# Calls of fewer scores keep the Triton forward, as calls under launch.TMA_MIN_SCORES keep
+# pointer loads: set while it launched through Triton's own path with descriptors validated
+# on every call (tens of microseconds more host time); not re-measured since launch() and
+# kernel_launch.descriptor
 MIN_SCORES = 1 << 26
 # D=64 ran slower than the Triton forward (causal B=4 H=16 S=4096: 0.386 vs 0.372 ms,
 # bench/results/2026-12-02_attention_h200_cb27ac5.md); fp16 passes the GPU tests at D=64 and

@@ -1,11 +1,11 @@
 """When and how the warp-specialized Gluon dQ kernel (kernels_gluon_bwd_src.py) runs.
 
 It takes the backward's dQ where the Triton one would recompute it (launch_bwd.backward without
-stored dS, so: no score mod under DS_STORE "auto") on an sm_90 GPU whose Triton has Gluon's
-Hopper language, for bf16 inputs with head dim 64 or 128 in launch.tma_mode's 2-D form over
-launch_gluon's TILE x TILE_N tiles, a score mod reading captured tensors only through hoisted
-loads (hoist.py; with DS_STORE "auto" score mods take stored dS anyway), and a block mask
-that is or coarsens to those tiles (launch_gluon.tile_mask: the Gluon forward's own). Everything
+stored dS: under DS_STORE "auto" no score mod but those whose derivative is one number per
+(b, h), ALiBi's) on an sm_90 GPU whose Triton has Gluon's Hopper language, for bf16 inputs
+with head dim 64 or 128 in launch.tma_mode's 2-D form over launch_gluon's TILE x TILE_N
+tiles, a score mod reading captured tensors only through hoisted loads (hoist.py), and a
+block mask that is or coarsens to those tiles (launch_gluon.tile_mask: the Gluon forward's own). Everything
 else, and DQ = "off" (env CHERENKOV_ATTN_GLUON=off, as for the forward), runs the Triton
 dQ kernel. The dK/dV kernel is Triton's either way: its Gluon probe lost at D=128 (1.03 vs
 0.97 ms) and tied at D=64 (bench/results/2026-12-02_attention_gluon_bwd_h200_2a5fb37.md).
@@ -27,11 +27,11 @@ DTYPES = (torch.bfloat16,)
 STAGES = ((128, 2), (64, 3))     # (keys per tile, stages): pairs, so memo.py can key on them
 # True: every score mod reading captured tensors takes it too; False: only those whose loads
 # are all hoisted (hoist.py: ALiBi's slopes) -- where the backward recomputes dQ at all
-# (DS_STORE "off"; never with captured-tensor gradients, which only the Triton dQ computes).
-# ALiBi's forward+backward with its loads in the loop ran 2.67-2.73 ms so against stored dS's
+# (never with captured-tensor gradients, which only the Triton dQ computes). ALiBi's
+# forward+backward with its loads in the loop ran 2.67-2.73 ms so against stored dS's
 # 2.40-2.45 (..._gluon_bwd_variants_h200_ed01f66.md); hoisted, 2.36-2.39 against stored dS's
-# 2.37-2.41 and the Triton dQ's 2.54 (..._gluon_bwd_variants_h200_96c43bf.md), so DS_STORE
-# "auto" keeps stored dS for it
+# 2.37-2.41 (..._gluon_bwd_variants_h200_96c43bf.md), and with less host time per call 2.306
+# against 2.369 (..._ds_budget_h200_4eb4df9.md): launch_bwd.DS_STORE "auto" gives it this dQ
 SCORE_LOADS = False
 # The partial tiles' loop apart from the full ones' (launch_gluon.SPLIT_TILES' reason): dQ
 # 0.639 vs 0.642-0.657 ms at the suite's causal shape, forward+backward within the runs'

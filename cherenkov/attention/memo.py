@@ -39,15 +39,12 @@ GENERATION = 0          # bumped by forget()
 
 def register(module, names: tuple) -> None:
     SWITCHES.append((module, names))
-    _READERS.append((vars(module).get, names))
-
-
-_READERS: list = [(vars(module).get, names) for module, names in SWITCHES]
 
 
 def settings() -> tuple:
     """The switches' values now (hashable ones: a switch is a number, string or tuple)."""
-    return (GENERATION, *chain.from_iterable(map(get, names) for get, names in _READERS))
+    return (GENERATION, *chain.from_iterable(map(vars(module).get, names)
+                                             for module, names in SWITCHES))
 
 
 def forget() -> None:

@@ -151,8 +151,8 @@ def backward(do, q, k, v, out, lse, is_causal: bool, scale=None, plan=None, attn
     q, k, v = launch.unit_stride(q), launch.unit_stride(k), launch.unit_stride(v)
     lse2 = torch.where(torch.isinf(lse), float("inf"), lse / launch.LN2)   # back to the kernels' log2
     plan, captured = _plan_and_captured(q, k, is_causal, scale, plan, attn_mask)
-    dq, dk, dv, _ = launch_bwd.backward(plan, q, k, v, out.contiguous(), lse2.contiguous(), do,
-                                    captured, [False] * len(captured))
+    dq, dk, dv, _ = launch_bwd.backward(plan, q, k, v, out.contiguous(), lse2.contiguous(),
+                                        do, captured, [False] * len(captured))
     return dq, dk, dv
 
 

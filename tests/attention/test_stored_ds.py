@@ -96,3 +96,23 @@ def test_captured_tensor_gradients_keep_the_dq_kernel(monkeypatch):
     out = attention(q, k, v, score_mod=relative_bias(table), mask_mod=causal)
     out.sum().backward()
     assert dq_kernel == ["_dq_kernel"] and table.grad is not None
+
+
+def test_auto_leaves_a_per_head_derivative_to_the_gluon_dq(monkeypatch):
+    """Where the Gluon dQ takes a call (never on the CPU: asked of _ds_chunk directly), "auto"
+    stores dS only for score mods whose derivative varies per score (softcap), not for ALiBi's
+    one number per (b, h); "on" stores it either way."""
+    from cherenkov.attention import block_mask
+    from cherenkov.attention.codegen import compile_mods
+    from cherenkov.attention.launch import Plan
+    q = k = torch.randn(1, 2, 64, 16)
+    m = block_mask(causal, 1, 2, 64, 64, block=(32, 32))
+
+    def chunk(mod, gluon_dq):
+        traced, kernels = compile_mods(mod, causal, interpret=True)
+        return launch_bwd._ds_chunk(Plan(kernels, traced, m, 0.25, True), q, k, (), gluon_dq)
+    slopes, softcap = alibi(alibi_slopes(2)), tanh_softcap(5.0)
+    assert chunk(slopes, False) == 2 and chunk(softcap, False) == 2
+    assert chunk(slopes, True) == 0 and chunk(softcap, True) == 2
+    monkeypatch.setattr(launch_bwd, "DS_STORE", "on")
+    assert chunk(slopes, True) == 2

@@ -161,8 +161,8 @@ def test_calls_it_cannot_take_run_the_triton_dq(monkeypatch):
         out = ca.attention(q, k, v, mask_mod=ca.causal)
         torch.autograd.grad(out, (q, k, v), torch.ones_like(out))
     q, k, v = _qkv(1, 2, 512)
-    slopes = ca.alibi_slopes(2, device="cuda")                  # a score mod reading one
-    out = ca.attention(q, k, v, score_mod=ca.alibi(slopes), mask_mod=ca.causal)
+    table = torch.randn(2 * 512 - 1, device="cuda")     # a score mod reading one per score
+    out = ca.attention(q, k, v, score_mod=ca.relative_bias(table), mask_mod=ca.causal)
     torch.autograd.grad(out, (q, k, v), torch.ones_like(out))
     out = ca.attention(q, k, v, score_mod=ca.tanh_softcap(20.0), mask_mod=ca.causal)
     torch.autograd.grad(out, (q, k, v), torch.ones_like(out))   # stored dS (DS_STORE auto)
@@ -170,6 +170,10 @@ def test_calls_it_cannot_take_run_the_triton_dq(monkeypatch):
     out = ca.attention(q, k, v, mask_mod=ca.causal)
     torch.autograd.grad(out, (q, k, v), torch.ones_like(out))
     assert count.n == 1
+    slopes = ca.alibi_slopes(2, device="cuda")    # one per (b, h): "auto" gives it this dQ
+    out = ca.attention(q, k, v, score_mod=ca.alibi(slopes), mask_mod=ca.causal)
+    torch.autograd.grad(out, (q, k, v), torch.ones_like(out))
+    assert count.n == 2
 
 
 def test_gluon_dq_with_a_score_mod_reading_a_tensor(monkeypatch):
