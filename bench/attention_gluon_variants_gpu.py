@@ -6,12 +6,15 @@ from the full ones' (SPLIT_TILES; with the dQ kernel's too, launch_gluon_bwd.SPL
 against the Triton forward (GLUON_FWD="off"). --backward: how the backward's dQ comes -- stored dS (launch_bwd.DS_STORE, the
 default for score mods) or recomputed by the Gluon dQ kernel (launch_gluon_bwd, SCORE_LOADS
 for ALiBi), with either forward -- on the score-mod cases, against Triton's kernels only.
+--tile-terms: ALiBi with its key-linear term per score, taken out of the Gluon forward's
+loop only, and out of both the forward's and the dQ's (tile_terms.py; TILE_TERMS).
 B=4 H=16 S=4096 D=128 bf16, forward and forward+backward (do_bench median, best of 2
 interleaved rounds), each variant's output and (--backward) dQ against the first variant's.
 
-    CHERENKOV_COMMIT=<sha> PYTHONPATH=. python3 bench/attention_gluon_variants_gpu.py OUT_DIR [--backward]
+    CHERENKOV_COMMIT=<sha> PYTHONPATH=. python3 bench/attention_gluon_variants_gpu.py OUT_DIR [--backward|--tile-terms]
 
-Writes OUT_DIR/attention_gluon_variants.md and .json (--backward: attention_gluon_bwd_variants).
+Writes OUT_DIR/attention_gluon_variants.md and .json (--backward: attention_gluon_bwd_variants,
+--tile-terms: attention_tile_terms).
 """
 from __future__ import annotations
 
@@ -52,6 +55,12 @@ BACKWARD_VARIANTS = {    # (launch / launch_gluon / launch_gluon_bwd settings)
     "gluon dQ split, gluon fwd split": dict(DS_STORE="off", BWD_SCORE_LOADS=True,
                                             SCORE_LOADS=True, SPLIT_TILES=True,
                                             BWD_SPLIT_TILES=True),
+}
+
+TILE_VARIANTS = {
+    "per score": dict(TILE_TERMS=False, BWD_TILE_TERMS=False),
+    "forward's out": dict(BWD_TILE_TERMS=False),
+    "forward's and dQ's out": dict(),
 }
 
 
@@ -100,16 +109,18 @@ class settings:
 
 
 def main() -> int:
-    backward = "--backward" in sys.argv
+    tiles = "--tile-terms" in sys.argv
+    backward = "--backward" in sys.argv or tiles
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     out_dir = args[0] if args else "bench/results"
     meta = script_meta()
     rows = []
     q, k, v = qkv(B, H, S, D)
-    variants = BACKWARD_VARIANTS if backward else VARIANTS
+    variants = TILE_VARIANTS if tiles else BACKWARD_VARIANTS if backward else VARIANTS
     todo = cases()
     if backward:
-        todo = {c: todo[c] for c in ("alibi", "causal+softcap30", "causal")}
+        todo = {c: todo[c] for c in (("alibi",) if tiles else
+                                     ("alibi", "causal+softcap30", "causal"))}
     for case, kw in todo.items():
         bm = ca.block_mask(kw["mask_mod"], B, H, S, S, device="cuda")
         flops = 4 * B * H * D * unmasked_pairs(kw["mask_mod"], S)
@@ -154,7 +165,7 @@ def main() -> int:
             print(rows[-1], flush=True)
     head = ["case", "variant", "fwd_ms", "fwd_bwd_ms", "fwd_tflops", "fwd_vs_first",
             "fwd_bwd_vs_first", "max_diff_vs_first", "error"]
-    what = "backward's dQ" if backward else "forward's"
+    what = "ALiBi tile terms'" if tiles else "backward's dQ" if backward else "forward's"
     text = "\n".join([
         f"# The Gluon {what} variants on {meta['gpu']}", "",
         f"{meta['date']}, torch {meta['torch']}, triton {meta['triton']}, commit "
@@ -163,7 +174,8 @@ def main() -> int:
         "max_diff_vs_first: the output's largest absolute difference from the first variant's "
         "(--backward: or dQ's, relative to its largest), whichever is larger.", "",
         *md_table(head, [[r.get(h, "") for h in head] for r in rows]), ""])
-    name = "attention_gluon_bwd_variants" if backward else "attention_gluon_variants"
+    name = "attention_tile_terms" if tiles else \
+        "attention_gluon_bwd_variants" if backward else "attention_gluon_variants"
     save_pair(out_dir, name, text, {"meta": meta, "rows": rows})
     return 0
 

@@ -57,12 +57,15 @@ def _gl_dq_delta(O, DELTA, do_tile, o_base, bh, q0, Q_LEN, stride_om, ROWS: gl.c
 
 @gluon.jit
 def _gl_dq_tiles(t0, t1, dq, zero, q_tile, do_tile, k_smem, v_smem, ready, empty, KV_IDX,
-                 FULL_IDX, irow, n_partial, lse, delta, q_idx, b, h, sm_scale, __CAPS__
-                 BLOCK_N: gl.constexpr, STAGES: gl.constexpr, S_LAYOUT: gl.constexpr,
-                 O_LAYOUT: gl.constexpr, HAS_SCORE_MOD: gl.constexpr, MASK: gl.constexpr):
+                 FULL_IDX, irow, n_partial, lse, delta, q_idx, b, h, sm_scale, q0, cols,
+                 __CAPS__ BLOCK_N: gl.constexpr, STAGES: gl.constexpr, S_LAYOUT: gl.constexpr,
+                 O_LAYOUT: gl.constexpr, HAS_SCORE_MOD: gl.constexpr, TILE_TERMS: gl.constexpr,
+                 MASK: gl.constexpr):
     """dQ's steps for tiles t0 .. t1-1: S and dP issued together, then dS K; the slot
     released once that matmul is done. MASK: 0 -- the mask where t < n_partial, 1 -- always,
-    2 -- never (kernels_gluon_src._gl_softmax's)."""
+    2 -- never (kernels_gluon_src._gl_softmax's). TILE_TERMS (tile_terms.py): the score's
+    terms linear in the key index as `cols` (made once) and the tile's number, taken off
+    `lse` (which arrives less the row terms)."""
     A_LAYOUT: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=O_LAYOUT, k_width=2)
     scale = sm_scale * 1.4426950408889634
     for t in range(t0, t1):
@@ -75,7 +78,12 @@ def _gl_dq_tiles(t0, t1, dq, zero, q_tile, do_tile, k_smem, v_smem, ready, empty
         dp = warpgroup_mma(do_tile, v_smem.index(slot).permute((1, 0)), zero, use_acc=False,
                            is_async=True)
         s, dp = warpgroup_mma_wait(num_outstanding=0, deps=(s, dp))
-        if HAS_SCORE_MOD:
+        if TILE_TERMS:
+            s, dsdx = _score_rest_grad__H__(s, sm_scale, b, h, q_idx, kv_idx, q0, cols,
+                                            __CAPS__)
+            shift = _score_tile__H__(sm_scale, b, h, start_n, q0, __CAPS__)
+            p = gl.exp2(s - (lse - shift)[:, None])
+        elif HAS_SCORE_MOD:
             s, dsdx = _score_mod_grad__H__(s, sm_scale, b, h, q_idx, kv_idx, __CAPS__)
             p = gl.exp2(s - lse[:, None])
         else:
@@ -102,10 +110,12 @@ def _gl_dq_consumer(C: gl.constexpr, q_smem, do_smem, k_smem, v_smem, q_bars, re
                     ROWS: gl.constexpr, BLOCK_N: gl.constexpr, D: gl.constexpr,
                     STAGES: gl.constexpr, S_LAYOUT: gl.constexpr, O_LAYOUT: gl.constexpr,
                     HAS_SCORE_MOD: gl.constexpr, FUSED_DELTA: gl.constexpr,
-                    SPLIT: gl.constexpr):
+                    SPLIT: gl.constexpr, TILE_TERMS: gl.constexpr):
     """dQ of query rows [start_m + C * ROWS, + ROWS) over the row block's tiles
     (_gl_dq_tiles) -- in two loops, partial tiles then full ones, where SPLIT. The mods'
-    loads of one element per (b, h) are made here, once (hoist.py: the `_h` mods)."""
+    loads of one element per (b, h) are made here, once (hoist.py: the `_h` mods), as are
+    TILE_TERMS' per-key vector and the row terms taken off the lse (a row's lse is +inf
+    where it sees no key, and stays so)."""
     __HOIST__
     q0 = start_m + C * ROWS
     q_tile = q_smem.index(C)
@@ -114,6 +124,11 @@ def _gl_dq_consumer(C: gl.constexpr, q_smem, do_smem, k_smem, v_smem, q_bars, re
     offs_m = q0 + gl.arange(0, ROWS, layout=ROW)
     q_idx = offs_m[:, None]
     lse = gl.load(LSE + bh * Q_LEN + offs_m)
+    cols = 0.0
+    if TILE_TERMS:
+        j = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, S_LAYOUT))[None, :]
+        cols = _score_cols__H__(sm_scale, b, h, j, q0, __CAPS__)
+        lse = lse - _row_shift__H__(sm_scale, b, h, offs_m, q0, __CAPS__)
     mbarrier.wait(q_bars.index(C), 0)
     if FUSED_DELTA:
         delta = _gl_dq_delta(O, DELTA, do_tile, o_base, bh, q0, Q_LEN, stride_om, ROWS, D, ROW)
@@ -127,13 +142,14 @@ def _gl_dq_consumer(C: gl.constexpr, q_smem, do_smem, k_smem, v_smem, q_bars, re
     if SPLIT:
         end = n_partial
     dq = _gl_dq_tiles(0, end, dq, zero, q_tile, do_tile, k_smem, v_smem, ready, empty, KV_IDX,
-                      FULL_IDX, irow, n_partial, lse, delta, q_idx, b, h, sm_scale, __CAPS__
-                      BLOCK_N, STAGES, S_LAYOUT, O_LAYOUT, HAS_SCORE_MOD, 1 if SPLIT else 0)
+                      FULL_IDX, irow, n_partial, lse, delta, q_idx, b, h, sm_scale, q0, cols,
+                      __CAPS__ BLOCK_N, STAGES, S_LAYOUT, O_LAYOUT, HAS_SCORE_MOD, TILE_TERMS,
+                      1 if SPLIT else 0)
     if SPLIT:
         dq = _gl_dq_tiles(n_partial, n_tiles, dq, zero, q_tile, do_tile, k_smem, v_smem, ready,
                           empty, KV_IDX, FULL_IDX, irow, n_partial, lse, delta, q_idx, b, h,
-                          sm_scale, __CAPS__ BLOCK_N, STAGES, S_LAYOUT, O_LAYOUT, HAS_SCORE_MOD,
-                          2)
+                          sm_scale, q0, cols, __CAPS__ BLOCK_N, STAGES, S_LAYOUT, O_LAYOUT,
+                          HAS_SCORE_MOD, TILE_TERMS, 2)
     q_tile.store((dq * sm_scale).to(k_smem.dtype))     # Q is spent: dQ leaves through it
     fence_async_shared()
     _gl_tma_store(dq_desc, [q_row + C * ROWS, 0], q_tile)
@@ -148,7 +164,8 @@ def _attn_bwd_dq_ws(q_desc, do_desc, k_desc, v_desc, dq_desc, O, LSE, DELTA, __C
                     ROWS: gl.constexpr, BLOCK_N: gl.constexpr, D: gl.constexpr,
                     STAGES: gl.constexpr, S_LAYOUT: gl.constexpr, O_LAYOUT: gl.constexpr,
                     HAS_SCORE_MOD: gl.constexpr, FUSED_DELTA: gl.constexpr,
-                    CONSUMER_REGS: gl.constexpr, SPLIT: gl.constexpr = False):
+                    CONSUMER_REGS: gl.constexpr, SPLIT: gl.constexpr = False,
+                    TILE_TERMS: gl.constexpr = False):
     """dQ (and, FUSED_DELTA, delta) of 2 * ROWS query rows of one (batch, head)."""
     b, h, bh, start_m = _gl_program(NUM_M_BLOCKS, HEAD_GROUP, H, 2 * ROWS)
     q_row = bh * Q_LEN + start_m
@@ -169,12 +186,12 @@ def _attn_bwd_dq_ws(q_desc, do_desc, k_desc, v_desc, dq_desc, O, LSE, DELTA, __C
                            O, LSE, DELTA, KV_IDX, FULL_IDX, irow, n_partial, n_tiles, q_row,
                            o_base, start_m, b, h, bh, Q_LEN, stride_om, sm_scale, __CAPS__
                            ROWS, BLOCK_N, D, STAGES, S_LAYOUT, O_LAYOUT, HAS_SCORE_MOD,
-                           FUSED_DELTA, SPLIT)),
+                           FUSED_DELTA, SPLIT, TILE_TERMS)),
         (_gl_dq_consumer, (1, q_smem, do_smem, k_smem, v_smem, q_bars, ready, empty, dq_desc,
                            O, LSE, DELTA, KV_IDX, FULL_IDX, irow, n_partial, n_tiles, q_row,
                            o_base, start_m, b, h, bh, Q_LEN, stride_om, sm_scale, __CAPS__
                            ROWS, BLOCK_N, D, STAGES, S_LAYOUT, O_LAYOUT, HAS_SCORE_MOD,
-                           FUSED_DELTA, SPLIT)),
+                           FUSED_DELTA, SPLIT, TILE_TERMS)),
         (_gl_dq_loader, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem,
                          q_bars, ready, empty, KV_IDX, FULL_IDX, irow, n_partial, n_tiles,
                          q_row, kv_row, ROWS, BLOCK_N, STAGES)),

@@ -99,18 +99,24 @@ def _gl_loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_ready, 
 
 
 @gluon.jit
-def _gl_softmax(qk, m_i, l_i, q_idx, t, n_partial, start_n, b, h, sm_scale, q0, __CAPS__
+def _gl_softmax(qk, m_i, l_i, q_idx, t, n_partial, start_n, b, h, sm_scale, q0, cols, __CAPS__
                 BLOCK_N: gl.constexpr, S_LAYOUT: gl.constexpr, HAS_SCORE_MOD: gl.constexpr,
-                FMA: gl.constexpr, MASK: gl.constexpr = 0):
+                FMA: gl.constexpr, TILE_TERMS: gl.constexpr, MASK: gl.constexpr = 0):
     """Tile t's probabilities, the running max and sum, and the accumulator's rescale
     (kernels_src._fwd_update's arithmetic). FMA (no score mod, a positive scale): the row
     max of the raw scores, times the scale, then p = exp2(qk * scale - max) in one fused
     multiply-add per score instead of a product and a difference. MASK: 0 -- the mask where
     t < n_partial (a branch the compiler may turn into predicated code that every tile
-    runs), 1 -- always (a partial tile), 2 -- never (a full one)."""
+    runs), 1 -- always (a partial tile), 2 -- never (a full one). TILE_TERMS (tile_terms.py):
+    the score's terms linear in the key index as `cols` (its per-key vector, made once) plus
+    the tile's number `shift`, which moves the tile's row maxima."""
     kv_idx = (start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, S_LAYOUT)))[None, :]
     scale = sm_scale * 1.4426950408889634
-    if HAS_SCORE_MOD:     # log2 domain, less its row terms (added back to the lse)
+    shift = 0.0
+    if TILE_TERMS:        # s + shift is the score less its row terms
+        s = _score_rest__H__(qk, sm_scale, b, h, q_idx, kv_idx, q0, cols, __CAPS__)
+        shift = _score_tile__H__(sm_scale, b, h, start_n, q0, __CAPS__)
+    elif HAS_SCORE_MOD:   # log2 domain, less its row terms (added back to the lse)
         s = _score_mod_q0__H__(qk, sm_scale, b, h, q_idx, kv_idx, q0, __CAPS__)
     elif FMA:
         s = qk
@@ -125,6 +131,10 @@ def _gl_softmax(qk, m_i, l_i, q_idx, t, n_partial, start_n, b, h, sm_scale, q0, 
         m_new = gl.maximum(m_i, gl.max(s, axis=1) * scale)
         m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)
         p = gl.exp2(s * scale - m_safe[:, None])
+    elif TILE_TERMS:
+        m_new = gl.maximum(m_i, gl.max(s, axis=1) + shift)
+        m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)
+        p = gl.exp2(s - (m_safe - shift)[:, None])
     else:
         m_new = gl.maximum(m_i, gl.max(s, axis=1))
         m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)
@@ -137,9 +147,9 @@ def _gl_softmax(qk, m_i, l_i, q_idx, t, n_partial, start_n, b, h, sm_scale, q0, 
 @gluon.jit
 def _gl_tiles(t0, t1, acc, p16, m_i, l_i, q_tile, k_smem, v_smem, k_ready, v_ready, k_empty,
               v_empty, s_zero, KV_IDX, FULL_IDX, irow, n_partial, q_idx, b, h, sm_scale, q0,
-              __CAPS__ BLOCK_N: gl.constexpr, STAGES: gl.constexpr, S_LAYOUT: gl.constexpr,
-              O_LAYOUT: gl.constexpr, HAS_SCORE_MOD: gl.constexpr, FMA: gl.constexpr,
-              MASK: gl.constexpr):
+              cols, __CAPS__ BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+              S_LAYOUT: gl.constexpr, O_LAYOUT: gl.constexpr, HAS_SCORE_MOD: gl.constexpr,
+              FMA: gl.constexpr, TILE_TERMS: gl.constexpr, MASK: gl.constexpr):
     """Tiles t0 .. t1-1 of the overlapped loop: tile t's S issued with tile t-1's P V (p16,
     the previous tile's probabilities); each K slot released once its S is done, each V slot
     once its P V is. MASK as _gl_softmax's."""
@@ -157,8 +167,8 @@ def _gl_tiles(t0, t1, acc, p16, m_i, l_i, q_tile, k_smem, v_smem, k_ready, v_rea
         s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))
         mbarrier.arrive(k_empty.index(slot), count=1)
         p, m_i, l_i, alpha = _gl_softmax(s, m_i, l_i, q_idx, t, n_partial, start_n, b, h,
-                                         sm_scale, q0, __CAPS__ BLOCK_N, S_LAYOUT,
-                                         HAS_SCORE_MOD, FMA, MASK)
+                                         sm_scale, q0, cols, __CAPS__ BLOCK_N, S_LAYOUT,
+                                         HAS_SCORE_MOD, FMA, TILE_TERMS, MASK)
         acc, p16 = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p16))
         mbarrier.arrive(v_empty.index(prev), count=1)
         acc = acc * gl.convert_layout(alpha, O_ROW)[:, None]
@@ -172,10 +182,12 @@ def _gl_consumer(C: gl.constexpr, q_smem, k_smem, v_smem, q_bars, k_ready, v_rea
                  start_m, b, h, bh, Q_LEN, sm_scale, __CAPS__
                  ROWS: gl.constexpr, BLOCK_N: gl.constexpr, D: gl.constexpr,
                  STAGES: gl.constexpr, S_LAYOUT: gl.constexpr, O_LAYOUT: gl.constexpr,
-                 HAS_SCORE_MOD: gl.constexpr, FMA: gl.constexpr, SPLIT: gl.constexpr):
+                 HAS_SCORE_MOD: gl.constexpr, FMA: gl.constexpr, SPLIT: gl.constexpr,
+                 TILE_TERMS: gl.constexpr):
     """Query rows [start_m + C * ROWS, + ROWS): tile 0, then the overlapped loop (_gl_tiles)
     -- in two, partial tiles then full ones, where SPLIT -- then the last tile's P V. The
-    mods' loads of one element per (b, h) are made here, once (hoist.py: the `_h` mods)."""
+    mods' loads of one element per (b, h) are made here, once (hoist.py: the `_h` mods), as
+    is the per-key vector of TILE_TERMS (tile_terms.py)."""
     __HOIST__
     q0 = start_m + C * ROWS
     q_tile = q_smem.index(C)
@@ -188,6 +200,10 @@ def _gl_consumer(C: gl.constexpr, q_smem, k_smem, v_smem, q_bars, k_ready, v_rea
     acc = gl.zeros([ROWS, D], gl.float32, layout=O_LAYOUT)
     m_i = gl.full([ROWS], float("-inf"), gl.float32, layout=ROW)
     l_i = gl.zeros([ROWS], gl.float32, layout=ROW)
+    cols = 0.0
+    if TILE_TERMS:
+        j = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, S_LAYOUT))[None, :]
+        cols = _score_cols__H__(sm_scale, b, h, j, q0, __CAPS__)
     mbarrier.wait(q_bars.index(C), 0)
     if n_tiles > 0:
         start_n = _gl_tile_start(KV_IDX, FULL_IDX, irow, 0, n_partial, BLOCK_N)
@@ -197,8 +213,8 @@ def _gl_consumer(C: gl.constexpr, q_smem, k_smem, v_smem, q_bars, k_ready, v_rea
         s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
         mbarrier.arrive(k_empty.index(0), count=1)
         p, m_i, l_i, alpha = _gl_softmax(s, m_i, l_i, q_idx, 0, n_partial, start_n, b, h,
-                                         sm_scale, q0, __CAPS__ BLOCK_N, S_LAYOUT,
-                                         HAS_SCORE_MOD, FMA)
+                                         sm_scale, q0, cols, __CAPS__ BLOCK_N, S_LAYOUT,
+                                         HAS_SCORE_MOD, FMA, TILE_TERMS)
         p16 = gl.convert_layout(p.to(k_smem.dtype), P_LAYOUT)
         # SPLIT: the partial tiles' loop, then the full ones' without mask code; else one
         # loop masking where t < n_partial
@@ -208,8 +224,8 @@ def _gl_consumer(C: gl.constexpr, q_smem, k_smem, v_smem, q_bars, k_ready, v_rea
         acc, p16, m_i, l_i = _gl_tiles(1, end, acc, p16, m_i, l_i, q_tile, k_smem, v_smem,
                                        k_ready, v_ready, k_empty, v_empty, s_zero, KV_IDX,
                                        FULL_IDX, irow, n_partial, q_idx, b, h, sm_scale, q0,
-                                       __CAPS__ BLOCK_N, STAGES, S_LAYOUT, O_LAYOUT,
-                                       HAS_SCORE_MOD, FMA, 1 if SPLIT else 0)
+                                       cols, __CAPS__ BLOCK_N, STAGES, S_LAYOUT, O_LAYOUT,
+                                       HAS_SCORE_MOD, FMA, TILE_TERMS, 1 if SPLIT else 0)
         if SPLIT:
             first_full = n_partial
             if first_full < 1:            # tile 0 ran above
@@ -217,8 +233,9 @@ def _gl_consumer(C: gl.constexpr, q_smem, k_smem, v_smem, q_bars, k_ready, v_rea
             acc, p16, m_i, l_i = _gl_tiles(first_full, n_tiles, acc, p16, m_i, l_i, q_tile,
                                            k_smem, v_smem, k_ready, v_ready, k_empty, v_empty,
                                            s_zero, KV_IDX, FULL_IDX, irow, n_partial, q_idx, b,
-                                           h, sm_scale, q0, __CAPS__ BLOCK_N, STAGES, S_LAYOUT,
-                                           O_LAYOUT, HAS_SCORE_MOD, FMA, 2)
+                                           h, sm_scale, q0, cols, __CAPS__ BLOCK_N, STAGES,
+                                           S_LAYOUT, O_LAYOUT, HAS_SCORE_MOD, FMA, TILE_TERMS,
+                                           2)
         last = (n_tiles - 1) % STAGES
         mbarrier.wait(v_ready.index(last), ((n_tiles - 1) // STAGES) & 1)
         acc = warpgroup_mma(p16, v_smem.index(last), acc, is_async=True)
@@ -247,7 +264,8 @@ def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, __CAPS__
                  ROWS: gl.constexpr, BLOCK_N: gl.constexpr, D: gl.constexpr,
                  STAGES: gl.constexpr, S_LAYOUT: gl.constexpr, O_LAYOUT: gl.constexpr,
                  HAS_SCORE_MOD: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                 FMA: gl.constexpr = False, SPLIT: gl.constexpr = False):
+                 FMA: gl.constexpr = False, SPLIT: gl.constexpr = False,
+                 TILE_TERMS: gl.constexpr = False):
     """O and the log2 LSE of 2 * ROWS query rows of one (batch, head)."""
     gl.static_assert(not (FMA and HAS_SCORE_MOD), "FMA: scores without a score mod only")
     b, h, bh, start_m = _gl_program(NUM_M_BLOCKS, HEAD_GROUP, H, 2 * ROWS)
@@ -269,11 +287,11 @@ def _attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, __CAPS__
         (_gl_consumer, (0, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty, v_empty,
                         o_desc, LSE, KV_IDX, FULL_IDX, irow, n_partial, n_tiles, q_row,
                         start_m, b, h, bh, Q_LEN, sm_scale, __CAPS__ ROWS, BLOCK_N, D, STAGES,
-                        S_LAYOUT, O_LAYOUT, HAS_SCORE_MOD, FMA, SPLIT)),
+                        S_LAYOUT, O_LAYOUT, HAS_SCORE_MOD, FMA, SPLIT, TILE_TERMS)),
         (_gl_consumer, (1, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty, v_empty,
                         o_desc, LSE, KV_IDX, FULL_IDX, irow, n_partial, n_tiles, q_row,
                         start_m, b, h, bh, Q_LEN, sm_scale, __CAPS__ ROWS, BLOCK_N, D, STAGES,
-                        S_LAYOUT, O_LAYOUT, HAS_SCORE_MOD, FMA, SPLIT)),
+                        S_LAYOUT, O_LAYOUT, HAS_SCORE_MOD, FMA, SPLIT, TILE_TERMS)),
         (_gl_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready,
                       k_empty, v_empty, KV_IDX, FULL_IDX, irow, n_partial, n_tiles, q_row,
                       kv_row, ROWS, BLOCK_N, STAGES)),

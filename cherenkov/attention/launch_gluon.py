@@ -21,6 +21,7 @@ import torch
 from .block_mask import BlockMask
 from .hoist import score_loads_hoisted
 from .kernel_launch import descriptor, gluon_descriptor_class, launcher
+from .tile_terms import has_tile_terms
 
 GLUON_FWD = os.environ.get("CHERENKOV_ATTN_GLUON", "auto")     # "auto" | "off"
 TILE = 128            # query rows per program (two warpgroups of 64)
@@ -46,6 +47,10 @@ SCORE_LOADS = False
 # ran within noise of the one loop (causal 0.5215 vs 0.5212 ms, window 0.300 vs 0.293, ALiBi
 # 0.589 vs 0.580: bench/results/2026-12-02_attention_gluon_variants_h200_96c43bf.md): not taken
 SPLIT_TILES = False
+# The score's terms linear in the key index (ALiBi's) as a per-key vector made once per
+# program plus one number per tile (tile_terms.py; kernels_gluon_src._gl_softmax) -- False:
+# computed per score from the key indices, as the Triton forward does
+TILE_TERMS = True
 # launch(): True through launch.launcher's direct path, False Triton's fn[grid] (A/B runs)
 DIRECT = True
 # Calls of fewer scores keep the Triton forward, as calls under launch.TMA_MIN_SCORES keep
@@ -142,7 +147,7 @@ def forward(plan, m: BlockMask, q, k, v, capture_args, mask_strides, group: int
                 O_LAYOUT=o_layout, HAS_SCORE_MOD=plan.has_score_mod,
                 CONSUMER_REGS=CONSUMER_REGS,
                 FMA=FMA_SOFTMAX and not plan.has_score_mod and plan.scale > 0,
-                SPLIT=SPLIT_TILES),
+                SPLIT=SPLIT_TILES, TILE_TERMS=TILE_TERMS and has_tile_terms(plan.traced)),
            (o, lse))
     return o, lse
 

@@ -18,6 +18,7 @@ import torch
 
 from . import launch_gluon
 from .block_mask import BlockMask
+from .tile_terms import has_tile_terms
 
 DQ = os.environ.get("CHERENKOV_ATTN_GLUON", "auto")     # "auto" | "off"
 HEAD_DIMS = (64, 128)
@@ -38,6 +39,8 @@ SCORE_LOADS = False
 # noise (bench/results/2026-12-02_attention_gluon_kernels_h200_85ff35d.md,
 # ..._gluon_bwd_variants_h200_96c43bf.md): not taken
 SPLIT_TILES = False
+# launch_gluon.TILE_TERMS' for the dQ kernel (kernels_gluon_bwd_src._gl_dq_tiles)
+TILE_TERMS = True
 
 
 def usable(plan, q, k, o) -> bool:
@@ -67,7 +70,8 @@ def dq(plan, m: BlockMask, q, k, v, do, o, lse, delta, caps, fused: bool, mask_s
          *mask_strides, *o.stride()[:3], plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m, group),
         dict(ROWS=tile // 2, BLOCK_N=tile_n, D=D, STAGES=dict(STAGES)[tile_n], S_LAYOUT=s_layout,
              O_LAYOUT=o_layout, HAS_SCORE_MOD=plan.has_score_mod, FUSED_DELTA=fused,
-             CONSUMER_REGS=launch_gluon.CONSUMER_REGS, SPLIT=SPLIT_TILES),
+             CONSUMER_REGS=launch_gluon.CONSUMER_REGS, SPLIT=SPLIT_TILES,
+             TILE_TERMS=TILE_TERMS and has_tile_terms(plan.traced)),
         (out, delta) if fused else (out,))
     return out
 

@@ -28,8 +28,9 @@ from .shape_cache import capturing
 SWITCHES: list = [
     (launch_gluon, ("GLUON_FWD", "TILE", "TILE_N", "FMA_SOFTMAX", "SCORE_LOADS", "SPLIT_TILES",
                     "DIRECT", "MIN_SCORES", "HEAD_DIMS", "DTYPES", "STAGES", "CONSUMER_REGS",
-                    "MAX_REGS")),
-    (launch_gluon_bwd, ("DQ", "HEAD_DIMS", "DTYPES", "STAGES", "SCORE_LOADS", "SPLIT_TILES")),
+                    "MAX_REGS", "TILE_TERMS")),
+    (launch_gluon_bwd, ("DQ", "HEAD_DIMS", "DTYPES", "STAGES", "SCORE_LOADS", "SPLIT_TILES",
+                        "TILE_TERMS")),
     (tuning, ("VERSION",)),
 ]
 _MAX = 64               # decisions kept per plan before starting over

@@ -27,7 +27,8 @@ from cherenkov.codegen.triton_helpers import FLOORDIV_F
 from .fold import SM_SCALE, constant_divisor, finite_derivative, scaled_mods
 from .hoist import hoistable
 from .row_terms import Q0, split_rows
-from .trace import LEAVES, Node, TracedMods, depends_on, partials, topo_order
+from .tile_terms import COLS, J, N0, split_tiles
+from .trace import LEAVES, Node, TracedMods, const, depends_on, partials, topo_order
 
 _INFIX = {
     "add": "+", "sub": "-", "mul": "*", "div": "/",
@@ -192,7 +193,7 @@ def _index_linear(n: Node) -> bool:
         m = stack.pop()
         if m.op in ("add", "sub", "neg") and m.dtype == "i":
             stack.extend(m.args)
-        elif m.op in ("q_idx", "kv_idx", "q0"):
+        elif m.op in ("q_idx", "kv_idx", "q0", "j", "n0"):
             seq += 1
         elif m.op in ("b", "h"):
             bh += 1
@@ -246,7 +247,7 @@ class _Emitter:
         return self.float_index and _index_linear(n)
 
     def _name_one(self, n: Node) -> None:
-        if n.op in LEAVES or n is SM_SCALE or n is Q0:
+        if n.op in LEAVES or any(n is x for x in (SM_SCALE, Q0, J, N0, COLS)):
             name = n.op
         elif n.op == "const":
             name = _literal(n.value)
@@ -266,7 +267,7 @@ class _Emitter:
             return self.fnames[id(node)]
         if node.op == "const":
             return _literal(float(node.value))
-        if node.op in LEAVES or node is Q0:
+        if node.op in LEAVES or any(node is x for x in (Q0, J, N0)):
             rhs = f"({node.op}).to(tl.float32)"
         elif node.op == "neg":
             rhs = f"(-{self.fname(node.args[0])})"
@@ -351,10 +352,42 @@ def render_score_mod(traced: TracedMods, target: str, wide: bool = False,
         # A constant derivative is returned as a tile (older Triton cannot return constexprs)
         d_score = _score_tile(_literal(float(d.value))) if d.op == "const" else em.name(d)
         out.append(_function("_score_mod_grad" + suffix, params, em, f"{tile}, {d_score}"))
+    out += _render_tiles(shifted, d, caps, target, wide, float_index, hoisted)
     return "\n\n".join((*out, _render_row_shift(row, caps, target, wide),
                         *([_render_row_shift(row, caps, target, wide, hoisted)] if hoisted else []),
                         _render_scale_ds(d), render_capture_grads(traced, target, wide),
                         _render_hoists(traced, hoisted, target, wide)))
+
+
+def _render_tiles(shifted: Node, d: Node, caps: str, target: str, wide: bool,
+                  float_index: bool, hoisted: dict[int, Node]) -> list[str]:
+    """The loops over key tiles' helpers (tile_terms.py): `_score_cols(sm_scale, b, h, j, q0,
+    ...)` (the per-key vector, j the keys' places in a tile), `_score_tile(sm_scale, b, h, n0,
+    q0, ...)` (the tile's number), `_score_rest(score, ..., q0, cols, ...)` (the rest, per
+    score) and `_score_rest_grad` (it and d mod / d score), each with its `_h` version. A mod
+    with no such terms gets zeros and its `_score_mod_q0` as the rest (the kernels then do not
+    call them: launch_gluon.tile_terms)."""
+    split = split_tiles(shifted)
+    rest, cols, tile = split if split else (shifted, const(0.0), const(0.0))
+    out = []
+    for suffix, held in _variants(hoisted):
+        def emitter(*indices):
+            return _Emitter(target, wide=wide, float_index=float_index, hoisted=held,
+                            indices=indices)
+        em = emitter("b", "h")
+        out.append(_function("_score_cols" + suffix, f"sm_scale, b, h, j, q0, {caps}", em,
+                             f"(j * 0).to(tl.float32) + {em.name(cols)}"))
+        em = emitter("b", "h")
+        out.append(_function("_score_tile" + suffix, f"sm_scale, b, h, n0, q0, {caps}", em,
+                             f"sm_scale * 0.0 + {em.name(tile)}"))
+        params = f"score, sm_scale, b, h, q_idx, kv_idx, q0, cols, {caps}"
+        em = emitter(*LEAVES[1:])
+        out.append(_function("_score_rest" + suffix, params, em, _as_tile(rest, em)))
+        em = emitter(*LEAVES[1:])
+        tile_ = _as_tile(rest, em)
+        d_score = _score_tile(_literal(float(d.value))) if d.op == "const" else em.name(d)
+        out.append(_function("_score_rest_grad" + suffix, params, em, f"{tile_}, {d_score}"))
+    return out
 
 
 def _variants(hoisted: dict[int, Node]) -> tuple:

@@ -38,10 +38,8 @@ _INDEX_LEAVES = ("q_idx", "kv_idx", "b", "h")
 def split_rows(value: Node) -> tuple[Node, Node | None]:
     """(value - r, r) with r the row terms of value's top-level sum (None and value itself
     when it has none). value is a float node over score, sm_scale, b, h, q_idx, kv_idx."""
-    terms: list[tuple[int, Node]] = []
-    _flatten(value, 1, terms)
     kept, rows = [], []
-    for sign, term in terms:
+    for sign, term in terms(value):
         if not depends_on(term) & {"score", "kv_idx"}:
             rows.append((sign, term))
             continue
@@ -53,10 +51,17 @@ def split_rows(value: Node) -> tuple[Node, Node | None]:
             rows.append((sign, split[1]))
     if not rows:
         return value, None
-    shifted = _sum(kept)
+    shifted = sum_terms(kept)
     if shifted.dtype != "f":
         shifted = Node("cast", (shifted,), value="f", dtype="f")
-    return shifted, _sum(rows)
+    return shifted, sum_terms(rows)
+
+
+def terms(value: Node) -> list[tuple[int, Node]]:
+    """value's top-level sum as (sign, term) pairs (_flatten)."""
+    out: list[tuple[int, Node]] = []
+    _flatten(value, 1, out)
+    return out
 
 
 def _flatten(n: Node, sign: int, out: list, coef: Node | None = None) -> None:
@@ -85,12 +90,12 @@ def _scaled(n: Node, coef: Node) -> Node:
     return make("mul", n, coef)
 
 
-def _sum(terms: list[tuple[int, Node]]) -> Node:
-    if not terms:
+def sum_terms(pairs: list[tuple[int, Node]]) -> Node:
+    if not pairs:
         return const(0.0)
-    sign, total = terms[0]
+    sign, total = pairs[0]
     total = total if sign > 0 else make("neg", total)
-    for sign, term in terms[1:]:
+    for sign, term in pairs[1:]:
         total = make("add" if sign > 0 else "sub", total, term)
     return total
 
@@ -101,22 +106,22 @@ def _coefficient(n: Node) -> bool:
 
 
 def _index_sum(n: Node) -> bool:
-    """An integer sum / difference of q_idx, kv_idx, b, h and integer constants, and their
+    """An integer sum / difference of q_idx, kv_idx, b, h, q0 and integer constants, and their
     multiples by integer constants (linear in q_idx and kv_idx)."""
     for m in topo_order([n]):
         if m.op in ("add", "sub", "neg") and m.dtype == "i":
             continue
         if m.op == "mul" and m.dtype == "i" and any(a.op == "const" for a in m.args):
             continue
-        if m.op in _INDEX_LEAVES or (m.op == "const" and m.dtype == "i"):
+        if m.op in _INDEX_LEAVES or m is Q0 or (m.op == "const" and m.dtype == "i"):
             continue
         return False
     return n.dtype == "i"
 
 
-def _split_linear(term: Node) -> tuple[Node, Node] | None:
-    """(coef * X(q0, kv), coef * (X(q, 0) - X(q0, 0))) for a term coef * X (or X, or X cast
-    to float) with X an index sum reading both q_idx and kv_idx; None otherwise."""
+def linear_term(term: Node) -> tuple[Node | None, Node] | None:
+    """(coef, X) for a term coef * X (or X, or X cast to float): coef a product of
+    coefficients (None for none), X an index sum (_index_sum); None for any other term."""
     coef, x = None, term
     while x.op == "mul" and x.dtype == "f":
         a, b = x.args
@@ -129,17 +134,28 @@ def _split_linear(term: Node) -> tuple[Node, Node] | None:
         coef = c if coef is None else make("mul", c, coef)
     if x.op == "cast" and x.value == "f":
         x = x.args[0]
-    if not _index_sum(x) or not {"q_idx", "kv_idx"} <= depends_on(x):
+    return (coef, x) if _index_sum(x) else None
+
+
+def scaled(x: Node, coef: Node | None) -> Node:
+    """coef * x (x itself for no coef)."""
+    return x if coef is None else make("mul", x, coef)
+
+
+def _split_linear(term: Node) -> tuple[Node, Node] | None:
+    """(coef * X(q0, kv), coef * (X(q, 0) - X(q0, 0))) for a linear_term coef * X whose X
+    reads both q_idx and kv_idx; None otherwise."""
+    found = linear_term(term)
+    if found is None or not {"q_idx", "kv_idx"} <= depends_on(found[1]):
         return None
-    col = _substitute(x, {"q_idx": Q0})
-    row = make("sub", _substitute(x, {"kv_idx": const(0)}),
-               _substitute(x, {"q_idx": Q0, "kv_idx": const(0)}))
-    if coef is None:
-        return col, row
-    return make("mul", col, coef), make("mul", row, coef)
+    coef, x = found
+    col = substitute(x, {"q_idx": Q0})
+    row = make("sub", substitute(x, {"kv_idx": const(0)}),
+               substitute(x, {"q_idx": Q0, "kv_idx": const(0)}))
+    return scaled(col, coef), scaled(row, coef)
 
 
-def _substitute(n: Node, leaves: dict[str, Node]) -> Node:
+def substitute(n: Node, leaves: dict[str, Node]) -> Node:
     memo: dict[int, Node] = {}
     for m in topo_order([n]):
         if m.op in leaves:

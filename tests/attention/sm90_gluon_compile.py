@@ -4,7 +4,7 @@ kernels_gluon_bwd_src.py) for sm_90 without a GPU.
 Run in a fresh process without TRITON_INTERPRET (test_gluon_forward.py does), for every
 variant below: the built-in mods' renderings (score mods reading captured tensors, the
 inline-asm tanh, index-only and tensor-reading masks) -- the forward at D=128, bf16 and fp16,
-the dQ kernel at D=128 and 64, bf16.
+the dQ kernel at D=128 and 64, bf16; ALiBi's also without its tile terms (tile_terms.py).
 Prints one line per variant; exits 0 when all compiled, 2 when this Triton has no Gluon.
 """
 import sys
@@ -15,6 +15,7 @@ from triton.backends.compiler import GPUTarget
 
 from cherenkov.attention import launch_gluon, launch_gluon_bwd, mods
 from cherenkov.attention.codegen import gluon_hopper, load_kernels
+from cherenkov.attention.tile_terms import has_tile_terms
 from cherenkov.attention.trace import trace_mods
 
 SCALARS = ("irow", "snb", "snh", "snm", "sib", "sih", "sim", "Q_LEN", "KV_LEN", "H", "GROUPS",
@@ -75,23 +76,28 @@ def resources(cubin: bytes) -> str:
 
 def compile_ws(kernels, traced, d: int, dtype: torch.dtype, tile_n: int = 128,
                stages: int = launch_gluon.STAGES, fma: bool = False, split: bool = False,
-               raw: bool = False):
-    """The forward (raw: the compiled kernel, else its resources' line)."""
+               raw: bool = False, tile_terms: bool = True):
+    """The forward (raw: the compiled kernel, else its resources' line); tile_terms as
+    launch_gluon.TILE_TERMS."""
     s_layout, o_layout = launch_gluon._layouts(d, tile_n)
     cx = dict(ROWS=64, BLOCK_N=tile_n, D=d, STAGES=stages, S_LAYOUT=s_layout,
               O_LAYOUT=o_layout, HAS_SCORE_MOD=traced.score is not None,
-              CONSUMER_REGS=launch_gluon.CONSUMER_REGS, FMA=fma, SPLIT=split)
+              CONSUMER_REGS=launch_gluon.CONSUMER_REGS, FMA=fma, SPLIT=split,
+              TILE_TERMS=tile_terms and has_tile_terms(traced))
     kernel = build(kernels._attn_fwd_ws, traced, d, dtype, cx, tile_n)
     return kernel if raw else _describe(kernel)
 
 
 def compile_dq(kernels, traced, d: int, dtype: torch.dtype, tile_n: int = 128,
-               fused: bool = True, split: bool = False, raw: bool = False):
-    """The dQ kernel (kernels_gluon_bwd_src; raw: the compiled kernel)."""
+               fused: bool = True, split: bool = False, raw: bool = False,
+               tile_terms: bool = True):
+    """The dQ kernel (kernels_gluon_bwd_src; raw: the compiled kernel); tile_terms as
+    launch_gluon_bwd.TILE_TERMS."""
     s_layout, o_layout = launch_gluon._layouts(d, tile_n)
     cx = dict(ROWS=64, BLOCK_N=tile_n, D=d, STAGES=dict(launch_gluon_bwd.STAGES)[tile_n],
               S_LAYOUT=s_layout, O_LAYOUT=o_layout, HAS_SCORE_MOD=traced.score is not None,
-              FUSED_DELTA=fused, CONSUMER_REGS=launch_gluon.CONSUMER_REGS, SPLIT=split)
+              FUSED_DELTA=fused, CONSUMER_REGS=launch_gluon.CONSUMER_REGS, SPLIT=split,
+              TILE_TERMS=tile_terms and has_tile_terms(traced))
     kernel = build(kernels._attn_bwd_dq_ws, traced, d, dtype, cx, tile_n)
     return kernel if raw else _describe(kernel)
 
@@ -121,6 +127,11 @@ def main() -> int:
             for kw in (dict(fused=False), dict(tile_n=64)):
                 print(f"{name} dQ {kw}: {compile_dq(kernels, traced, 128, torch.bfloat16, **kw)}",
                       flush=True)
+        if name == "alibi causal":       # its linear term per score (launch's TILE_TERMS off)
+            print(f"{name} no tile terms: "
+                  f"{compile_ws(kernels, traced, 128, torch.bfloat16, tile_terms=False)}")
+            print(f"{name} dQ no tile terms: "
+                  f"{compile_dq(kernels, traced, 128, torch.bfloat16, tile_terms=False)}")
         if name in ("causal", "window"):     # launch_gluon's variants: 64-key tiles, the fused
             # softmax, a third stage
             for kw in (dict(tile_n=64), dict(fma=True), dict(stages=3)):

@@ -1,0 +1,74 @@
+"""Terms of the score linear in the key index, taken out of the per-score work of a loop over
+key tiles (the Gluon forward's and dQ's).
+
+After row_terms.py, ALiBi's score is qk * c + slope * (kv_idx - q0): per tile the kernel
+builds the key indices, converts them to float, subtracts q0 and multiplies -- on every
+thread's 32 columns of every tile (compiled for sm_90: 134 more conversions, 129 more
+predicate ops and 4 more float ops per thread and tile than causal's forward; 68 conversions
+more in the dQ kernel). A term coef * X, X an integer sum linear in kv_idx (of kv_idx, q0, b,
+h and constants, row_terms.linear_term) and not reading q_idx, is at key n0 + j of the tile
+whose first key is n0
+
+    coef * X(n0 + j) = coef * (X(j) - X(0))|q0=b=h=0  +  coef * X(n0)
+                       a vector over j, alike on        one number
+                       every tile: `cols`               per tile
+
+(exact: X is linear). The kernels compute `cols` once per program, the number once per tile,
+and per score only the rest (ALiBi's: qk * c + cols, one fma). A number t added to all of a
+tile's scores moves the tile's row maxima by t: the forward keeps its running maximum in the
+scores' own terms (m = max(s') + t, p = exp2(s' - (m - t))), the dQ kernel subtracts t from the
+row's lse instead (p = exp2(s' - (lse - r - t)), r the row terms). Values change by float
+reassociation only: cols is small, X(n0) as exact as X(kv) was (both integers below 2**24).
+"""
+from __future__ import annotations
+
+import torch
+
+from .fold import scaled_mods
+from .row_terms import linear_term, scaled, split_rows, substitute, sum_terms, terms
+from .trace import Node, TracedMods, const, depends_on, evaluate, make
+
+J = Node("j", dtype="i")            # a key's place in its tile, 0 .. BLOCK_N - 1 (a vector)
+N0 = Node("n0", dtype="i")          # the tile's first key (a kernel scalar)
+COLS = Node("cols", dtype="f")      # the per-key vector, computed before the loop
+
+
+def split_tiles(shifted: Node) -> tuple[Node, Node, Node] | None:
+    """(rest, cols, tile) with shifted == rest + tile at kv_idx = n0 + j where rest reads the
+    leaf `cols` (COLS) for cols' value; None when shifted (row_terms.split_rows' first part)
+    has no term linear in kv_idx."""
+    kept, cols, tile = [], [], []
+    for sign, term in terms(shifted):
+        found = linear_term(term)
+        deps = depends_on(found[1]) if found is not None else set()
+        if "kv_idx" not in deps or "q_idx" in deps:
+            kept.append((sign, term))
+            continue
+        coef, x = found
+        col = J if (beta := _kv_coefficient(x)) == 1 else make("mul", const(beta), J)
+        cols.append((sign, _float(scaled(col, coef))))
+        tile.append((sign, _float(scaled(substitute(x, {"kv_idx": N0}), coef))))
+    if not cols:
+        return None
+    return sum_terms(kept + [(1, COLS)]), sum_terms(cols), sum_terms(tile)
+
+
+def has_tile_terms(traced: TracedMods) -> bool:
+    """Whether the score mod (row terms aside) has terms split_tiles takes out (kept on
+    `traced`: every launch asks)."""
+    memo = traced._reads
+    if "tile_terms" not in memo:
+        memo["tile_terms"] = traced.score is not None and split_tiles(
+            split_rows(scaled_mods(traced)[0])[0]) is not None
+    return memo["tile_terms"]
+
+
+def _kv_coefficient(x: Node) -> int:
+    """X(kv_idx=1) - X(kv_idx=0) of a linear integer X (row_terms.linear_term's)."""
+    at = {name: torch.tensor(0) for name in ("q_idx", "b", "h", "q0")}
+    one, zero = (int(evaluate(x, {**at, "kv_idx": torch.tensor(v)}, [])) for v in (1, 0))
+    return one - zero
+
+
+def _float(n: Node) -> Node:
+    return n if n.dtype == "f" else Node("cast", (n,), value="f", dtype="f")
