@@ -207,3 +207,27 @@ def test_split_tile_loops_match_one_loop(name, monkeypatch):
     ours = _run(q, k, v, do, **MODS[name])
     assert fwd.n == 2 and dq.n == 2
     _compare(ours, ref)
+
+
+@pytest.mark.parametrize("name", ["alibi", "relative position", "affine"])
+def test_tile_terms_match_the_per_score_form(name, monkeypatch):
+    """The score's key-linear terms out of both Gluon loops (TILE_TERMS, tile_terms.py)
+    against the same kernels computing them per score: outputs, lse and gradients."""
+    from cherenkov.attention import launch_bwd
+    monkeypatch.setattr(launch_bwd, "DS_STORE", "off")
+    monkeypatch.setattr(launch_gluon_bwd, "SCORE_LOADS", True)
+    slopes = ca.alibi_slopes(4, device="cuda")
+    score_mod = {"alibi": ca.alibi(slopes),
+                 "relative position": MODS["relative position"]["score_mod"],
+                 "affine": lambda s, b, h, q, kv: s - (q - 2 * kv + 3 + h) * slopes[h] * 0.5
+                 }[name]
+    q, k, v = _qkv(2, 4, 512)
+    do = torch.randn_like(q)
+    forwards, dqs = _Count(monkeypatch), _count_dq(monkeypatch)
+    ours = _run(q, k, v, do, score_mod=score_mod, mask_mod=ca.causal)
+    assert forwards.n == 1 and dqs.n == 1
+    monkeypatch.setattr(launch_gluon, "TILE_TERMS", False)
+    monkeypatch.setattr(launch_gluon_bwd, "TILE_TERMS", False)
+    ref = _run(q, k, v, do, score_mod=score_mod, mask_mod=ca.causal)
+    assert forwards.n == 2 and dqs.n == 2
+    _compare(ours, ref, tol=1e-2)
