@@ -4,9 +4,9 @@ Gluon kernels it names (B=4 H=16 S=4096 D=128 bf16, the suite's shape):
 
     CHERENKOV_COMMIT=<sha> PYTHONPATH=. python3 bench/attention_gluon_kernels_gpu.py OUT_DIR [CASE]
 
-CASE: causal (default), document8, sliding_window1024 or alibi. Per variant also: two do_bench
-runs, the host's time per call with the GPU kept busy (host_us), and the caching allocator's
-device mallocs / frees during the timing. Writes OUT_DIR/attention_gluon_kernels[_CASE]_<pid>.md
+CASE: causal (default), document8, sliding_window1024 or alibi (its variants: ALIBI_VARIANTS).
+Per variant also: two do_bench runs, the host's time per call with the GPU kept busy
+(host_us), and the caching allocator's device mallocs / frees during the timing. Writes OUT_DIR/attention_gluon_kernels[_CASE]_<pid>.md
 (one file per process: the same case in several processes differed -- document8 0.74 vs
 1.03-1.19 ms per call at d696106 with the same kernels and kernel times -- when the calls were
 host-bound: the host's time per call swung 483-1447 us at 9a1c89c, before memo.py).
@@ -35,6 +35,14 @@ VARIANTS = {
     # last: is a slow default row the setting's or the moment's? (document8 at d696106:
     # "triton only" never slow, run first)
     "triton only again": dict(GLUON_FWD="off", DQ="off"),
+}
+ALIBI_VARIANTS = {     # its key-linear term out of each kernel's loop, or not (tile_terms.py)
+    "default": dict(),
+    "dK/dV per score": dict(DKDV_TILE_TERMS=False),
+    "dQ per score": dict(BWD_TILE_TERMS=False),
+    "all per score": dict(TILE_TERMS=False, BWD_TILE_TERMS=False, DKDV_TILE_TERMS=False),
+    "default again": dict(),
+    "dK/dV per score again": dict(DKDV_TILE_TERMS=False),
 }
 
 
@@ -89,7 +97,7 @@ def main() -> int:
     lines = [f"# Kernels per Gluon variant, {case} forward+backward on {meta['gpu']}", "",
              f"torch {meta['torch']}, triton {meta['triton']}, commit {meta['commit']}, "
              f"{meta['date']}; B={B} H={H} S={S} D={D} bf16", ""]
-    for name, setting in VARIANTS.items():
+    for name, setting in (ALIBI_VARIANTS if case == "alibi" else VARIANTS).items():
         with settings(**setting):
             before = len(warn.seen)
             stats = torch.cuda.memory_stats()

@@ -7,7 +7,8 @@ against the Triton forward (GLUON_FWD="off"). --backward: how the backward's dQ 
 default for score mods) or recomputed by the Gluon dQ kernel (launch_gluon_bwd, SCORE_LOADS
 for ALiBi), with either forward -- on the score-mod cases, against Triton's kernels only.
 --tile-terms: ALiBi with its key-linear term per score, taken out of the Gluon forward's
-loop only, and out of both the forward's and the dQ's (tile_terms.py; TILE_TERMS).
+loop only, out of the forward's and the dQ's, and out of those and the dK/dV kernel's
+(tile_terms.py; TILE_TERMS, BWD_TILE_TERMS, DKDV_TILE_TERMS).
 B=4 H=16 S=4096 D=128 bf16, forward and forward+backward (do_bench median, best of 2
 interleaved rounds), each variant's output and (--backward) dQ against the first variant's.
 
@@ -27,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 
 import cherenkov.attention as ca  # noqa: E402
-from cherenkov.attention import launch, launch_gluon, launch_gluon_bwd  # noqa: E402
+from cherenkov.attention import launch, launch_bwd, launch_gluon, launch_gluon_bwd  # noqa: E402
 from cherenkov.bench.report import md_table, save_pair, script_meta  # noqa: E402
 from cherenkov.bench.suites.attention import bench_ms, qkv, unmasked_pairs  # noqa: E402
 
@@ -57,10 +58,12 @@ BACKWARD_VARIANTS = {    # (launch / launch_gluon / launch_gluon_bwd settings)
                                             BWD_SPLIT_TILES=True),
 }
 
+_PER_SCORE = dict(TILE_TERMS=False, BWD_TILE_TERMS=False, DKDV_TILE_TERMS=False)
 TILE_VARIANTS = {
-    "per score": dict(TILE_TERMS=False, BWD_TILE_TERMS=False),
-    "forward's out": dict(BWD_TILE_TERMS=False),
-    "forward's and dQ's out": dict(),
+    "per score": _PER_SCORE,
+    "forward's out": dict(BWD_TILE_TERMS=False, DKDV_TILE_TERMS=False),
+    "forward's and dQ's out": dict(DKDV_TILE_TERMS=False),
+    "forward's, dQ's, dK/dV's out": dict(),
 }
 
 
@@ -81,10 +84,12 @@ def _computed_alibi(score, b, h, q_idx, kv_idx):
 
 
 def _where(name: str):
-    """(module, attribute) of a setting: DS_STORE is launch's, DQ and BWD_* launch_gluon_bwd's
-    (DQ, *), the rest launch_gluon's."""
+    """(module, attribute) of a setting: DS_STORE is launch's, DKDV_* launch_bwd's, DQ and
+    BWD_* launch_gluon_bwd's (DQ, *), the rest launch_gluon's."""
     if name == "DS_STORE":
         return launch, name
+    if name.startswith("DKDV_"):
+        return launch_bwd, name
     if name == "DQ" or name.startswith("BWD_"):
         return launch_gluon_bwd, name.replace("BWD_", "")
     return launch_gluon, name

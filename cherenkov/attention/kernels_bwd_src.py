@@ -58,10 +58,11 @@ def _dkdv_rows(DO_base, DOD, LSE_base, DELTA_base, q_row, start_m, offs_d, Q_LEN
 
 @triton.jit
 def _dkdv_update(dk, dv, qkT, qT, do, lse, delta, v, DS, DSD, ds_row, ds_q_rows, start_m, offs_n,
-                 b, h, sm_scale, __CAPS__
+                 b, h, sm_scale, n0, cols, rows, __CAPS__
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPARSE_M: tl.constexpr,
                  IS_PARTIAL: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, DOT_PREC: tl.constexpr,
-                 TMA: tl.constexpr, DP_FIRST: tl.constexpr, DS_STORE: tl.constexpr):
+                 TMA: tl.constexpr, DP_FIRST: tl.constexpr, DS_STORE: tl.constexpr,
+                 TILE_TERMS: tl.constexpr):
     """DP_FIRST (score mods whose derivative varies per score): dP's matmul issued right
     after S's is at hand and dS formed before the dV matmul -- no tile held across the dP
     matmul, so the derivative's tile fits beside 64-row steps (softcap forward+backward 2.64
@@ -71,13 +72,21 @@ def _dkdv_update(dk, dv, qkT, qT, do, lse, delta, v, DS, DSD, ds_row, ds_q_rows,
     DS_STORE (launch_bwd.DS_STORE): this tile's dS^T is also stored for _attn_bwd_dq_ds, so no dQ
     kernel recomputes S and dP, at rows ds_row (this program's first key row) + the query
     block's ds_q_rows of DS (see _attn_bwd_dkdv). With TMA == 2 through DSD: an asynchronous
-    bulk copy that Triton's pipeliner waits on only before the next tile's."""
+    bulk copy that Triton's pipeliner waits on only before the next tile's.
+    TILE_TERMS (tile_terms.py, rows_from_offsets): the score's key-linear terms as `cols`
+    (a vector over this program's keys) plus a number per query tile, its row terms as
+    `rows` (over the tile's row offsets), both made once: per score the rest only."""
     offs_m = start_m + tl.arange(0, BLOCK_M)
     if DP_FIRST:
         dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PREC)          # (BLOCK_N, BLOCK_M)
     q_idx = offs_m[None, :]
     kv_idx = offs_n[:, None]
-    if HAS_SCORE_MOD:
+    if TILE_TERMS:        # q0 = start_m: the tile's number, the rows' terms from offsets
+        sT, dsdx = _score_rest_grad__H__(qkT, sm_scale, b, h, q_idx, kv_idx, start_m, cols,
+                                         __CAPS__)
+        shift = _score_tile__H__(sm_scale, b, h, n0, start_m, __CAPS__)
+        pT = tl.exp2(sT - (lse - rows - shift)[None, :])
+    elif HAS_SCORE_MOD:
         sT, dsdx = _score_mod_grad__H__(qkT, sm_scale, b, h, q_idx, kv_idx, __CAPS__)
         pT = tl.exp2(sT - lse[None, :])
     else:
@@ -111,16 +120,23 @@ def _dkdv_update(dk, dv, qkT, qT, do, lse, delta, v, DS, DSD, ds_row, ds_q_rows,
 
 @triton.jit
 def _dkdv_tiles(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD, DS, DSD, ds_row,
-                ds_q_rows, q_row, IDX, irow, n, offs_n, offs_d, b, h, sm_scale, Q_LEN,
+                ds_q_rows, q_row, IDX, irow, n, n0, offs_n, offs_d, b, h, sm_scale, Q_LEN,
                 stride_qm, stride_dom, __CAPS__
                 D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
                 BLOCK_N: tl.constexpr, SPARSE_M: tl.constexpr, IS_PARTIAL: tl.constexpr,
                 EVEN_M: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, DOT_PREC: tl.constexpr,
-                TMA: tl.constexpr, DP_FIRST: tl.constexpr, DS_STORE: tl.constexpr):
+                TMA: tl.constexpr, DP_FIRST: tl.constexpr, DS_STORE: tl.constexpr,
+                TILE_TERMS: tl.constexpr):
     """The n query tiles of the block list at IDX + irow, each loaded (q, then dO and its
     rows' lse and delta), K q^T, then _dkdv_update (the `_h` mods: the loop stores dS, so
-    Triton leaves its loads there; hoist.py)."""
+    Triton leaves its loads there; hoist.py). n0: the program's first key (offs_n's);
+    TILE_TERMS' vectors are made here, once."""
     __HOIST__
+    cols = 0.0
+    rows = 0.0
+    if TILE_TERMS:
+        cols = _score_cols__H__(sm_scale, b, h, tl.arange(0, BLOCK_N)[:, None], 0, __CAPS__)
+        rows = _row_shift__H__(sm_scale, b, h, tl.arange(0, BLOCK_M), 0, __CAPS__)
     for it in range(0, n):
         start_m = _tile_start(IDX, irow, it, SPARSE_M, BLOCK_M)
         qT = _dkdv_q_tile(Q_base, QD, q_row, start_m, offs_d, Q_LEN, stride_qm, D, D_PAD,
@@ -129,9 +145,9 @@ def _dkdv_tiles(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD, DS
                                     offs_d, Q_LEN, stride_dom, D, D_PAD, BLOCK_M, EVEN_M, TMA)
         qkT = tl.dot(k, qT, input_precision=DOT_PREC)                 # (BLOCK_N, BLOCK_M)
         dk, dv = _dkdv_update(dk, dv, qkT, qT, do, lse, delta, v, DS, DSD, ds_row, ds_q_rows,
-                              start_m, offs_n, b, h, sm_scale, __CAPS__ BLOCK_M, BLOCK_N,
-                              SPARSE_M, IS_PARTIAL, HAS_SCORE_MOD, DOT_PREC, TMA, DP_FIRST,
-                              DS_STORE)
+                              start_m, offs_n, b, h, sm_scale, n0, cols, rows, __CAPS__ BLOCK_M,
+                              BLOCK_N, SPARSE_M, IS_PARTIAL, HAS_SCORE_MOD, DOT_PREC, TMA,
+                              DP_FIRST, DS_STORE, TILE_TERMS)
     return dk, dv
 
 
@@ -147,7 +163,7 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, DELTA, __CAPS__
                    BLOCK_N: tl.constexpr, SPARSE_M: tl.constexpr, SPARSE_N: tl.constexpr,
                    EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
                    DOT_PREC: tl.constexpr, TMA: tl.constexpr, DP_FIRST: tl.constexpr,
-                   DS_STORE: tl.constexpr):
+                   DS_STORE: tl.constexpr, TILE_TERMS: tl.constexpr = False):
     """dK, dV per key block of the kv heads HEAD0.. (the grid's heads). DS_STORE: each tile's
     dS^T is stored too, into DS (DSD: its 2-D view), rows of SPARSE_M query columns: per query
     head of these kv heads (in grid order), per query block, one row per key index (KV_LEN
@@ -182,16 +198,16 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, DELTA, __CAPS__
         irow = b * sib + h * sih + (start_n // SPARSE_N) * sin
         dk, dv = _dkdv_tiles(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD,
                              DS, DSD, ds_row, ds_q_rows, q_row, Q_IDX, irow,
-                             tl.load(Q_NUM + row) * R, offs_n, offs_d, b, h, sm_scale, Q_LEN,
-                             stride_qm, stride_dom, __CAPS__ D, D_PAD, BLOCK_M, BLOCK_N,
-                             SPARSE_M, True, EVEN_M, HAS_SCORE_MOD, DOT_PREC, TMA, DP_FIRST,
-                             DS_STORE)
+                             tl.load(Q_NUM + row) * R, start_n, offs_n, offs_d, b, h,
+                             sm_scale, Q_LEN, stride_qm, stride_dom, __CAPS__ D, D_PAD,
+                             BLOCK_M, BLOCK_N, SPARSE_M, True, EVEN_M, HAS_SCORE_MOD, DOT_PREC,
+                             TMA, DP_FIRST, DS_STORE, TILE_TERMS)
         dk, dv = _dkdv_tiles(dk, dv, k, v, Q_base, DO_base, LSE_base, DELTA_base, QD, DOD,
                              DS, DSD, ds_row, ds_q_rows, q_row, FULL_IDX, irow,
-                             tl.load(FULL_NUM + row) * R, offs_n, offs_d, b, h, sm_scale, Q_LEN,
-                             stride_qm, stride_dom, __CAPS__ D, D_PAD, BLOCK_M, BLOCK_N,
-                             SPARSE_M, False, EVEN_M, HAS_SCORE_MOD, DOT_PREC, TMA, DP_FIRST,
-                             DS_STORE)
+                             tl.load(FULL_NUM + row) * R, start_n, offs_n, offs_d, b, h,
+                             sm_scale, Q_LEN, stride_qm, stride_dom, __CAPS__ D, D_PAD,
+                             BLOCK_M, BLOCK_N, SPARSE_M, False, EVEN_M, HAS_SCORE_MOD, DOT_PREC,
+                             TMA, DP_FIRST, DS_STORE, TILE_TERMS)
     dk = dk * sm_scale
     tl.store(DK + b * stride_dkb + hk * stride_dkh + offs_n[:, None] * stride_dkn + offs_d[None, :],
              dk.to(DK.dtype.element_ty), mask=kv_mask)

@@ -15,6 +15,7 @@ import torch
 from . import launch, launch_gluon_bwd, memo
 from .block_mask import BlockMask
 from .kernel_launch import descriptor, descriptor_class, launcher
+from .tile_terms import rows_from_offsets
 from .launch import (Launch, Plan, _backward_tma, _contiguous, _dot_precision, _gluon_tiles,
                      _mask_strides, _mode_for, _query_head_group, capture_args, head_group,
                      tma_mode, triton_cdiv)
@@ -128,7 +129,10 @@ DS_STORE = "auto"
 DS_BUDGET = 512 << 20
 
 
-memo.register(sys.modules[__name__], ("DS_STORE", "DS_BUDGET"))
+# The score's key-linear terms and linear row terms out of the dK/dV kernel's loop over query
+# tiles (tile_terms.py, rows_from_offsets; kernels_bwd_src._dkdv_update) -- False: per score
+DKDV_TILE_TERMS = True
+memo.register(sys.modules[__name__], ("DS_STORE", "DS_BUDGET", "DKDV_TILE_TERMS"))
 
 
 def _stored_ds_backward(plan, d: Backward, q, k, v, do, lse, delta, caps, dk, dv):
@@ -229,7 +233,8 @@ def _dkdv_decision(plan, q, k, v, do, backward_mode: str, store_ds: bool, head0:
          plan.scale, Q_LEN, KV_LEN, H, HK, H // HK, n_n, group, head0),
         cfg, m, tma, D, EVEN_M=Q_LEN % m.block[0] == 0, EVEN_N=KV_LEN % cfg.block_n == 0,
         HAS_SCORE_MOD=plan.has_score_mod, DOT_PREC=_dot_precision(q.dtype), TMA=tma,
-        DP_FIRST=plan.traced.score_grad_varies, DS_STORE=store_ds)
+        DP_FIRST=plan.traced.score_grad_varies, DS_STORE=store_ds,
+        TILE_TERMS=DKDV_TILE_TERMS and rows_from_offsets(plan.traced))
 
 
 def _dkdv_kernel(plan, d: Launch, q, k, v, do, lse, delta, caps, dk, dv, ds=None,

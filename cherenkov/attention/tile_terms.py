@@ -63,6 +63,20 @@ def has_tile_terms(traced: TracedMods) -> bool:
     return memo["tile_terms"]
 
 
+def rows_from_offsets(traced: TracedMods) -> bool:
+    """Whether has_tile_terms and the row terms (row_terms.split_rows') of rows q at q0 equal
+    those of rows q - q0 at 0 -- each term linear in q_idx or not reading it (ALiBi's; a
+    per-row table's is not): the dK/dV kernel's loop over query tiles then computes them
+    once, for the offsets 0 .. BLOCK_M - 1, and q0 is each tile's first row."""
+    memo = traced._reads
+    if "rows_from_offsets" not in memo:
+        row = split_rows(scaled_mods(traced)[0])[1] if has_tile_terms(traced) else None
+        memo["rows_from_offsets"] = has_tile_terms(traced) and (row is None or all(
+            linear_term(term) is not None or "q_idx" not in depends_on(term)
+            for _, term in terms(row)))
+    return memo["rows_from_offsets"]
+
+
 def _kv_coefficient(x: Node) -> int:
     """X(kv_idx=1) - X(kv_idx=0) of a linear integer X (row_terms.linear_term's)."""
     at = {name: torch.tensor(0) for name in ("q_idx", "b", "h", "q0")}

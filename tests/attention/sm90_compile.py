@@ -13,6 +13,7 @@ from triton.compiler import ASTSource
 
 from cherenkov.attention import mods
 from cherenkov.attention.codegen import load_kernels
+from cherenkov.attention.tile_terms import rows_from_offsets
 from cherenkov.attention.trace import trace_mods
 
 POINTERS = {"Q", "K", "V", "O", "DO", "DK", "DV", "DQ", "DS"}
@@ -82,10 +83,12 @@ def main() -> int:
         compile_one(kernels._attn_bwd_delta, dict(D=80, D_PAD=128, BLOCK_M=64),
                     captured_types, 4, 1)
         dp_first = traced.score_grad_varies           # as launch_bwd.backward sets it
+        tile_terms = rows_from_offsets(traced)        # as launch_bwd._dkdv_decision does
         for store in (False, True):       # dQ by its own kernel, or from stored dS
             compile_one(kernels._attn_bwd_dkdv, dict(base, BLOCK_M=64, BLOCK_N=64, TMA=0,
                                                      QD=None, DOD=None, DSD=None,
                                                      DP_FIRST=dp_first, DS_STORE=store,
+                                                     TILE_TERMS=tile_terms,
                                                      **({} if store else {"DS": None})),
                         captured_types, 4, 2)
         for fused in (True, False):
@@ -97,7 +100,7 @@ def main() -> int:
         tile = "tensordesc<bf16[64,128]>"           # the backward's 2-D descriptor reads
         for store in (False, True):      # dS stored through a descriptor too
             compile_one(kernels._attn_bwd_dkdv,
-                        dict(even, DP_FIRST=dp_first, DS_STORE=store,
+                        dict(even, DP_FIRST=dp_first, DS_STORE=store, TILE_TERMS=tile_terms,
                              **({} if store else {"DS": None, "DSD": None})),
                         dict(captured_types, QD=tile, DOD=tile,
                              **({"DSD": "tensordesc<bf16[64,64]>"} if store else {})), 4, 2)

@@ -217,9 +217,10 @@ def test_index_differences_under_float_ops_convert_the_index_vectors():
     mod = lambda s, b, h, q, kv: s + 0.5 * (kv - q) + (kv - q) % 3
     fast = render_mods(trace_mods(mod, None), "cuda", float_index=True)
     assert "(kv_idx).to(tl.float32)" in fast and "(q_idx).to(tl.float32)" in fast
-    # the decode, forward and gradient helpers build it for % 3 (the forward's 0.5 * (kv - q)
-    # is split at q0 instead: row_terms.py)
-    assert fast.count("(kv_idx - q_idx)") == 3
+    # the decode, forward and gradient helpers and the Gluon loops' rest and its gradient
+    # (tile_terms.py) build it for % 3 (the forward's 0.5 * (kv - q) is split at q0 instead:
+    # row_terms.py; and out of the rest as a per-key vector)
+    assert fast.count("(kv_idx - q_idx)") == 5
     plain = render_mods(trace_mods(lambda s, b, h, q, kv: s + 0.5 * (kv - q), None), "cuda")
     assert "(kv_idx).to(tl.float32)" not in plain and "(kv_idx - q_idx)" in plain
 

@@ -122,3 +122,37 @@ def test_rendered_helpers_add_up_to_the_score(name, q0, n0, monkeypatch):
         torch.testing.assert_close(split, whole, rtol=1e-5, atol=1e-4)
         torch.testing.assert_close(d_rest, d_whole, rtol=0, atol=0)
         torch.testing.assert_close(fwd, q0_form, rtol=1e-5, atol=1e-4)
+
+
+HEADS = torch.tensor([0.3, -0.2, 0.1, 0.0])
+
+
+@pytest.mark.parametrize("name, taken", [("alibi", True), ("affine", True),
+                                         ("head bias", True), ("row table", False)])
+@pytest.mark.parametrize("ds_store", ["auto", "off"])
+def test_dkdv_kernel_takes_the_terms_out_where_rows_come_from_offsets(name, taken, ds_store,
+                                                                      monkeypatch):
+    """The dK/dV kernel's loop over query tiles (launch_bwd.DKDV_TILE_TERMS): key-linear terms
+    and rows linear in q_idx (or not reading it) made once per program; a per-row table keeps
+    the per-score form. Odd lengths, GQA, stored dS or not: gradients match fp64."""
+    from cherenkov.attention import launch_bwd
+    from tests.attention.test_api import check, make_qkv
+    monkeypatch.setattr(launch_bwd, "DS_STORE", ds_store)
+    seen = []
+    real = launch_bwd._dkdv_decision
+
+    def spy(*a, **kw):
+        d = real(*a, **kw)
+        seen.append(d.constexprs["TILE_TERMS"])
+        return d
+    monkeypatch.setattr(launch_bwd, "_dkdv_decision", spy)
+    slopes = mods.alibi_slopes(4)
+    table = torch.randn(37)
+    factory = {
+        "alibi": lambda: mods.alibi(slopes),
+        "affine": lambda: lambda s, b, h, q, kv: 2.0 * s - (q - 2 * kv + 3 + h) * slopes[h],
+        "head bias": lambda: lambda s, b, h, q, kv: s + HEADS[h] + slopes[h] * (kv - q),
+        "row table": lambda: lambda s, b, h, q, kv: s + table[q] + slopes[h] * (kv - q),
+    }[name]
+    check(*make_qkv(2, 4, 2, 37, 50, 16), factory, mods.causal)
+    assert seen and all(t == taken for t in seen)
