@@ -211,8 +211,9 @@ def test_split_tile_loops_match_one_loop(name, monkeypatch):
 
 @pytest.mark.parametrize("name", ["alibi", "relative position", "affine"])
 def test_tile_terms_match_the_per_score_form(name, monkeypatch):
-    """The score's key-linear terms out of both Gluon loops (TILE_TERMS, tile_terms.py)
-    against the same kernels computing them per score: outputs, lse and gradients."""
+    """The score's key-linear terms out of both Gluon loops and the dK/dV kernel's (TILE_TERMS,
+    DKDV_TILE_TERMS; tile_terms.py) against the same kernels computing them per score:
+    outputs, lse and gradients."""
     from cherenkov.attention import launch_bwd
     monkeypatch.setattr(launch_bwd, "DS_STORE", "off")
     monkeypatch.setattr(launch_gluon_bwd, "SCORE_LOADS", True)
@@ -228,6 +229,7 @@ def test_tile_terms_match_the_per_score_form(name, monkeypatch):
     assert forwards.n == 1 and dqs.n == 1
     monkeypatch.setattr(launch_gluon, "TILE_TERMS", False)
     monkeypatch.setattr(launch_gluon_bwd, "TILE_TERMS", False)
+    monkeypatch.setattr(launch_bwd, "DKDV_TILE_TERMS", False)
     ref = _run(q, k, v, do, score_mod=score_mod, mask_mod=ca.causal)
     assert forwards.n == 2 and dqs.n == 2
     _compare(ours, ref, tol=1e-2)
