@@ -38,11 +38,11 @@ VARIANTS = {
 }
 ALIBI_VARIANTS = {     # its key-linear term out of each kernel's loop, or not (tile_terms.py)
     "default": dict(),
-    "dK/dV per score": dict(DKDV_TILE_TERMS=False),
+    "dK/dV's out too": dict(DKDV_TILE_TERMS=True),
     "dQ per score": dict(BWD_TILE_TERMS=False),
     "all per score": dict(TILE_TERMS=False, BWD_TILE_TERMS=False, DKDV_TILE_TERMS=False),
     "default again": dict(),
-    "dK/dV per score again": dict(DKDV_TILE_TERMS=False),
+    "dK/dV's out too again": dict(DKDV_TILE_TERMS=True),
 }
 
 

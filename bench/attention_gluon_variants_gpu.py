@@ -63,7 +63,7 @@ TILE_VARIANTS = {
     "per score": _PER_SCORE,
     "forward's out": dict(BWD_TILE_TERMS=False, DKDV_TILE_TERMS=False),
     "forward's and dQ's out": dict(DKDV_TILE_TERMS=False),
-    "forward's, dQ's, dK/dV's out": dict(),
+    "forward's, dQ's, dK/dV's out": dict(DKDV_TILE_TERMS=True),
 }
 
 

@@ -20,7 +20,7 @@ launch_bwd.backward; medians of 20 calls with the GPU busy), under .backward(do)
 torch.autograd.grad, the garbage collector off, and Python's thread switch interval at 50 us;
 and the process's threads.
 
-    CHERENKOV_COMMIT=<sha> python bench/attention_host_breakdown_gpu.py OUT_DIR [timeline]
+    CHERENKOV_COMMIT=<sha> python bench/attention_host_breakdown_gpu.py OUT_DIR [timeline [CASE ...]]
 """
 from __future__ import annotations
 
@@ -216,7 +216,8 @@ def main() -> int:
              "alibi": (ca.alibi(slopes), ca.causal), "causal": (None, ca.causal)}
     meta = script_meta()
     if sys.argv[2:3] == ["timeline"]:
-        return timelines(out_dir, q, k, v, do, cases, meta)
+        chosen = sys.argv[3:] or list(cases)
+        return timelines(out_dir, q, k, v, do, {c: cases[c] for c in chosen}, meta)
     lines = [f"# Host time of attention calls, piece by piece, on {meta['gpu']}", "",
              f"torch {meta['torch']}, triton {meta['triton']}, commit {meta['commit']}, "
              f"{meta['date']}; B={B} H={H} S={S} D={D} bf16. Host us per call with the GPU "

@@ -39,7 +39,9 @@ SCORE_LOADS = False
 # noise (bench/results/2026-12-02_attention_gluon_kernels_h200_85ff35d.md,
 # ..._gluon_bwd_variants_h200_96c43bf.md): not taken
 SPLIT_TILES = False
-# launch_gluon.TILE_TERMS' for the dQ kernel (kernels_gluon_bwd_src._gl_dq_tiles)
+# launch_gluon.TILE_TERMS' for the dQ kernel (kernels_gluon_bwd_src._gl_dq_tiles): ALiBi's dQ
+# kernel 0.663-0.667 ms against 0.683 per score, though it spills a few scalars (H200, as
+# launch_gluon's; bench/results/2026-12-02_attention_gluon_kernels_alibi_h200_a857cb5.md)
 TILE_TERMS = True
 
 

@@ -138,6 +138,7 @@ def test_dkdv_kernel_takes_the_terms_out_where_rows_come_from_offsets(name, take
     from cherenkov.attention import launch_bwd
     from tests.attention.test_api import check, make_qkv
     monkeypatch.setattr(launch_bwd, "DS_STORE", ds_store)
+    monkeypatch.setattr(launch_bwd, "DKDV_TILE_TERMS", True)     # off by default (slower)
     seen = []
     real = launch_bwd._dkdv_decision
 

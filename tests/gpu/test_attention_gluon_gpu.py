@@ -217,6 +217,7 @@ def test_tile_terms_match_the_per_score_form(name, monkeypatch):
     from cherenkov.attention import launch_bwd
     monkeypatch.setattr(launch_bwd, "DS_STORE", "off")
     monkeypatch.setattr(launch_gluon_bwd, "SCORE_LOADS", True)
+    monkeypatch.setattr(launch_bwd, "DKDV_TILE_TERMS", True)     # off by default (slower)
     slopes = ca.alibi_slopes(4, device="cuda")
     score_mod = {"alibi": ca.alibi(slopes),
                  "relative position": MODS["relative position"]["score_mod"],
