@@ -2,7 +2,8 @@
 
 Appended after kernels_gluon_src's kernels (whose helpers -- `_gl_program`, `_gl_tile_start`,
 the TMA copy names -- it uses) and calls the rendered backward mods (`_score_mod_grad`,
-`_scale_ds`, `_mask_mod`; `_h` versions after the consumer's `__HOIST__`, hoist.py) as
+`_scale_ds`, `_mask_mod`; where TILE_TERMS, tile_terms.py's `_score_cols`, `_score_tile`,
+`_score_rest_grad` with `_row_shift`; `_h` versions after the consumer's `__HOIST__`, hoist.py) as
 kernels_bwd_src's `_attn_bwd_dq` does, with the same conventions
 (log2-domain LSE, +inf on rows that see no key; delta = rowsum(dO * O) computed here and stored
 for the dK/dV kernel when FUSED_DELTA). launch_gluon_bwd.py decides when it runs.

@@ -2,7 +2,8 @@
 
 Appended to the generated module (codegen.kernel_source) where Triton has Gluon's Hopper
 language (Triton 3.6 and 3.9 both do); it calls the same rendered mods (`_score_mod_q0`,
-`_mask_mod`, `_row_shift`: triton.jit helpers, which Gluon inlines; their `_h` versions, and
+`_mask_mod`, `_row_shift`, and tile_terms.py's `_score_cols`, `_score_tile`, `_score_rest`
+where TILE_TERMS: triton.jit helpers, which Gluon inlines; their `_h` versions, and
 `__HOIST__`'s loads in each consumer, where hoist.py takes a load out of the loop, as Gluon's
 pipeline never does) and keeps kernels_src's
 conventions (log2-domain LSE, +inf on fully masked rows, output 0 there). launch_gluon.py

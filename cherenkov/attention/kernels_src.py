@@ -1,7 +1,8 @@
 '''Triton source of the block-sparse flash-attention kernels, with slots for the rendered mods.
 
 `codegen.py` prepends the helpers from `render.py` (`_score_mod`, `_score_mod_q0`,
-`_row_shift`, `_score_mod_grad`, `_capture_grads`, `_mask_mod`) and replaces `__CAPS__` /
+`_row_shift`, `_score_mod_grad`, `_capture_grads`, `_mask_mod`; the tile terms' `_score_cols`,
+`_score_tile`, `_score_rest`, `_score_rest_grad`) and replaces `__CAPS__` /
 `__GRADS__` with the captured-tensor parameters, `__HOIST__` / `__H__` with hoist.py's loads
 and the `_h` helpers' suffix (or `pass` / nothing). Conventions shared by every kernel:
 

@@ -5,7 +5,7 @@ exp(s) / sum exp(s). So a term of the (log2-domain, folded) score that varies ne
 score nor with kv_idx -- a bias per head, a bias per query row -- need not be computed per
 score: the forward kernel works with s' = s - r and stores the row's log-sum-exp as lse' + r,
 r computed once per row vector (`_row_shift`); the backward recomputes p = exp2(s - lse) from
-the whole score.
+the whole score (the Gluon dQ kernel as lse - r less tile_terms.py's per-tile number).
 
 A term coef * X, coef a per-launch float (constants, sm_scale, loads at b / h) and X an
 integer sum of q_idx, kv_idx, b, h and constants -- ALiBi's slope * (kv_idx - q_idx) -- is
