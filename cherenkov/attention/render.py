@@ -367,7 +367,7 @@ def _render_tiles(shifted: Node, d: Node, caps: str, target: str, wide: bool,
     q0, ...)` (the tile's number), `_score_rest(score, ..., q0, cols, ...)` (the rest, per
     score) and `_score_rest_grad` (it and d mod / d score), each with its `_h` version. A mod
     with no such terms gets zeros and its `_score_mod_q0` as the rest (the kernels then do not
-    call them: launch_gluon.tile_terms)."""
+    call them: tile_terms.has_tile_terms)."""
     split = split_tiles(shifted)
     rest, cols, tile = split if split else (shifted, const(0.0), const(0.0))
     out = []
