@@ -296,8 +296,10 @@ def _contiguous(t: torch.Tensor) -> torch.Tensor:
 
 
 def _gluon_forward_decision(plan: Plan, q, k, v):
-    """_gluon_tiles where the Gluon forward takes this call, else None."""
-    return _gluon_tiles(plan, q, k, v, q) if launch_gluon.usable(plan, q, k, v) else None
+    """(*_gluon_tiles, the kernel's constexprs) where the Gluon forward takes this call, else
+    None."""
+    tiles = _gluon_tiles(plan, q, k, v, q) if launch_gluon.usable(plan, q, k, v) else None
+    return None if tiles is None else (*tiles, launch_gluon.constexprs(plan, q.shape[-1]))
 
 
 def _forward_decision(plan: Plan, q, k, v, o=None) -> Launch:

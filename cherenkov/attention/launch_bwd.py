@@ -26,9 +26,8 @@ from .tuning import choose_config, next_power_of_2
 class Backward:
     """A backward's launches as decided for a call signature (_backward_decision)."""
     grad_ks: tuple                   # captured tensors getting gradients (grad_indices)
-    fused: bool                      # delta computed by the dQ kernel
-    delta: Launch | None             # else its own kernel
-    gluon_dq: tuple | None           # (mask, its strides, program order): launch._gluon_tiles
+    delta: Launch | None             # delta's own kernel, or None: the dQ kernel computes it
+    gluon_dq: tuple | None           # (*launch._gluon_tiles, the kernel's constexprs)
     dq: Launch | None                # the Triton dQ kernel (also if the Gluon one fails)
     dkdv: Launch | None              # all heads at once (no stored dS)
     ds_elements: int = 0             # stored dS: its buffer's elements, and per chunk of kv
@@ -39,9 +38,9 @@ def _backward_decision(plan: Plan, q, k, v, o, do, no_lse_grad: bool, grad_ks: t
                        ) -> Backward:
     B, H, Q_LEN, D = q.shape
     HK = k.shape[1]
-    gluon_dq = None if grad_ks or not launch_gluon_bwd.usable(plan, q, k, o) \
+    gluon_tiles = None if grad_ks or not launch_gluon_bwd.usable(plan, q, k, o) \
         else _gluon_tiles(plan, q, k, v, do)
-    chunk = _ds_chunk(plan, q, k, grad_ks, gluon_dq is not None)
+    chunk = _ds_chunk(plan, q, k, grad_ks, gluon_tiles is not None)
     mode = _mode_for(plan, _backward_tma())
     # delta = rowsum(dO * O): computed by the dQ kernel, which runs first (one launch and a
     # pass over dO fewer), unless an lse gradient joins it or dQ comes from stored dS (its
@@ -59,8 +58,10 @@ def _backward_decision(plan: Plan, q, k, v, o, do, no_lse_grad: bool, grad_ks: t
                         _dq_ds_decision(plan, q, k, v, do, mode, head0, heads))
                        for head0 in range(0, B * HK, chunk)
                        for heads in (min(chunk, B * HK - head0),))
-        return Backward(grad_ks, False, delta, None, None, None, ds_elements, chunks)
-    return Backward(grad_ks, fused, delta, gluon_dq,
+        return Backward(grad_ks, delta, None, None, None, ds_elements, chunks)
+    gluon_dq = None if gluon_tiles is None else \
+        (*gluon_tiles, launch_gluon_bwd.constexprs(plan, D, fused))
+    return Backward(grad_ks, delta, gluon_dq,
                     _dq_decision(plan, q, k, v, do, o, fused, mode, grad_ks),
                     _dkdv_decision(plan, q, k, v, do, mode, False, 0, B * HK))
 
@@ -89,9 +90,9 @@ def backward(plan: Plan, q, k, v, o, lse, do, captured, needs_capture_grad, dlse
     else:
         dq = None
         if d.gluon_dq is not None:
-            m, strides, group = d.gluon_dq
-            dq = launch_gluon_bwd.guarded_dq(plan, m, q, k, v, do, o, lse, delta, caps, d.fused,
-                                             strides, group)
+            m, strides, group, constexprs = d.gluon_dq
+            dq = launch_gluon_bwd.guarded_dq(plan, m, q, k, v, do, o, lse, delta, caps,
+                                             strides, group, constexprs)
         if dq is None:
             dq = _dq_kernel(plan, d.dq, q, k, v, do, o, lse, delta, caps, d.grad_ks, grad_bufs)
         _dkdv_kernel(plan, d.dkdv, q, k, v, do, lse, delta, caps, dk, dv)

@@ -130,27 +130,32 @@ def _descriptor(t: torch.Tensor, rows: int):
                       _smem_layout(rows, t.shape[-1], t.dtype))
 
 
-def forward(plan, m: BlockMask, q, k, v, capture_args, mask_strides, group: int
-            ) -> tuple[torch.Tensor, torch.Tensor]:
+def constexprs(plan, D: int) -> dict:
+    """The forward kernel's constexprs for head dim D (decided once per call signature, with
+    the rest of launch._gluon_forward_decision)."""
+    s_layout, o_layout = _layouts(D, TILE_N)
+    return dict(ROWS=TILE // 2, BLOCK_N=TILE_N, D=D, STAGES=STAGES, S_LAYOUT=s_layout,
+                O_LAYOUT=o_layout, HAS_SCORE_MOD=plan.has_score_mod,
+                CONSUMER_REGS=CONSUMER_REGS,
+                FMA=FMA_SOFTMAX and not plan.has_score_mod and plan.scale > 0,
+                SPLIT=SPLIT_TILES, TILE_TERMS=TILE_TERMS and has_tile_terms(plan.traced))
+
+
+def forward(plan, m: BlockMask, q, k, v, capture_args, mask_strides, group: int,
+            constexprs: dict) -> tuple[torch.Tensor, torch.Tensor]:
     """O (contiguous, like q) and the log2-domain LSE through the Gluon kernel; `m`: the
-    block mask in TILE x TILE_N tiles (tile_mask)."""
+    block mask in TILE x TILE_N tiles (tile_mask); `constexprs`: constexprs(plan, D)'s."""
     B, H, Q_LEN, D = q.shape
     HK, KV_LEN = k.shape[1], k.shape[2]
     o = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = torch.empty(B, H, Q_LEN, device=q.device, dtype=torch.float32)
-    s_layout, o_layout = _layouts(D, TILE_N)
     n_m = Q_LEN // TILE
     launch(plan.kernels._attn_fwd_ws, (n_m * B * H,),
            (_descriptor(q, TILE // 2), _descriptor(k, TILE_N), _descriptor(v, TILE_N),
             _descriptor(o, TILE // 2), lse, *capture_args,
             m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices,
             *mask_strides, plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m, group),
-           dict(ROWS=TILE // 2, BLOCK_N=TILE_N, D=D, STAGES=STAGES, S_LAYOUT=s_layout,
-                O_LAYOUT=o_layout, HAS_SCORE_MOD=plan.has_score_mod,
-                CONSUMER_REGS=CONSUMER_REGS,
-                FMA=FMA_SOFTMAX and not plan.has_score_mod and plan.scale > 0,
-                SPLIT=SPLIT_TILES, TILE_TERMS=TILE_TERMS and has_tile_terms(plan.traced)),
-           (o, lse))
+           constexprs, (o, lse))
     return o, lse
 
 

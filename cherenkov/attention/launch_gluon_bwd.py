@@ -53,15 +53,25 @@ def usable(plan, q, k, o) -> bool:
         plan, q, k, "_attn_bwd_dq_ws", DTYPES, HEAD_DIMS, SCORE_LOADS)
 
 
-def dq(plan, m: BlockMask, q, k, v, do, o, lse, delta, caps, fused: bool, mask_strides,
-       group: int) -> torch.Tensor:
-    """dQ (contiguous) through the Gluon kernel -- and delta into `delta` when `fused` (else
-    read from it); `m`: the block mask in launch_gluon's tiles."""
+def constexprs(plan, D: int, fused: bool) -> dict:
+    """The dQ kernel's constexprs for head dim D; `fused`: it computes delta (decided once
+    per call signature, with the rest of launch_bwd._backward_decision)."""
+    tile_n = launch_gluon.TILE_N
+    s_layout, o_layout = launch_gluon._layouts(D, tile_n)
+    return dict(ROWS=launch_gluon.TILE // 2, BLOCK_N=tile_n, D=D, STAGES=dict(STAGES)[tile_n],
+                S_LAYOUT=s_layout, O_LAYOUT=o_layout, HAS_SCORE_MOD=plan.has_score_mod,
+                FUSED_DELTA=fused, CONSUMER_REGS=launch_gluon.CONSUMER_REGS,
+                SPLIT=SPLIT_TILES, TILE_TERMS=TILE_TERMS and has_tile_terms(plan.traced))
+
+
+def dq(plan, m: BlockMask, q, k, v, do, o, lse, delta, caps, mask_strides, group: int,
+       constexprs: dict) -> torch.Tensor:
+    """dQ (contiguous) through the Gluon kernel -- and delta into `delta` where constexprs'
+    FUSED_DELTA (else read from it); `m`: the block mask in launch_gluon's tiles."""
     B, H, Q_LEN, D = q.shape
     HK, KV_LEN = k.shape[1], k.shape[2]
     tile, tile_n = launch_gluon.TILE, launch_gluon.TILE_N
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
-    s_layout, o_layout = launch_gluon._layouts(D, tile_n)
     desc = launch_gluon._descriptor
     n_m = Q_LEN // tile
     launch_gluon.launch(
@@ -70,11 +80,7 @@ def dq(plan, m: BlockMask, q, k, v, do, o, lse, delta, caps, fused: bool, mask_s
          desc(out, tile // 2), o, lse, delta, *caps,
          m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices,
          *mask_strides, *o.stride()[:3], plan.scale, Q_LEN, KV_LEN, H, H // HK, n_m, group),
-        dict(ROWS=tile // 2, BLOCK_N=tile_n, D=D, STAGES=dict(STAGES)[tile_n], S_LAYOUT=s_layout,
-             O_LAYOUT=o_layout, HAS_SCORE_MOD=plan.has_score_mod, FUSED_DELTA=fused,
-             CONSUMER_REGS=launch_gluon.CONSUMER_REGS, SPLIT=SPLIT_TILES,
-             TILE_TERMS=TILE_TERMS and has_tile_terms(plan.traced)),
-        (out, delta) if fused else (out,))
+        constexprs, (out, delta) if constexprs["FUSED_DELTA"] else (out,))
     return out
 
 

@@ -349,10 +349,7 @@ def render_score_mod(traced: TracedMods, target: str, wide: bool = False,
         em = _Emitter(target, wide=wide, float_index=float_index, hoisted=held)
         out.append(_function("_score_mod_q0" + suffix, q0_params, em, _as_tile(shifted, em)))
         em = _Emitter(target, wide=wide, float_index=float_index, hoisted=held)
-        tile = _as_tile(value, em)
-        # A constant derivative is returned as a tile (older Triton cannot return constexprs)
-        d_score = _score_tile(_literal(float(d.value))) if d.op == "const" else em.name(d)
-        out.append(_function("_score_mod_grad" + suffix, params, em, f"{tile}, {d_score}"))
+        out.append(_grad_function("_score_mod_grad" + suffix, params, em, value, d))
     out += _render_tiles(shifted, d, caps, target, wide, float_index, hoisted)
     return "\n\n".join((*out, _render_row_shift(row, caps, target, wide),
                         *([_render_row_shift(row, caps, target, wide, hoisted)] if hoisted else []),
@@ -384,11 +381,17 @@ def _render_tiles(shifted: Node, d: Node, caps: str, target: str, wide: bool,
         params = f"score, sm_scale, b, h, q_idx, kv_idx, q0, cols, {caps}"
         em = emitter(*LEAVES[1:])
         out.append(_function("_score_rest" + suffix, params, em, _as_tile(rest, em)))
-        em = emitter(*LEAVES[1:])
-        tile_ = _as_tile(rest, em)
-        d_score = _score_tile(_literal(float(d.value))) if d.op == "const" else em.name(d)
-        out.append(_function("_score_rest_grad" + suffix, params, em, f"{tile_}, {d_score}"))
+        out.append(_grad_function("_score_rest_grad" + suffix, params, emitter(*LEAVES[1:]),
+                                  rest, d))
     return out
+
+
+def _grad_function(name: str, params: str, em: "_Emitter", value: Node, d: Node) -> str:
+    """A helper returning (value, d value / d score) as tiles; a constant derivative is
+    returned as a tile (older Triton cannot return constexprs)."""
+    tile = _as_tile(value, em)
+    d_score = _score_tile(_literal(float(d.value))) if d.op == "const" else em.name(d)
+    return _function(name, params, em, f"{tile}, {d_score}")
 
 
 def _variants(hoisted: dict[int, Node]) -> tuple:

@@ -100,3 +100,22 @@ def test_a_failing_gluon_kernel_switches_itself_off(module, switch, kernel, guar
     with caplog.at_level("WARNING", logger="cherenkov"):
         assert getattr(module, guarded)(1, 2) is None
     assert getattr(module, switch) == "off" and "no such Gluon op" in caplog.text
+
+
+def test_the_launches_pass_each_gluon_kernel_its_constexprs():
+    """launch_gluon.constexprs / launch_gluon_bwd.constexprs (decided once per call
+    signature) name exactly the kernels' constexpr parameters."""
+    from cherenkov.attention.codegen import gluon_hopper, load_kernels
+    from cherenkov.attention.mods import alibi
+    if not gluon_hopper():
+        pytest.skip("this Triton has no Gluon Hopper language")
+    traced = trace_mods(alibi(torch.ones(2)), causal)
+    kernels = load_kernels(traced, interpret=False, float_index=True)
+    plan = Plan(kernels, traced, block_mask(causal, 1, 2, 256, 256), 0.125, False)
+
+    def params(fn):
+        return {p.name for p in fn.params if p.is_constexpr}
+    assert set(launch_gluon.constexprs(plan, 128)) == params(kernels._attn_fwd_ws)
+    for fused in (True, False):
+        cx = launch_gluon_bwd.constexprs(plan, 128, fused)
+        assert set(cx) == params(kernels._attn_bwd_dq_ws) and cx["FUSED_DELTA"] == fused
