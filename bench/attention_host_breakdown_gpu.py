@@ -38,7 +38,7 @@ from cherenkov.attention import launch, launch_bwd, launch_gluon  # noqa: E402
 from cherenkov.attention.codegen import compile_mods  # noqa: E402
 from cherenkov.attention.render import FLOAT_INDEX_MAX_LEN  # noqa: E402
 from cherenkov.bench.report import script_meta  # noqa: E402
-from cherenkov.bench.suites.attention import _doc_offsets  # noqa: E402
+from cherenkov.bench.suites.attention import _doc_offsets, qkv  # noqa: E402
 
 B, H, S, D = 4, 16, 4096, 128
 
@@ -206,10 +206,8 @@ def main() -> int:
     os.makedirs(out_dir, exist_ok=True)
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
     torch._dynamo.config.cache_size_limit = 64
-    g = torch.Generator(device="cuda").manual_seed(0)
-    q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16, generator=g)
-               .requires_grad_() for _ in range(3))
-    do = torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16, generator=g)
+    q, k, v = qkv(B, H, S, D)
+    do = torch.randn_like(q)
     slopes = ca.alibi_slopes(H, device="cuda")
     docs = ca.document(offsets=_doc_offsets(S, 8, "cuda"), causal=True)
     cases = {"document8": (None, docs), "sliding_window1024": (None, ca.sliding_window(1024)),

@@ -1,14 +1,18 @@
 """The attention kernels compiled for sm_90 (Hopper) on the CPU, read as SASS: per basic block of
 more than 100 instructions (the tile loops), its instruction count, spill loads / stores
-(LDL / STL), tensor-core and MUFU instructions and the commonest opcodes. No GPU needed:
+(LDL / STL), tensor-core and MUFU instructions, int-to-float conversions (I2FP) and the
+commonest opcodes. No GPU needed:
 Triton's GPU passes and ptxas run on the CPU, nvdisasm (shipped with Triton) disassembles.
 
     env -u TRITON_INTERPRET .venv/bin/python bench/attention_sass_cpu.py fwd alibi
     env -u TRITON_INTERPRET .venv/bin/python bench/attention_sass_cpu.py dkdv causal --warps 8
 
 Kernels: fwd (descriptor forward, 128 x 64 tiles), dkdv (64 x 64, TMA; --ds-store for the
-stored-dS form score mods take), dq (64 x 64, TMA), gluon-fwd and gluon-dq (the
-warp-specialized sm_90 kernels, 128 x 128 tiles, bf16 D=128). Mods: causal (no score mod),
+stored-dS form score mods take; --block-n 128 --warps 8 the suite's H200 tiles), dq (64 x 64,
+TMA), gluon-fwd and gluon-dq (the warp-specialized sm_90 kernels, 128 x 128 tiles, bf16
+D=128). --tile-terms on|off: gluon-fwd, gluon-dq and dkdv with the score's key-linear terms
+out of the loop where the mod has them, or per score (tile_terms.py; default: as the
+launches take them). Mods: causal (no score mod),
 alibi, alibi-computed (the slopes computed from h, not loaded), softcap. The configurations are the suite's at B=4 H=16 S=4096 D=128 bf16. This decided
 row_terms.py's float key vector: the integer one kept 16 registers live across the
 forward's full-tile loop and spilled there (26 LDL a tile).
@@ -34,6 +38,7 @@ from triton.compiler import ASTSource  # noqa: E402
 
 from cherenkov.attention import mods  # noqa: E402
 from cherenkov.attention.codegen import load_kernels  # noqa: E402
+from cherenkov.attention.tile_terms import rows_from_offsets  # noqa: E402
 from cherenkov.attention.trace import trace_mods  # noqa: E402
 from sm90_compile import signature  # noqa: E402
 
@@ -46,7 +51,8 @@ def _computed_alibi(score, b, h, q_idx, kv_idx):
 BASE = dict(D=128, D_PAD=128, DOT_PREC="tf32", EVEN_M=True, EVEN_N=True, TMA=2)
 
 
-def _kernel(module, kind: str, has_mod: bool, ds_store: bool):
+def _kernel(module, kind: str, has_mod: bool, ds_store: bool, block_n: int = 64,
+            tile_terms: bool = False):
     """(function, constexprs, descriptor arguments, default warps, default stages)."""
     base = dict(BASE, HAS_SCORE_MOD=has_mod)
     if kind == "fwd":
@@ -57,25 +63,36 @@ def _kernel(module, kind: str, has_mod: bool, ds_store: bool):
     tiles = dict(SPARSE_M=64, SPARSE_N=64, BLOCK_M=64, BLOCK_N=64)
     if kind == "dkdv":
         descs = {"QD": "tensordesc<bf16[64,128]>", "DOD": "tensordesc<bf16[64,128]>",
-                 "DSD": "tensordesc<bf16[64,64]>"}
-        return (module._attn_bwd_dkdv, dict(base, **tiles, DP_FIRST=False, DS_STORE=ds_store),
-                descs, 4, 2)
+                 "DSD": f"tensordesc<bf16[{block_n},64]>"}
+        return (module._attn_bwd_dkdv, dict(base, **dict(tiles, BLOCK_N=block_n,
+                                                         SPARSE_N=block_n),
+                                            DP_FIRST=False, DS_STORE=ds_store,
+                                            TILE_TERMS=tile_terms), descs, 4, 2)
     descs = {"KD": "tensordesc<bf16[64,128]>", "VD": "tensordesc<bf16[64,128]>"}
     return (module._attn_bwd_dq, dict(base, **tiles, HAS_CAPTURE_GRADS=False, FUSED_DELTA=True),
             descs, 4, 2)
 
 
 def sass_of(kind: str, mod: str, warps: int | None, stages: int | None,
-            ds_store: bool, split: bool = False) -> str:
+            ds_store: bool, split: bool = False, block_n: int = 64,
+            tile_terms: bool | None = None) -> str:
+    """The kernel's SASS; tile_terms None: as the launches take them (launch_gluon.TILE_TERMS,
+    launch_gluon_bwd.TILE_TERMS, launch_bwd.DKDV_TILE_TERMS)."""
+    from cherenkov.attention import launch_bwd, launch_gluon, launch_gluon_bwd
+    if tile_terms is None:
+        tile_terms = {"gluon-fwd": launch_gluon.TILE_TERMS, "gluon-dq": launch_gluon_bwd.TILE_TERMS,
+                      "dkdv": launch_bwd.DKDV_TILE_TERMS}.get(kind, False)
     factory = SCORE[mod]
     traced = trace_mods(factory() if factory else None, mods.causal)
     module = load_kernels(traced, interpret=False, float_index=True)
     if kind.startswith("gluon"):
         import sm90_gluon_compile as g
         build = g.compile_ws if kind == "gluon-fwd" else g.compile_dq
-        kernel = build(module, traced, 128, torch.bfloat16, split=split, raw=True)
+        kernel = build(module, traced, 128, torch.bfloat16, split=split, raw=True,
+                       tile_terms=tile_terms)
         return _disassemble(kernel.asm["cubin"])
-    fn, constexprs, descs, w, s = _kernel(module, kind, factory is not None, ds_store)
+    fn, constexprs, descs, w, s = _kernel(module, kind, factory is not None, ds_store, block_n,
+                                          tile_terms and rows_from_offsets(traced))
     captured = {f"C{i}": "*fp32" for i, _ in enumerate(traced.captured)}
     sig = {**signature(fn, constexprs, captured), **descs}
     src = ASTSource(fn=fn, signature=sig,
@@ -119,22 +136,25 @@ def main() -> int:
     ap.add_argument("--stages", type=int)
     ap.add_argument("--ds-store", action="store_true")
     ap.add_argument("--split", action="store_true", help="gluon-*: SPLIT (partial / full loops)")
+    ap.add_argument("--block-n", type=int, default=64, help="dkdv: key rows per program")
+    ap.add_argument("--tile-terms", choices=("on", "off"), help="default: as the launches")
     args = ap.parse_args()
     if os.environ.get("TRITON_INTERPRET") == "1":
         print("run without TRITON_INTERPRET (env -u TRITON_INTERPRET ...)", file=sys.stderr)
         return 2
     by_block = blocks(sass_of(args.kernel, args.mod, args.warps, args.stages, args.ds_store,
-                              args.split))
+                              args.split, args.block_n,
+                              None if args.tile_terms is None else args.tile_terms == "on"))
     every = [op for ops in by_block.values() for op in ops]
     print(f"{args.kernel} {args.mod}: {len(every)} instructions, LDL {every.count('LDL')}, "
-          f"STL {every.count('STL')}")
-    print("| block | instructions | LDL | STL | HGMMA | MUFU | commonest |")
-    print("|---|---|---|---|---|---|---|")
+          f"STL {every.count('STL')}, I2FP {every.count('I2FP')}, PLOP3 {every.count('PLOP3')}")
+    print("| block | instructions | LDL | STL | HGMMA | MUFU | I2FP | commonest |")
+    print("|---|---|---|---|---|---|---|---|")
     for name, ops in by_block.items():
         if len(ops) > 100:
             common = ", ".join(f"{o} {n}" for o, n in collections.Counter(ops).most_common(6))
             print(f"| {name} | {len(ops)} | {ops.count('LDL')} | {ops.count('STL')} | "
-                  f"{ops.count('HGMMA')} | {ops.count('MUFU')} | {common} |")
+                  f"{ops.count('HGMMA')} | {ops.count('MUFU')} | {ops.count('I2FP')} | {common} |")
     return 0
 
 

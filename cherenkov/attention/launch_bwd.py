@@ -134,8 +134,9 @@ DS_BUDGET = 512 << 20
 # tiles (tile_terms.py, rows_from_offsets; kernels_bwd_src._dkdv_update) -- False: per score.
 # Not taken: ALiBi's dK/dV kernel ran 1.161-1.168 ms with them out against 1.102-1.129 per
 # score (H200, B=4 H=16 S=4096 D=128 causal, one process; bench/results/2026-12-02_attention_
-# gluon_kernels_alibi_h200_a857cb5.md): compiled for sm_90 its two vectors spill (58 more
-# local loads in the kernel), where the per-score form's extra arithmetic costs less
+# gluon_kernels_alibi_h200_a857cb5.md): compiled for sm_90 its two vectors spill (145 local
+# loads in the kernel against 87: ..._attention_tile_terms_sass_cpu_e59742c.md), where the
+# per-score form's extra arithmetic costs less
 DKDV_TILE_TERMS = False
 memo.register(sys.modules[__name__], ("DS_STORE", "DS_BUDGET", "DKDV_TILE_TERMS"))
 

@@ -1,13 +1,13 @@
 """When and how the warp-specialized Gluon dQ kernel (kernels_gluon_bwd_src.py) runs.
 
 It takes the backward's dQ where the Triton one would recompute it (launch_bwd.backward without
-stored dS: under DS_STORE "auto" no score mod but those whose derivative is one number per
-(b, h), ALiBi's) on an sm_90 GPU whose Triton has Gluon's Hopper language, for bf16 inputs
-with head dim 64 or 128 in launch.tma_mode's 2-D form over launch_gluon's TILE x TILE_N
-tiles, a score mod reading captured tensors only through hoisted loads (hoist.py), and a
-block mask that is or coarsens to those tiles (launch_gluon.tile_mask: the Gluon forward's own). Everything
-else, and DQ = "off" (env CHERENKOV_ATTN_GLUON=off, as for the forward), runs the Triton
-dQ kernel. The dK/dV kernel is Triton's either way: its Gluon probe lost at D=128 (1.03 vs
+stored dS: under DS_STORE "auto" no score mod but those whose derivative is one number per (b,
+h), ALiBi's) on an sm_90 GPU whose Triton has Gluon's Hopper language, for bf16 inputs with
+head dim 64 or 128 in launch.tma_mode's 2-D form over launch_gluon's TILE x TILE_N tiles, a
+score mod reading captured tensors only through hoisted loads (hoist.py), and a block mask that
+is or coarsens to those tiles (launch_gluon.tile_mask: the Gluon forward's own). Everything
+else, and DQ = "off" (env CHERENKOV_ATTN_GLUON=off, as for the forward), runs the Triton dQ
+kernel. The dK/dV kernel is Triton's either way: its Gluon probe lost at D=128 (1.03 vs
 0.97 ms) and tied at D=64 (bench/results/2026-12-02_attention_gluon_bwd_h200_2a5fb37.md).
 """
 from __future__ import annotations

@@ -12,10 +12,10 @@ For `score_mod = lambda s, b, h, q, kv: s + slopes[h] * (kv - q)` the output rea
 
 Helpers: `_score_mod` (forward), `_score_mod_grad` (value and d value / d score),
 `_score_mod_q0` and `_row_shift` (row_terms.py), `_score_cols`, `_score_tile`, `_score_rest`
-and `_score_rest_grad` (tile_terms.py), `_capture_grads` (atomically accumulates gradients of captured tensors, reducing over the
-tile first when the index does not vary along a tile axis) and `_mask_mod`; where a captured
-tensor is read one element per (b, h) (hoist.py), `_hoist_Ck` loads it and `_h` versions of the
-loops' helpers read that value in Ck's place. Every captured
+and `_score_rest_grad` (tile_terms.py), `_capture_grads` (atomically accumulates gradients of
+captured tensors, reducing over the tile first when the index does not vary along a tile axis)
+and `_mask_mod`; where a captured tensor is read one element per (b, h) (hoist.py), `_hoist_Ck`
+loads it and `_h` versions of the loops' helpers read that value in Ck's place. Every captured
 tensor k is passed as `Ck, Ck_s0, ..., Ck_n0, ...` (strides, then sizes); its gradient buffer as
 `Gk`. PRELUDE holds torch's floor division and remainder.
 """

@@ -1,13 +1,14 @@
 """Terms of the score linear in the key index, taken out of the per-score work of a loop over
 key tiles (the Gluon forward's and dQ's; the dK/dV kernel's, off by default).
 
-After row_terms.py, ALiBi's score is qk * c + slope * (kv_idx - q0): per tile the kernel
-builds the key indices, converts them to float, subtracts q0 and multiplies, on each thread's
-32 columns of every tile (compiled for sm_90 the forward held 134 more int-to-float
-conversions and 129 more predicate ops than causal's, the dQ kernel 68 more conversions;
-its forward ran 0.58 ms against causal's 0.49). A term coef * X, X an integer sum linear in
-kv_idx (of kv_idx, q0, b, h and constants, row_terms.linear_term) and not reading q_idx, is at
-key n0 + j of the tile whose first key is n0
+After row_terms.py, ALiBi's score is qk * c + slope * (kv_idx - q0): per tile the kernel builds
+the key indices, converts them to float, subtracts q0 and multiplies, on each thread's 32
+columns of every tile (compiled for sm_90 the forward held 134 more int-to-float conversions
+and 129 more predicate ops than causal's, the dQ kernel 68 more conversions:
+bench/results/2026-12-02_attention_tile_terms_sass_cpu_e59742c.md; its forward ran 0.58 ms
+against causal's 0.49). A term coef * X, X an integer sum linear in kv_idx (of kv_idx, q0, b, h
+and constants, row_terms.linear_term) and not reading q_idx, is at key n0 + j of the tile whose
+first key is n0
 
     coef * X(n0 + j) = coef * (X(j) - X(0))|q0=b=h=0  +  coef * X(n0)
                        a vector over j, alike on        one number

@@ -1,6 +1,7 @@
 """The warp-specialized Gluon forward (and dQ kernel) without a GPU: they compile for sm_90
-(every built-in mod's rendering; the forward bf16 and fp16, dQ at D=128 and 64), masks coarsen to its 128 x 128 tiles in
-both directions exactly, and which masks and inputs it takes (launch_gluon)."""
+(every built-in mod's rendering; the forward bf16 and fp16, dQ at D=128 and 64), masks
+coarsen to its 128 x 128 tiles in both directions exactly, and which masks and inputs it
+takes (launch_gluon)."""
 import os
 import subprocess
 import sys
