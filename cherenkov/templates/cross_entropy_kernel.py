@@ -87,11 +87,13 @@ def _kernel(interpret: bool):
 def cross_entropy_rows(logits: torch.Tensor, targets: torch.Tensor, loss: torch.Tensor,
                        ignore_index: int, write_grad: bool, grad: torch.Tensor | None = None,
                        block_v: int | None = None, num_warps: int | None = None,
-                       reverse: bool = True) -> None:
+                       reverse: bool = True, smem: bool | None = None) -> None:
     """logits (rows, V), unit column stride; targets (rows,) int; loss (rows,) fp32 (written).
     With write_grad, softmax - onehot (rows of ignored targets: 0) goes to `grad` (rows, V),
-    unit column stride, or, without one, over the logits in place. block_v and num_warps:
-    the launch (defaults: the H200's best, below); reverse: pass 2's walk (module docstring)."""
+    unit column stride, or, without one, over the logits in place. smem (default: where it
+    takes the call): the Gluon kernel that reads each row once (cross_entropy_smem.py);
+    else this module's, with block_v and num_warps its launch (defaults: the H200's best,
+    below) and reverse pass 2's walk (module docstring)."""
     rows, vocab = logits.shape
     if rows == 0:
         return
@@ -101,6 +103,14 @@ def cross_entropy_rows(logits: torch.Tensor, targets: torch.Tensor, loss: torch.
         "cross_entropy_rows needs unit stride along the vocabulary"
     assert grad.shape == logits.shape
     interpret = logits.device.type == "cpu"
+    if smem is not False and not interpret:
+        from cherenkov.templates import cross_entropy_smem
+        why = cross_entropy_smem.unsupported(logits, grad)
+        if why is None and cross_entropy_smem.launch(logits, grad, targets, loss, ignore_index,
+                                                     write_grad):
+            return
+        if smem:
+            raise RuntimeError(f"shared-memory cross-entropy kernel: {why or 'failed'}")
     if interpret:
         from cherenkov.runtime.loader import interpreter_fault
         if interpreter_fault() is not None:      # an interpreter that cannot loop: torch

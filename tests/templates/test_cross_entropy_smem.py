@@ -1,0 +1,79 @@
+"""The shared-memory cross-entropy kernel (templates/cross_entropy_smem*.py) on the CPU: it
+compiles for sm_90 (cp.async of 16 bytes, one wait per slice, the row's shared memory as
+planned), its slices split into power-of-two buffers, and the calls it does not take go to
+the Triton kernel. Its results on the GPU: tests/gpu/test_cross_entropy_smem_gpu.py."""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from cherenkov.templates import cross_entropy_smem
+from cherenkov.templates.cross_entropy_smem import parts, slices, unsupported
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 8, 13, 15, 16, 31])
+def test_parts_are_powers_of_two_that_add_up(n):
+    p = parts(n)
+    if bin(n).count("1") > 4:
+        assert p is None
+        return
+    assert sum(p) == n and len(p) == 4 and list(p) == sorted(p, reverse=True)
+    assert all(x == 0 or x & (x - 1) == 0 for x in p)
+    assert p[0] > 0
+
+
+def test_slices_cover_the_row():
+    assert slices(50304, 4096) == 13 and slices(32000, 4096) == 8 and slices(4096, 4096) == 1
+
+
+def test_cpu_tensors_are_not_taken():
+    x = torch.randn(4, 64, dtype=torch.bfloat16)
+    assert unsupported(x, x) == "not CUDA"
+
+
+def test_off_switch(monkeypatch):
+    monkeypatch.setattr(cross_entropy_smem, "ENABLED", "off")
+    x = torch.randn(4, 64, dtype=torch.bfloat16)
+    assert "off" in unsupported(x, x)
+
+
+def test_cpu_rows_still_match_torch():
+    """On the CPU the Triton kernel (or its torch form) runs, smem left at its default."""
+    from cherenkov.templates.cross_entropy_kernel import cross_entropy_rows
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(5, 96, generator=g)
+    t = torch.tensor([3, -100, 95, 0, 17])
+    loss = torch.empty(5)
+    grad = torch.empty_like(x)
+    cross_entropy_rows(x, t, loss, -100, True, grad=grad)
+    ref = torch.nn.functional.cross_entropy(x, t, reduction="none", ignore_index=-100)
+    torch.testing.assert_close(loss, ref, rtol=1e-5, atol=1e-5)
+    p = torch.softmax(x, 1)
+    p[torch.arange(5), t.clamp(min=0)] -= 1
+    p[1] = 0
+    torch.testing.assert_close(grad, p, rtol=1e-5, atol=1e-6)
+
+
+def test_compiles_for_sm90():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(HERE))
+    run = subprocess.run([sys.executable, os.path.join(HERE, "sm90_ce_smem_compile.py")],
+                         capture_output=True, text=True, env=env, timeout=600)
+    if run.returncode == 2:
+        pytest.skip("this Triton has no Gluon")
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
+    lines = [line for line in run.stdout.splitlines() if "shared memory" in line]
+    assert len(lines) == 5, run.stdout
+    for line in lines:
+        vocab, dtype, block = re.match(r"V=(\d+) (\w+) block (\d+)", line).groups()
+        n, size = slices(int(vocab), int(block)), 2 if dtype == "bf16" else 4
+        shared = int(re.search(r"shared memory (\d+)", line).group(1))
+        assert n * int(block) * size <= shared <= n * int(block) * size + 1024, line
+        copies = int(block) * n * size // 16 // 256            # 8 warps: 256 threads
+        assert f"cp.async {copies}; 16-byte {copies};" in line, line
+        assert f"wait_group {n}" in line, line
