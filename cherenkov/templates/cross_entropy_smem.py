@@ -2,11 +2,13 @@
 (cross_entropy_smem_kernel.py), and its launch.
 
 It takes a call on CUDA (sm_80+: cp.async) where Triton has Gluon, whose rows copy into shared
-memory in 16-byte pieces (unit stride along the vocabulary, row strides and base pointers
-16-byte aligned, V a whole number of pieces) and whose padded row fits in half an SM's shared
-memory, so two rows are in flight per SM. Anything else -- or a kernel that fails to build,
-logged once -- runs the Triton kernel (cross_entropy_kernel.py). ENABLED = "off" (env
-CHERENKOV_CE_SMEM=off) keeps it off.
+memory in 16-byte pieces (unit stride along the vocabulary; V and the row stride multiples
+of 16, the logits 16-byte aligned) and whose padded row fits in half an SM's shared memory,
+so two rows are in flight per SM. Anything else -- or a launch signature whose kernel failed
+to build, logged once -- runs the Triton kernel (cross_entropy_kernel.py). ENABLED = "off"
+(env CHERENKOV_CE_SMEM=off) keeps it off. On the H200 (bench/results/
+2026-12-02_ce_smem_h200_9f9d624.md) with the gradient: 831 vs 1121 us at GPT-2's 16384 x
+50304 (93% of copy bandwidth), 263 vs 323 us at Llama's 8192 x 32000 (95%).
 """
 from __future__ import annotations
 
@@ -19,10 +21,13 @@ import torch
 log = logging.getLogger("cherenkov")
 
 ENABLED = os.environ.get("CHERENKOV_CE_SMEM", "auto")        # "auto" | "off"
-BLOCK_V = 4096                 # elements per slice (one commit group, one shared-memory row)
+# elements per slice (one commit group, one shared-memory row) and warps: the H200's best
+# (bench/results/2026-12-02_ce_smem_h200_9f9d624.md: 831 us at 16384 x 50304 against 863
+# with 4096-wide slices, 1721-3548 with 4 or 16 warps; the Triton kernel's 1121)
+BLOCK_V = 2048
 NUM_WARPS = 8
 PER_SM = 2                     # rows resident per SM: one loading while another computes
-_FAILED: list[str] = []        # the reason the kernel could not build, once it failed
+_FAILED: dict[tuple, str] = {}  # why the kernel could not build, per launch signature
 
 
 @functools.cache
@@ -57,8 +62,8 @@ def unsupported(logits: torch.Tensor, grad: torch.Tensor, block_v: int = BLOCK_V
     """None if the Gluon kernel takes this call, else why not."""
     if ENABLED == "off":
         return "off (CHERENKOV_CE_SMEM=off)"
-    if _FAILED:
-        return f"kernel failed to build: {_FAILED[0]}"
+    if _signature(logits, grad, block_v) in _FAILED:
+        return f"kernel failed to build: {_FAILED[_signature(logits, grad, block_v)]}"
     if logits.device.type != "cuda" or torch.version.hip:
         return "not CUDA"
     if torch.cuda.get_device_capability(logits.device)[0] < 8:
@@ -67,12 +72,13 @@ def unsupported(logits: torch.Tensor, grad: torch.Tensor, block_v: int = BLOCK_V
     if not gluon_hopper():
         return "no Gluon in this Triton"
     size = logits.element_size()
-    rows, vocab = logits.shape
-    piece = 16 // size
+    vocab = logits.shape[1]
     if logits.stride(1) != 1 or grad.stride(1) != 1:
         return "vocabulary not at unit stride"
-    if vocab % piece or (rows > 1 and logits.stride(0) % piece) or logits.data_ptr() % 16:
-        return "rows not in 16-byte pieces"
+    # 16-byte copies need Triton to see aligned rows: its launches specialize integers
+    # divisible by 16 (and pointers aligned to 16 bytes), so V and the row stride must be
+    if vocab % 16 or logits.stride(0) % 16 or logits.data_ptr() % 16:
+        return "rows not in 16-byte pieces (V and the row stride multiples of 16)"
     if parts(slices(vocab, block_v)) is None:
         return f"{slices(vocab, block_v)} slices of {block_v} (more than four buffers)"
     need = slices(vocab, block_v) * block_v * size
@@ -85,6 +91,11 @@ def unsupported(logits: torch.Tensor, grad: torch.Tensor, block_v: int = BLOCK_V
 
 def _parts_kw(vocab: int, block_v: int) -> dict:
     return dict(zip(("N1", "N2", "N3", "N4"), parts(slices(vocab, block_v))))
+
+
+def _signature(logits: torch.Tensor, grad: torch.Tensor, block_v: int,
+               num_warps: int = NUM_WARPS) -> tuple:
+    return (logits.dtype, grad.dtype, block_v, num_warps, logits.shape[1])
 
 
 def launch(logits: torch.Tensor, grad: torch.Tensor, targets: torch.Tensor, loss: torch.Tensor,
@@ -102,8 +113,9 @@ def launch(logits: torch.Tensor, grad: torch.Tensor, targets: torch.Tensor, loss
             WRITE_GRAD=write_grad, BLOCK_V=block_v, **_parts_kw(vocab, block_v),
             LAYOUT=layout, SMEM_LAYOUT=smem_layout, num_warps=num_warps)
     except Exception as e:  # noqa: BLE001 -- a kernel that does not build: Triton's from now
-        _FAILED.append(f"{type(e).__name__}: {e}"[:300])
+        why = _FAILED[_signature(logits, grad, block_v, num_warps)] = \
+            f"{type(e).__name__}: {e}"[:300]
         log.warning("cherenkov: the shared-memory cross-entropy kernel failed (%s); the Triton "
-                    "kernel runs from now on", _FAILED[0])
+                    "kernel runs for these calls from now on", why)
         return False
     return True

@@ -77,3 +77,14 @@ def test_compiles_for_sm90():
         copies = int(block) * n * size // 16 // 256            # 8 warps: 256 threads
         assert f"cp.async {copies}; 16-byte {copies};" in line, line
         assert f"wait_group {n}" in line, line
+
+
+def test_a_failed_build_is_remembered_per_launch_signature(monkeypatch):
+    """A kernel that failed to build sends its own signature's calls to the Triton kernel, not
+    every call's."""
+    monkeypatch.setattr(cross_entropy_smem, "_FAILED", {})
+    a = torch.empty(2, 64, dtype=torch.bfloat16, device="meta")
+    b = torch.empty(2, 128, dtype=torch.bfloat16, device="meta")
+    cross_entropy_smem._FAILED[cross_entropy_smem._signature(a, a, 2048)] = "boom"
+    assert "boom" in unsupported(a, a, 2048)
+    assert unsupported(b, b, 2048) != unsupported(a, a, 2048)
