@@ -60,29 +60,37 @@ def parts(n: int) -> tuple[int, int, int, int] | None:
 
 def unsupported(logits: torch.Tensor, grad: torch.Tensor, block_v: int = BLOCK_V) -> str | None:
     """None if the Gluon kernel takes this call, else why not."""
-    if ENABLED == "off":
-        return "off (CHERENKOV_CE_SMEM=off)"
     if _signature(logits, grad, block_v) in _FAILED:
         return f"kernel failed to build: {_FAILED[_signature(logits, grad, block_v)]}"
-    if logits.device.type != "cuda" or torch.version.hip:
+    if logits.stride(1) != 1 or grad.stride(1) != 1:
+        return "vocabulary not at unit stride"
+    if logits.device.type == "cuda" and logits.data_ptr() % 16:
+        return "logits not 16-byte aligned"
+    return unsupported_rows(logits.dtype, logits.shape[1], logits.stride(0), logits.device,
+                            block_v)
+
+
+def unsupported_rows(dtype: torch.dtype, vocab: int, row_stride: int, device: torch.device,
+                     block_v: int = BLOCK_V) -> str | None:
+    """What `unsupported` asks of rows of `vocab` in `dtype` row_stride apart on `device`
+    (all of it but the pointers: what a graph's lowering knows)."""
+    if ENABLED == "off":
+        return "off (CHERENKOV_CE_SMEM=off)"
+    if device.type != "cuda" or torch.version.hip:
         return "not CUDA"
-    if torch.cuda.get_device_capability(logits.device)[0] < 8:
+    if torch.cuda.get_device_capability(device)[0] < 8:
         return "before sm_80 (no cp.async)"
     from cherenkov.attention.codegen import gluon_hopper
     if not gluon_hopper():
         return "no Gluon in this Triton"
-    size = logits.element_size()
-    vocab = logits.shape[1]
-    if logits.stride(1) != 1 or grad.stride(1) != 1:
-        return "vocabulary not at unit stride"
     # 16-byte copies need Triton to see aligned rows: its launches specialize integers
     # divisible by 16 (and pointers aligned to 16 bytes), so V and the row stride must be
-    if vocab % 16 or logits.stride(0) % 16 or logits.data_ptr() % 16:
+    if vocab % 16 or row_stride % 16:
         return "rows not in 16-byte pieces (V and the row stride multiples of 16)"
     if parts(slices(vocab, block_v)) is None:
         return f"{slices(vocab, block_v)} slices of {block_v} (more than four buffers)"
-    need = slices(vocab, block_v) * block_v * size
-    budget = _smem_budget(logits.device.index if logits.device.index is not None
+    need = slices(vocab, block_v) * block_v * dtype.itemsize
+    budget = _smem_budget(device.index if device.index is not None
                           else torch.cuda.current_device())
     if need > budget:
         return f"a row takes {need} bytes of shared memory, over {budget}"
@@ -98,20 +106,37 @@ def _signature(logits: torch.Tensor, grad: torch.Tensor, block_v: int,
     return (logits.dtype, grad.dtype, block_v, num_warps, logits.shape[1])
 
 
+def launch_kwargs(dtype: torch.dtype, vocab: int, write_grad: bool, block_v: int = BLOCK_V,
+                  num_warps: int = NUM_WARPS) -> dict:
+    """The kernel's constexprs and launch options for rows of `vocab` in `dtype`."""
+    return dict(WRITE_GRAD=write_grad, BLOCK_V=block_v, **_parts_kw(vocab, block_v),
+                VEC=16 // dtype.itemsize, WARPS=num_warps, num_warps=num_warps)
+
+
+def compile_job(dtype: torch.dtype, grad_dtype: torch.dtype, row_stride: int,
+                grad_row_stride: int, vocab: int, targets_dtype: torch.dtype,
+                ignore_index: int, write_grad: bool = True):
+    """The launch `launch` will make for such rows, as a job for the compile workers
+    (runtime/parallel_compile.py): compiled there while the graph's other work goes on, not
+    at its first run (~1.5 s of a GPT-2 step's first run on the H200 machine)."""
+    from cherenkov.runtime.parallel_compile import Job, tensor_arg
+    from cherenkov.templates import cross_entropy_smem_kernel as module
+    args = (tensor_arg(dtype), row_stride, tensor_arg(grad_dtype), grad_row_stride,
+            tensor_arg(targets_dtype), tensor_arg(torch.float32), vocab, ignore_index)
+    return Job(module.__file__, module.__name__, "cross_entropy_rows_smem", args,
+               tuple(launch_kwargs(dtype, vocab, write_grad).items()))
+
+
 def launch(logits: torch.Tensor, grad: torch.Tensor, targets: torch.Tensor, loss: torch.Tensor,
            ignore_index: int, write_grad: bool, block_v: int = BLOCK_V,
            num_warps: int = NUM_WARPS) -> bool:
     """Run the Gluon kernel (True), or record why it could not build and return False (the
     caller runs the Triton kernel)."""
-    from triton.experimental.gluon import language as gl
     rows, vocab = logits.shape
-    layout = gl.BlockedLayout([16 // logits.element_size()], [32], [num_warps], [0])
-    smem_layout = gl.SwizzledSharedLayout(1, 1, 1, [0])
     try:
         _gluon_kernel()[(rows,)](
             logits, logits.stride(0), grad, grad.stride(0), targets, loss, vocab, ignore_index,
-            WRITE_GRAD=write_grad, BLOCK_V=block_v, **_parts_kw(vocab, block_v),
-            LAYOUT=layout, SMEM_LAYOUT=smem_layout, num_warps=num_warps)
+            **launch_kwargs(logits.dtype, vocab, write_grad, block_v, num_warps))
     except Exception as e:  # noqa: BLE001 -- a kernel that does not build: Triton's from now
         why = _FAILED[_signature(logits, grad, block_v, num_warps)] = \
             f"{type(e).__name__}: {e}"[:300]

@@ -58,11 +58,15 @@ def _slice(p1, p2, p3, p4, i: gl.constexpr, N1: gl.constexpr, N2: gl.constexpr,
 def cross_entropy_rows_smem(logits_ptr, stride_row, grad_ptr, grad_stride_row, targets_ptr,
                             loss_ptr, V, ignore_index, WRITE_GRAD: gl.constexpr,
                             BLOCK_V: gl.constexpr, N1: gl.constexpr, N2: gl.constexpr,
-                            N3: gl.constexpr, N4: gl.constexpr, LAYOUT: gl.constexpr,
-                            SMEM_LAYOUT: gl.constexpr):
+                            N3: gl.constexpr, N4: gl.constexpr, VEC: gl.constexpr,
+                            WARPS: gl.constexpr):
     # shared memory shapes are powers of two: the row's N1 + N2 + N3 + N4 slices (each a power
-    # of two or 0; cross_entropy_smem.parts) in up to four buffers
+    # of two or 0; cross_entropy_smem.parts) in up to four buffers. VEC elements a thread
+    # (16 bytes), WARPS the launch's num_warps (constexpr numbers, not layouts, so a compile
+    # worker's job can name them)
     N_SLICES: gl.constexpr = N1 + N2 + N3 + N4
+    LAYOUT: gl.constexpr = gl.BlockedLayout([VEC], [32], [WARPS], [0])
+    SMEM_LAYOUT: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
     row = gl.program_id(0).to(gl.int64)               # int64 row offsets: rows x V > 2^31
     base = logits_ptr + row * stride_row
     offs = gl.arange(0, BLOCK_V, layout=LAYOUT)

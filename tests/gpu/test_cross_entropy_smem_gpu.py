@@ -69,3 +69,21 @@ def test_calls_it_does_not_take_run_the_triton_kernel():
     torch.testing.assert_close(grad.float(), ref_grad, rtol=2e-2, atol=4e-3)
     big = torch.randn(2, 131072, device="cuda", dtype=torch.bfloat16)  # over its shared memory
     assert "shared memory" in cross_entropy_smem.unsupported(big, big)
+
+
+def test_a_compile_worker_builds_the_launch(tmp_path, monkeypatch):
+    """The job a graph's lowering queues (cross_entropy_smem.compile_job) compiles in a worker
+    into Triton's cache, and the launch it stands for then runs and is right."""
+    from cherenkov.runtime import parallel_compile
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    job = cross_entropy_smem.compile_job(torch.bfloat16, torch.bfloat16, 4096, 4096, 4096,
+                                         torch.int64, -100)
+    assert parallel_compile.compile_all([job]) == 1
+    assert any(tmp_path.rglob("cross_entropy_rows_smem*"))
+    x = torch.randn(8, 4096, device="cuda", dtype=torch.bfloat16)
+    t = torch.randint(0, 4096, (8,), device="cuda")
+    loss, grad = torch.empty(8, device="cuda"), torch.empty_like(x)
+    assert cross_entropy_smem.launch(x, grad, t, loss, -100, True)
+    ref_loss, ref_grad = _reference(x, t)
+    torch.testing.assert_close(loss, ref_loss, rtol=2e-2, atol=1e-2)
+    torch.testing.assert_close(grad.float(), ref_grad, rtol=2e-2, atol=4e-3)

@@ -8,11 +8,12 @@ exits 0 when all compiled, 2 when this Triton has no Gluon.
 """
 import sys
 
+import torch
 import triton
 from triton.backends.compiler import GPUTarget
 
 from cherenkov.attention.codegen import gluon_hopper
-from cherenkov.templates.cross_entropy_smem import _parts_kw
+from cherenkov.templates.cross_entropy_smem import launch_kwargs
 
 VARIANTS = [  # (vocab, dtype, block_v, write_grad)
     (50304, "bf16", 4096, True), (50304, "bf16", 4096, False), (32000, "bf16", 4096, True),
@@ -20,13 +21,11 @@ VARIANTS = [  # (vocab, dtype, block_v, write_grad)
 
 
 def compile_one(vocab: int, dtype: str, block_v: int, write_grad: bool, num_warps: int = 8):
-    from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
     from cherenkov.templates.cross_entropy_smem_kernel import cross_entropy_rows_smem as fn
-    size = 2 if dtype == "bf16" else 4
-    cx = dict(WRITE_GRAD=write_grad, BLOCK_V=block_v, **_parts_kw(vocab, block_v),
-              LAYOUT=gl.BlockedLayout([16 // size], [32], [num_warps], [0]),
-              SMEM_LAYOUT=gl.SwizzledSharedLayout(1, 1, 1, [0]))
+    cx = launch_kwargs(torch.bfloat16 if dtype == "bf16" else torch.float32, vocab, write_grad,
+                       block_v, num_warps)
+    cx.pop("num_warps")
     types = {"logits_ptr": f"*{dtype}", "grad_ptr": f"*{dtype}", "targets_ptr": "*i64",
              "loss_ptr": "*fp32"}
     sig = {name: "constexpr" if name in cx else types.get(name, "i32") for name in fn.arg_names}

@@ -88,3 +88,30 @@ def test_a_failed_build_is_remembered_per_launch_signature(monkeypatch):
     cross_entropy_smem._FAILED[cross_entropy_smem._signature(a, a, 2048)] = "boom"
     assert "boom" in unsupported(a, a, 2048)
     assert unsupported(b, b, 2048) != unsupported(a, a, 2048)
+
+
+def test_lowering_queues_the_launch_for_the_compile_workers(monkeypatch):
+    """The op's lowering hands the compile workers the job of the launch it will make: the
+    kernel's own arguments, its constexprs named as the kernel names them."""
+    from types import SimpleNamespace
+
+    from cherenkov.lowering.templates import _queue_rows_kernel
+    from cherenkov.templates.cross_entropy_smem_kernel import cross_entropy_rows_smem as fn
+    monkeypatch.setattr(cross_entropy_smem, "unsupported_rows", lambda *a, **k: None)
+    value = SimpleNamespace(meta=SimpleNamespace(shape=(64, 50304), strides=(50304, 1),
+                                                 dtype=torch.bfloat16))
+    targets = SimpleNamespace(meta=SimpleNamespace(dtype=torch.int64))
+    ctx = SimpleNamespace(device=torch.device("cuda"), compile_jobs=[])
+    _queue_rows_kernel(ctx, value, targets, -100, "mean")
+    (job,) = ctx.compile_jobs
+    assert job.fn == "cross_entropy_rows_smem" and os.path.exists(job.path)
+    assert job.args == ("*bfloat16", 50304, "*bfloat16", 50304, "*int64", "*float32", 50304, -100)
+    kwargs = dict(job.kwargs)
+    assert kwargs.pop("num_warps") == cross_entropy_smem.NUM_WARPS
+    constexprs = {p.name for p in fn.params if p.is_constexpr}
+    assert set(kwargs) == constexprs
+    assert len(job.args) == len(fn.arg_names) - len(constexprs)
+    assert sum(kwargs[k] for k in ("N1", "N2", "N3", "N4")) == slices(50304, kwargs["BLOCK_V"])
+    monkeypatch.setattr(cross_entropy_smem, "unsupported_rows", lambda *a, **k: "no")
+    _queue_rows_kernel(ctx, value, targets, -100, "mean")
+    assert len(ctx.compile_jobs) == 1                     # a call it does not take: no job
