@@ -1,7 +1,10 @@
 """Lowerings of Cherenkov's own template ops: each is one library call (the fused LM head +
-cross-entropy runs cuBLAS matmuls and its Triton cross-entropy kernel per chunk; the
-cross-entropy with its gradient, that kernel once)."""
+cross-entropy runs cuBLAS matmuls and the cross-entropy rows kernel per chunk; the
+cross-entropy with its gradient, that kernel once). On CUDA the rows kernel each call will
+launch is queued for the compile workers as the call is lowered."""
 from __future__ import annotations
+
+import logging
 
 import torch
 
@@ -10,9 +13,12 @@ from cherenkov.lowering.library import library_node
 from cherenkov.lowering.registry import lowering
 from cherenkov.templates import ce_forward_grad_op, linear_ce_op  # noqa: F401  (define the ops)
 
+log = logging.getLogger("cherenkov")
+
 
 @lowering(torch.ops.cherenkov.linear_cross_entropy.default, empty_outputs=True)
 def _linear_cross_entropy(ctx, *args):
+    _queue_chunk_kernel(ctx, *args)
     return library_node(torch.ops.cherenkov.linear_cross_entropy.default, args, {}, ctx.out,
                         "fused LM head + cross-entropy", op=Op.MATMUL)
 
@@ -29,13 +35,33 @@ def _queue_rows_kernel(ctx, logits, targets, ignore_index, reduction) -> None:
     """Hand the shared-memory rows kernel this call will launch to the compile workers
     (templates/cross_entropy_smem.py), where it takes the call: else it compiles at the
     graph's first run."""
-    from cherenkov.templates import cross_entropy_smem
     meta = logits.meta
     if len(meta.shape) != 2:
         return
     vocab = meta.shape[1]
     row_stride = meta.strides[0] if meta.strides[1] == 1 else vocab   # the op's clone
-    if cross_entropy_smem.unsupported_rows(meta.dtype, vocab, row_stride, ctx.device):
-        return
-    ctx.compile_jobs.append(cross_entropy_smem.compile_job(
-        meta.dtype, meta.dtype, row_stride, vocab, vocab, targets.meta.dtype, int(ignore_index)))
+    _queue_job(ctx, meta.dtype, vocab, row_stride, targets, ignore_index, write_grad=True)
+
+
+def _queue_chunk_kernel(ctx, x, weight, bias, targets, ignore_index, reduction, need_x,
+                        need_w, need_b) -> None:
+    """The same for the fused LM head's chunks: logits (rows, V) in x's dtype, contiguous
+    (linear_cross_entropy.py)."""
+    vocab = weight.meta.shape[0]
+    _queue_job(ctx, x.meta.dtype, vocab, vocab, targets, ignore_index,
+               write_grad=bool(need_x or need_w or need_b))
+
+
+def _queue_job(ctx, dtype, vocab: int, row_stride: int, targets, ignore_index,
+               write_grad: bool) -> None:
+    """Never fails the lowering: a kernel missed here compiles at its first launch."""
+    from cherenkov.templates import cross_entropy_smem
+    try:
+        if cross_entropy_smem.unsupported_rows(dtype, vocab, row_stride, ctx.device):
+            return
+        ctx.compile_jobs.append(cross_entropy_smem.compile_job(
+            dtype, dtype, row_stride, vocab, vocab, targets.meta.dtype, int(ignore_index),
+            write_grad))
+    except Exception as e:  # noqa: BLE001
+        log.debug("cherenkov: cross-entropy rows kernel not pre-compiled (%s: %s)",
+                  type(e).__name__, e)

@@ -115,3 +115,22 @@ def test_lowering_queues_the_launch_for_the_compile_workers(monkeypatch):
     monkeypatch.setattr(cross_entropy_smem, "unsupported_rows", lambda *a, **k: "no")
     _queue_rows_kernel(ctx, value, targets, -100, "mean")
     assert len(ctx.compile_jobs) == 1                     # a call it does not take: no job
+
+
+def test_the_fused_lm_head_queues_its_chunks_kernel(monkeypatch):
+    from types import SimpleNamespace
+
+    from cherenkov.lowering.templates import _queue_chunk_kernel
+    monkeypatch.setattr(cross_entropy_smem, "unsupported_rows", lambda *a, **k: None)
+    x = SimpleNamespace(meta=SimpleNamespace(shape=(8192, 2048), dtype=torch.bfloat16))
+    w = SimpleNamespace(meta=SimpleNamespace(shape=(32000, 2048), dtype=torch.float32))
+    t = SimpleNamespace(meta=SimpleNamespace(dtype=torch.int64))
+    ctx = SimpleNamespace(device=torch.device("cuda"), compile_jobs=[])
+    _queue_chunk_kernel(ctx, x, w, None, t, -100, "mean", True, True, False)
+    _queue_chunk_kernel(ctx, x, w, None, t, -100, "mean", False, False, False)
+    grad, loss_only = ctx.compile_jobs
+    assert grad.args[:4] == ("*bfloat16", 32000, "*bfloat16", 32000)
+    assert dict(grad.kwargs)["WRITE_GRAD"] and not dict(loss_only.kwargs)["WRITE_GRAD"]
+    odd = SimpleNamespace(meta=SimpleNamespace())     # anything that raises: no job, no failure
+    _queue_chunk_kernel(ctx, x, w, None, odd, -100, "mean", True, True, False)
+    assert len(ctx.compile_jobs) == 2
