@@ -9,16 +9,13 @@ forward + backward on the logits.
 
     PYTHONPATH=. python3 bench/ce_smem_gpu.py OUT_DIR
 """
-import datetime
 import itertools
-import json
-import os
 import sys
 
 import torch
 import torch.nn.functional as F
-import triton
 
+from cherenkov.bench.report import save_pair, script_meta
 from cherenkov.bench.timing import copy_bandwidth, cuda_median_s
 from cherenkov.templates import cross_entropy_smem
 from cherenkov.templates.cross_entropy_kernel import cross_entropy_rows
@@ -48,9 +45,7 @@ def variants():
 
 def main(out_dir: str) -> None:
     dev = torch.device("cuda")
-    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-            "triton": triton.__version__, "commit": os.environ.get("CHERENKOV_COMMIT", "unknown")}
+    meta = script_meta()
     lines = [f"# Cross-entropy rows: one read through shared memory vs two, {meta['gpu']}", "",
              " · ".join(f"{k} {v}" for k, v in meta.items()), ""]
     rows = []
@@ -91,12 +86,7 @@ def main(out_dir: str) -> None:
         lines.append("")
         del x, grad, xr
         torch.cuda.empty_cache()
-    text = "\n".join(lines)
-    print(text)
-    with open(os.path.join(out_dir, "ce_smem.md"), "w") as f:
-        f.write(text + "\n")
-    with open(os.path.join(out_dir, "ce_smem.json"), "w") as f:
-        json.dump({"meta": meta, "rows": rows}, f, indent=1)
+    save_pair(out_dir, "ce_smem", "\n".join(lines) + "\n", {"meta": meta, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -3,8 +3,6 @@
 coarsen to its 128 x 128 tiles in both directions exactly, and which masks and inputs it
 takes (launch_gluon)."""
 import os
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import pytest
@@ -15,18 +13,13 @@ from cherenkov.attention.launch import Plan
 from cherenkov.attention.block_mask import EMPTY, PARTIAL, block_mask
 from cherenkov.attention.mods import causal, document, prefix_lm, sliding_window
 from cherenkov.attention.trace import trace_mods
+from tests.sm90_compiling import run_script
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def test_gluon_forward_compiles_for_sm90():
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(HERE))
-    run = subprocess.run([sys.executable, os.path.join(HERE, "sm90_gluon_compile.py")],
-                         capture_output=True, text=True, env=env, timeout=600)
-    if run.returncode == 2:
-        pytest.skip("this Triton has no Gluon Hopper language")
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
+    run = run_script(os.path.join(HERE, "sm90_gluon_compile.py"), timeout=600)
     lines = [line for line in run.stdout.splitlines() if "shared memory" in line]
     assert len(lines) == 46, run.stdout      # 25 forwards, 21 dQ kernels
 

@@ -4,14 +4,13 @@ planned), its slices split into power-of-two buffers, and the calls it does not 
 the Triton kernel. Its results on the GPU: tests/gpu/test_cross_entropy_smem_gpu.py."""
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 import torch
 
 from cherenkov.templates import cross_entropy_smem
 from cherenkov.templates.cross_entropy_smem import parts, slices, unsupported
+from tests.sm90_compiling import run_script
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -60,13 +59,7 @@ def test_cpu_rows_still_match_torch():
 
 
 def test_compiles_for_sm90():
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(HERE))
-    run = subprocess.run([sys.executable, os.path.join(HERE, "sm90_ce_smem_compile.py")],
-                         capture_output=True, text=True, env=env, timeout=600)
-    if run.returncode == 2:
-        pytest.skip("this Triton has no Gluon")
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
+    run = run_script(os.path.join(HERE, "sm90_ce_smem_compile.py"), timeout=600)
     lines = [line for line in run.stdout.splitlines() if "shared memory" in line]
     assert len(lines) == 5, run.stdout
     for line in lines:
