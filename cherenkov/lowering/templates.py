@@ -34,7 +34,10 @@ def _cross_entropy_forward_grad(ctx, *args):
 def _queue_rows_kernel(ctx, logits, targets, ignore_index, reduction) -> None:
     """Hand the shared-memory rows kernel this call will launch to the compile workers
     (templates/cross_entropy_smem.py), where it takes the call: else it compiles at the
-    graph's first run."""
+    graph's first run. Submitted as the graph is lowered and not waited for (a later job):
+    waited for with the attention kernels, its ~2 s held up the plan (GPT-2's first step at
+    40c962b: "triton compile" 2.0 s), while the graph's first run reaches the loss ~2 s
+    later anyway."""
     meta = logits.meta
     if len(meta.shape) != 2:
         return
@@ -59,7 +62,7 @@ def _queue_job(ctx, dtype, vocab: int, row_stride: int, targets, ignore_index,
     try:
         if cross_entropy_smem.unsupported_rows(dtype, vocab, row_stride, ctx.device):
             return
-        ctx.compile_jobs.append(cross_entropy_smem.compile_job(
+        ctx.later_jobs.append(cross_entropy_smem.compile_job(
             dtype, dtype, row_stride, vocab, vocab, targets.meta.dtype, int(ignore_index),
             write_grad))
     except Exception as e:  # noqa: BLE001
