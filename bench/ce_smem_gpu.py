@@ -4,8 +4,8 @@ launch) against the Gluon kernel that copies the row into shared memory once
 (templates/cross_entropy_smem*.py) over its slice size and warps; and the loss alone. Each
 variant checked against torch on 512 rows, then timed (do_bench-style medians); bytes moved
 (logits read once, gradient written once) against the copy bandwidth of the same bytes.
-Also the whole call as torch.compile would run it in the same process: F.cross_entropy's
-forward + backward on the logits.
+Also eager's call in the same process: F.cross_entropy's forward + backward on the logits
+upcast to fp32, as under autocast.
 
     PYTHONPATH=. python3 bench/ce_smem_gpu.py OUT_DIR
 """
@@ -16,22 +16,16 @@ import torch
 import torch.nn.functional as F
 
 from cherenkov.bench.report import save_pair, script_meta
-from cherenkov.bench.timing import copy_bandwidth, cuda_median_s
+from bench.ce_grad_variants_gpu import SHAPES, check, problem
+from cherenkov.bench.timing import cuda_median_s
 from cherenkov.templates import cross_entropy_smem
 from cherenkov.templates.cross_entropy_kernel import cross_entropy_rows
 
-SHAPES = {"gpt2": (16384, 50304), "llama": (8192, 32000)}
 
-
-def check(x, t, run) -> bool:
-    rows = 512
-    xs, ts = x[:rows], t[:rows]
-    loss, grad = torch.empty(rows, device=x.device), torch.empty_like(xs)
-    run(xs, ts, loss, grad)
-    ref = F.cross_entropy(xs.float(), ts, reduction="none")
-    want = torch.softmax(xs.float(), -1) - F.one_hot(ts, xs.shape[1]).float()
-    return bool(torch.allclose(loss, ref, atol=1e-3, rtol=1e-4)
-                and torch.allclose(grad.float(), want, atol=1e-2, rtol=1e-2))
+def _smem(x, t, loss, grad, block_v: int, num_warps: int) -> None:
+    if not cross_entropy_smem.launch(x, grad, t, loss, -100, True, block_v=block_v,
+                                     num_warps=num_warps):
+        raise RuntimeError("the shared-memory kernel did not build")
 
 
 def variants():
@@ -39,8 +33,7 @@ def variants():
         x, t, loss, -100, True, grad=grad, smem=False)
     for block_v, warps in itertools.product((2048, 4096), (4, 8, 16)):
         yield f"smem block_v={block_v} warps={warps}", (
-            lambda x, t, loss, grad, b=block_v, w=warps: cross_entropy_smem.launch(
-                x, grad, t, loss, -100, True, block_v=b, num_warps=w) or 1 / 0)
+            lambda x, t, loss, grad, b=block_v, w=warps: _smem(x, t, loss, grad, b, w))
 
 
 def main(out_dir: str) -> None:
@@ -50,12 +43,7 @@ def main(out_dir: str) -> None:
              " · ".join(f"{k} {v}" for k, v in meta.items()), ""]
     rows = []
     for name, (n, v) in SHAPES.items():
-        torch.manual_seed(0)
-        x = (torch.randn(n, v, device=dev) * 2).to(torch.bfloat16)
-        t = torch.randint(0, v, (n,), device=dev)
-        loss, grad = torch.empty(n, device=dev), torch.empty_like(x)
-        nbytes = 2 * x.numel() * x.element_size()
-        copy_bw = copy_bandwidth(dev, nbytes // 2)
+        x, t, loss, grad, nbytes, copy_bw = problem(n, v, dev)
         lines += [f"## {name}: {n} x {v} bf16, read + write {nbytes / 1e9:.2f} GB, copy "
                   f"{copy_bw / 1e9:.0f} GB/s", "", "| variant | ok | us | % of copy |",
                   "|---|---|---|---|"]

@@ -2,8 +2,9 @@
 
 GPT-2's training step on the H200 runs 123 `Memset (Device)` a step, each right before an
 nvjet matmul kernel; with the gaps they open around them (they break the chain of
-dependent launches) ~0.5 ms a step (bench/results/2026-12-02_profile_train_gpt2_h200_31c7d60:
-209 us of gaps after them, 178 before, 128 their own). For each of the step's matmul problems
+dependent launches) ~0.5 ms a step: in one step's timeline (bench/results/
+2026-12-02_profile_train_gpt2_h200_31c7d60_timeline_cherenkov.txt, its "gap us" and
+"kernel us" columns summed) 209 us of gaps after them, 178 before, 128 their own. For each of the step's matmul problems
 (bench/cublaslt_algos_gpu.problems): memsets per call and the median time of torch's call,
 of cuBLASLt's heuristic first with a 32 MB workspace (ws#0: what cuBLAS runs) and of its
 first without a workspace (nows#0: no split-K, no memset).

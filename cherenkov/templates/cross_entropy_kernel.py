@@ -19,10 +19,9 @@ had measured 1145-1192 and 329 us in earlier runs), 69% and 77% of copy bandwidt
 the row once (the whole row one block, the gradient from the same exponentials) lost: 1515 vs 1156 us at 16384 x 50304 (bench/results/
 2026-11-30_ce_grad_variants_h200_243d1cf), one row per SM leaves too little in flight; so
 did each row split over 4-16 programs that hold their slice and combine max / sum through
-global memory (2.5-5.3 ms, 2026-11-30_ce_split_h200_19c3bb1).
-What does read it once: each row copied into
-shared memory, two rows per SM (Gluon, cross_entropy_smem.py: 831 vs 1121 us); on CUDA that
-kernel runs wherever it takes the call, this one otherwise (and on the CPU).
+global memory (2.5-5.3 ms, 2026-11-30_ce_split_h200_19c3bb1). What does read it once: each
+row copied into shared memory, two rows per SM (Gluon, cross_entropy_smem.py: 831 vs 1121
+us); on CUDA that kernel runs wherever it takes the call, this one otherwise (and on the CPU).
 
 A target outside [0, V) (and not ignore_index) reads no logit: its loss and gradient row are
 NaN, where eager raises (CPU) or stops the device (CUDA), never a number computed from

@@ -59,9 +59,11 @@ def parts(n: int) -> tuple[int, int, int, int] | None:
 
 
 def unsupported(logits: torch.Tensor, grad: torch.Tensor, block_v: int = BLOCK_V) -> str | None:
-    """None if the Gluon kernel takes this call, else why not."""
-    if _signature(logits, grad, block_v) in _FAILED:
-        return f"kernel failed to build: {_FAILED[_signature(logits, grad, block_v)]}"
+    """None if the Gluon kernel takes this call, else why not (the rows' part decided once
+    per signature: this runs on every call, a training step's Python)."""
+    failed = _FAILED.get(_signature(logits, grad, block_v))
+    if failed is not None:
+        return f"kernel failed to build: {failed}"
     if logits.stride(1) != 1 or grad.stride(1) != 1:
         return "vocabulary not at unit stride"
     if logits.device.type == "cuda" and logits.data_ptr() % 16:
@@ -76,6 +78,12 @@ def unsupported_rows(dtype: torch.dtype, vocab: int, row_stride: int, device: to
     (all of it but the pointers: what a graph's lowering knows)."""
     if ENABLED == "off":
         return "off (CHERENKOV_CE_SMEM=off)"
+    return _rows_reason(dtype, vocab, row_stride, device, block_v)
+
+
+@functools.cache
+def _rows_reason(dtype: torch.dtype, vocab: int, row_stride: int, device: torch.device,
+                 block_v: int) -> str | None:
     if device.type != "cuda" or torch.version.hip:
         return "not CUDA"
     if torch.cuda.get_device_capability(device)[0] < 8:
@@ -97,10 +105,6 @@ def unsupported_rows(dtype: torch.dtype, vocab: int, row_stride: int, device: to
     return None
 
 
-def _parts_kw(vocab: int, block_v: int) -> dict:
-    return dict(zip(("N1", "N2", "N3", "N4"), parts(slices(vocab, block_v))))
-
-
 def _signature(logits: torch.Tensor, grad: torch.Tensor, block_v: int,
                num_warps: int = NUM_WARPS) -> tuple:
     return (logits.dtype, grad.dtype, block_v, num_warps, logits.shape[1])
@@ -108,23 +112,30 @@ def _signature(logits: torch.Tensor, grad: torch.Tensor, block_v: int,
 
 def launch_kwargs(dtype: torch.dtype, vocab: int, write_grad: bool, block_v: int = BLOCK_V,
                   num_warps: int = NUM_WARPS) -> dict:
-    """The kernel's constexprs and launch options for rows of `vocab` in `dtype`."""
-    return dict(WRITE_GRAD=write_grad, BLOCK_V=block_v, **_parts_kw(vocab, block_v),
-                VEC=16 // dtype.itemsize, WARPS=num_warps, num_warps=num_warps)
+    """The kernel's constexprs and launch options for rows of `vocab` in `dtype` (a new dict
+    each call, from one made per signature)."""
+    return dict(_launch_items(dtype, vocab, write_grad, block_v, num_warps))
 
 
-def compile_job(dtype: torch.dtype, grad_dtype: torch.dtype, row_stride: int,
-                grad_row_stride: int, vocab: int, targets_dtype: torch.dtype,
-                ignore_index: int, write_grad: bool = True):
-    """The launch `launch` will make for such rows, as a job for the compile workers
-    (runtime/parallel_compile.py): compiled there while the graph's other work goes on, not
-    at its first run (~1.5 s of a GPT-2 step's first run on the H200 machine)."""
+@functools.cache
+def _launch_items(dtype, vocab, write_grad, block_v, num_warps) -> tuple:
+    parts_kw = dict(zip(("N1", "N2", "N3", "N4"), parts(slices(vocab, block_v))))
+    return tuple(dict(WRITE_GRAD=write_grad, BLOCK_V=block_v, **parts_kw,
+                      VEC=16 // dtype.itemsize, WARPS=num_warps, num_warps=num_warps).items())
+
+
+def compile_job(dtype: torch.dtype, row_stride: int, grad_row_stride: int, vocab: int,
+                targets_dtype: torch.dtype, ignore_index: int, write_grad: bool = True):
+    """The launch `launch` will make for such rows (the gradient in the logits' dtype, as
+    both ops write it), as a job for the compile workers (runtime/parallel_compile.py):
+    compiled there while the graph's other work goes on, not at its first run (~1.5-2 s of
+    a GPT-2 step's first step on the H200 machine)."""
     from cherenkov.runtime.parallel_compile import Job, tensor_arg
     from cherenkov.templates import cross_entropy_smem_kernel as module
-    args = (tensor_arg(dtype), row_stride, tensor_arg(grad_dtype), grad_row_stride,
+    args = (tensor_arg(dtype), row_stride, tensor_arg(dtype), grad_row_stride,
             tensor_arg(targets_dtype), tensor_arg(torch.float32), vocab, ignore_index)
     return Job(module.__file__, module.__name__, "cross_entropy_rows_smem", args,
-               tuple(launch_kwargs(dtype, vocab, write_grad).items()))
+               _launch_items(dtype, vocab, write_grad, BLOCK_V, NUM_WARPS))
 
 
 def launch(logits: torch.Tensor, grad: torch.Tensor, targets: torch.Tensor, loss: torch.Tensor,

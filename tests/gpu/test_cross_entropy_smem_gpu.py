@@ -76,8 +76,7 @@ def test_a_compile_worker_builds_the_launch(tmp_path, monkeypatch):
     into Triton's cache, and the launch it stands for then runs and is right."""
     from cherenkov.runtime import parallel_compile
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
-    job = cross_entropy_smem.compile_job(torch.bfloat16, torch.bfloat16, 4096, 4096, 4096,
-                                         torch.int64, -100)
+    job = cross_entropy_smem.compile_job(torch.bfloat16, 4096, 4096, 4096, torch.int64, -100)
     assert parallel_compile.compile_all([job]) == 1
     assert any(tmp_path.rglob("cross_entropy_rows_smem*"))
     x = torch.randn(8, 4096, device="cuda", dtype=torch.bfloat16)

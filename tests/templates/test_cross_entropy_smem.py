@@ -88,14 +88,14 @@ def test_lowering_queues_the_launch_for_the_compile_workers(monkeypatch):
     kernel's own arguments, its constexprs named as the kernel names them."""
     from types import SimpleNamespace
 
-    from cherenkov.lowering.templates import _queue_rows_kernel
+    from cherenkov.lowering.templates import _queue_rows_kernel, _rows_of_forward_grad
     from cherenkov.templates.cross_entropy_smem_kernel import cross_entropy_rows_smem as fn
     monkeypatch.setattr(cross_entropy_smem, "unsupported_rows", lambda *a, **k: None)
     value = SimpleNamespace(meta=SimpleNamespace(shape=(64, 50304), strides=(50304, 1),
                                                  dtype=torch.bfloat16))
     targets = SimpleNamespace(meta=SimpleNamespace(dtype=torch.int64))
     ctx = SimpleNamespace(device=torch.device("cuda"), compile_jobs=[], later_jobs=[])
-    _queue_rows_kernel(ctx, value, targets, -100, "mean")
+    _queue_rows_kernel(ctx, _rows_of_forward_grad, value, targets, -100, "mean")
     assert ctx.compile_jobs == []          # not waited for: compiled as the graph goes on
     (job,) = ctx.later_jobs
     assert job.fn == "cross_entropy_rows_smem" and os.path.exists(job.path)
@@ -107,24 +107,24 @@ def test_lowering_queues_the_launch_for_the_compile_workers(monkeypatch):
     assert len(job.args) == len(fn.arg_names) - len(constexprs)
     assert sum(kwargs[k] for k in ("N1", "N2", "N3", "N4")) == slices(50304, kwargs["BLOCK_V"])
     monkeypatch.setattr(cross_entropy_smem, "unsupported_rows", lambda *a, **k: "no")
-    _queue_rows_kernel(ctx, value, targets, -100, "mean")
+    _queue_rows_kernel(ctx, _rows_of_forward_grad, value, targets, -100, "mean")
     assert len(ctx.later_jobs) == 1                       # a call it does not take: no job
 
 
 def test_the_fused_lm_head_queues_its_chunks_kernel(monkeypatch):
     from types import SimpleNamespace
 
-    from cherenkov.lowering.templates import _queue_chunk_kernel
+    from cherenkov.lowering.templates import _queue_rows_kernel, _rows_of_chunks
     monkeypatch.setattr(cross_entropy_smem, "unsupported_rows", lambda *a, **k: None)
     x = SimpleNamespace(meta=SimpleNamespace(shape=(8192, 2048), dtype=torch.bfloat16))
     w = SimpleNamespace(meta=SimpleNamespace(shape=(32000, 2048), dtype=torch.float32))
     t = SimpleNamespace(meta=SimpleNamespace(dtype=torch.int64))
     ctx = SimpleNamespace(device=torch.device("cuda"), compile_jobs=[], later_jobs=[])
-    _queue_chunk_kernel(ctx, x, w, None, t, -100, "mean", True, True, False)
-    _queue_chunk_kernel(ctx, x, w, None, t, -100, "mean", False, False, False)
+    _queue_rows_kernel(ctx, _rows_of_chunks, x, w, None, t, -100, "mean", True, True, False)
+    _queue_rows_kernel(ctx, _rows_of_chunks, x, w, None, t, -100, "mean", False, False, False)
     grad, loss_only = ctx.later_jobs
     assert grad.args[:4] == ("*bfloat16", 32000, "*bfloat16", 32000)
     assert dict(grad.kwargs)["WRITE_GRAD"] and not dict(loss_only.kwargs)["WRITE_GRAD"]
     odd = SimpleNamespace(meta=SimpleNamespace())     # anything that raises: no job, no failure
-    _queue_chunk_kernel(ctx, x, w, None, odd, -100, "mean", True, True, False)
+    _queue_rows_kernel(ctx, _rows_of_chunks, x, w, None, odd, -100, "mean", True, True, False)
     assert len(ctx.later_jobs) == 2
