@@ -90,7 +90,8 @@ def profile_backend(case, backend, settings, steps: int = 3) -> dict:
     torch._dynamo.reset()
     torch.cuda.empty_cache()
     return {"host_profile": host_profile, "memory": memory, "idle": idle_time(spans, steps),
-            "timeline": timeline(spans, steps),
+            "timeline": (rows := timeline(spans, steps)),
+            "wall_by_category": wall_by_category(rows),
             "host_ms": host_s * 1e3, "wall_ms": wall_s * 1e3,
             "kernels": {n: {"us": v[0], "count": v[1], "category": category(n)}
                         for n, v in kernels.items()}}
@@ -114,16 +115,30 @@ def idle_time(spans: list, steps: int) -> dict:
 
 
 def timeline(spans: list, steps: int) -> list:
-    """The last profiled step's kernels in order: (name, gap before it, duration), us -- where
-    the GPU waits, kernel by kernel."""
+    """The last profiled step's kernels in order: (name, gap before it, duration, wall), us --
+    where the GPU waits, kernel by kernel. `wall` is how far the kernel pushes the end of the
+    busy time (its end past every earlier kernel's): kernels launched with PDL start while the
+    one before runs, so their durations overlap and only `wall` (with the gaps) sums to the
+    step's span."""
     spans = sorted(spans)
     per_step = len(spans) // max(1, steps)
     last = spans[-per_step:] if per_step else []
     out, end = [], None
     for s, e, name in last:
-        out.append((name[:60], 0.0 if end is None else max(0.0, s - end), e - s))
+        gap = 0.0 if end is None else max(0.0, s - end)
+        wall = e - s if end is None else max(0.0, e - max(s, end))
+        out.append((name[:60], gap, e - s, wall))
         end = e if end is None else max(end, e)
     return out
+
+
+def wall_by_category(rows: list) -> dict:
+    """A timeline's wall time (and the gaps before each kernel) summed by category, us."""
+    cats = defaultdict(lambda: [0.0, 0.0])
+    for name, gap, _, wall in rows:
+        cats[category(name)][0] += wall
+        cats[category(name)][1] += gap
+    return {c: {"wall_us": w, "gap_before_us": g} for c, (w, g) in cats.items()}
 
 
 def peak_memory(fn, opt, batches, settings) -> dict:
@@ -182,6 +197,14 @@ def render(case, results: dict, known: dict) -> str:
                 memory_markdown(mem, mem["baseline_bytes"]) + [""]
         elif mem:
             lines += [f"memory at peak: {mem.get('error')}", ""]
+        walls = r.get("wall_by_category") or {}
+        if walls:
+            lines += ["Wall time of the last profiled step by category (kernels' overlapped "
+                      "durations counted once; gaps before each kernel beside it):", "",
+                      "| category | wall ms | gaps before, ms |", "|---|---|---|"]
+            lines += [f"| {c} | {v['wall_us'] / 1e3:.2f} | {v['gap_before_us'] / 1e3:.2f} |"
+                      for c, v in sorted(walls.items(), key=lambda kv: -kv[1]["wall_us"])]
+            lines.append("")
         lines += ["| category | ms/step | launches/step |", "|---|---|---|"]
         cats = defaultdict(lambda: [0.0, 0.0])
         for k in ks.values():
@@ -222,9 +245,11 @@ def main() -> None:
     for impl, r in results.items():
         tag = impl.replace("+", "_")        # a file name the device copies back
         (out / f"{stem}_host_{tag}.txt").write_text(r.pop("host_profile"))
-        rows = [f"{gap:8.1f} {dur:8.1f}  {name}" for name, gap, dur in r.pop("timeline")]
+        rows = [f"{gap:8.1f} {dur:8.1f} {wall:8.1f}  {name}"
+                for name, gap, dur, wall in r.pop("timeline")]
         (out / f"{stem}_timeline_{tag}.txt").write_text(
-            "gap us  kernel us  kernel (one step, in order)\n" + "\n".join(rows) + "\n")
+            "  gap us kernel us  wall us  kernel (one step, in order; wall: how far it "
+            "pushes the end of the busy time)\n" + "\n".join(rows) + "\n")
     (out / f"{stem}.json").write_text(json.dumps(results, indent=1))
     top = sorted(results.get("cherenkov", {"kernels": {}})["kernels"].items(),
                  key=lambda kv: -kv[1]["us"])
