@@ -17,13 +17,17 @@ def algo_step(plan, node: Node, fusion) -> Step | None:
     is read off the operands at run time (a kernel may lay a weight out otherwise than
     the fake run promised), once per layout."""
     target, t_args, t_kwargs, _ = node.args
+    extra = ()                      # mm.dtype's output dtype, passed on to torch's call
+    if target is getattr(torch.ops.aten.mm, "dtype", None) and len(t_args) == 3 \
+            and isinstance(t_args[2], torch.dtype):
+        t_args, extra = t_args[:2], t_args[2:]
     if t_kwargs or not all(isinstance(a, Slot) for a in t_args):
         return None
     metas = [node.inputs[a.index].meta for a in t_args]
     problem = matmul_algos.problem_of_node(target, metas, node.meta, plan.device)
     if problem is None or cublaslt.library() is None:
         return None
-    linear = plan._as_linear(node, fusion)
+    linear = plan._as_linear(node, fusion) if not extra else None
     inputs = linear[3] if linear is not None else [node.inputs[a.index] for a in t_args]
     in_slots = [plan._slot_of(i) for i in inputs]
     out, empty, m, n = plan._slot_of(node), plan.empty, problem.m, problem.n
@@ -37,11 +41,11 @@ def algo_step(plan, node: Node, fusion) -> Step | None:
         call = getattr(target, "_op", target)
     transposed = linear is not None
     chosen: dict = {}               # (a's strides, b's strides) -> LtMatmul or None
-    dtype, align = problem.dtype, cublaslt.ALIGNMENT
+    dtype, align = problem.d_dtype, cublaslt.ALIGNMENT
 
     def torch_call(a, b, bias):
         if bias is None:
-            return call(a, b)
+            return call(a, b, *extra)
         return call(a, b, bias) if transposed else call(bias, a, b)
 
     def run(env):

@@ -124,7 +124,9 @@ def _workspace(device: int) -> torch.Tensor:
 @dataclass(frozen=True)
 class Problem:
     """D (m, n) = A (m, k) @ B (k, n) with `epilogue`; strides of A and B as given (one of
-    each pair 1), D and AUX row-major (m, n)."""
+    each pair 1), D and AUX row-major (m, n). A and B are `dtype`; D is `out_dtype` when
+    given (float32: a half-precision product written as the fp32 accumulator, as
+    aten.mm.dtype does; no bias then), else `dtype`."""
     m: int
     n: int
     k: int
@@ -133,6 +135,11 @@ class Problem:
     dtype: torch.dtype
     epilogue: str
     device: int = 0
+    out_dtype: torch.dtype | None = None
+
+    @property
+    def d_dtype(self) -> torch.dtype:
+        return self.out_dtype or self.dtype
 
 
 def operand_layout(rows: int, cols: int, strides: tuple[int, int]):
@@ -209,8 +216,10 @@ def _descriptors(lib, p: Problem):
     attr(DESC_EPILOGUE, EPILOGUES[p.epilogue], ctypes.c_uint32)
     if "aux" in p.epilogue or "dgelu" in p.epilogue:
         attr(DESC_AUX_LD, p.n, ctypes.c_int64)
-    for layout, (_, rows, cols, ld) in zip(layouts, (first, second, (None, p.n, p.m, p.n))):
-        _check(lib.cublasLtMatrixLayoutCreate(ctypes.byref(layout), dtype, rows, cols, ld),
+    types = (dtype, dtype, CUDA_TYPES[p.d_dtype])
+    for layout, ctype, (_, rows, cols, ld) in zip(layouts, types,
+                                                  (first, second, (None, p.n, p.m, p.n))):
+        _check(lib.cublasLtMatrixLayoutCreate(ctypes.byref(layout), ctype, rows, cols, ld),
                "layout create")
     return desc, layouts
 
@@ -229,7 +238,9 @@ def candidates(problem: Problem, count: int = 1,
     keeps to algorithms without a workspace (no split-K reduction, no memset before them)."""
     lib = library()
     p = problem
-    if lib is None or p.dtype not in (torch.float16, torch.bfloat16):
+    if lib is None or p.dtype not in (torch.float16, torch.bfloat16) \
+            or p.d_dtype not in (p.dtype, torch.float32) \
+            or (p.d_dtype != p.dtype and p.epilogue != "none"):
         return []
     made = _descriptors(lib, p)
     if made is None:
@@ -269,6 +280,7 @@ def plan(problem: Problem) -> LtMatmul | None:
     return found[0] if found else None
 
 
-def problem_of(a: torch.Tensor, b: torch.Tensor, epilogue: str) -> Problem:
+def problem_of(a: torch.Tensor, b: torch.Tensor, epilogue: str,
+               out_dtype: torch.dtype | None = None) -> Problem:
     return Problem(a.shape[0], b.shape[1], a.shape[1], tuple(a.stride()), tuple(b.stride()),
-                   a.dtype, epilogue, a.device.index or 0)
+                   a.dtype, epilogue, a.device.index or 0, out_dtype)

@@ -48,6 +48,21 @@ def test_candidates_match_torch(dtype, layout, bias):
         torch.testing.assert_close(out, expected, atol=2e-2, rtol=2e-2)
 
 
+@pytest.mark.parametrize("layout", ["x @ w.t()", "col-major x"])
+def test_fp32_result_candidates_match_mm_dtype(layout):
+    # a weight gradient's product (passes/widen_matmul.py): bf16 operands, fp32 written out
+    m, k, n = 192, 520, 264
+    a, b = _operands(layout, m, k, n, torch.bfloat16)
+    expected = torch.ops.aten.mm.dtype(a, b, torch.float32)
+    problem = cublaslt.problem_of(a, b, "none", torch.float32)
+    found = cublaslt.candidates(problem, 4) + cublaslt.candidates(problem, 2, 0)
+    assert found, "the heuristic offered no algorithm"
+    for lt in found:
+        out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float32)
+        lt(a, b, out)
+        torch.testing.assert_close(out, expected, atol=1e-3, rtol=1e-3)
+
+
 class _MLP(torch.nn.Module):
     def __init__(self, d=256, hidden=1024):
         super().__init__()
@@ -79,5 +94,7 @@ def test_compiled_mlp_matches_torch_matmuls(cuda_graphs):
             torch.testing.assert_close(g, r, atol=3e-2, rtol=3e-2)
     # forward and backward matmuls were timed (the first run of each distinct problem)
     assert len(matmul_algos.AlgoMatmul.tuned) >= 4
+    # the weight gradients' fp32 products too
+    assert any(p.out_dtype == torch.float32 for p, _, _ in matmul_algos.AlgoMatmul.tuned)
     for problem, verdict, timings in matmul_algos.AlgoMatmul.tuned:
         assert verdict == matmul_algos.TORCH or isinstance(timings[verdict], float)

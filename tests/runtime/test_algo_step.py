@@ -80,3 +80,33 @@ def test_matmul_steps_pass_the_library_the_right_operands(stand_in):
     expected = step(model)
     for g, e in zip(got, expected):
         torch.testing.assert_close(g, e, atol=3e-2, rtol=3e-2)
+
+
+def test_widened_weight_gradients_go_through_the_library_in_fp32(stand_in, monkeypatch):
+    # on CUDA a weight gradient cast to fp32 becomes mm.dtype(a, b, float32) (passes/
+    # widen_matmul.py); its step hands cuBLASLt an fp32 result (D in fp32, A and B bf16)
+    from cherenkov.passes import widen_matmul
+    monkeypatch.setattr(widen_matmul, "available", lambda device: True)
+    seen = []
+    real_call = _StandIn.__call__
+
+    def call(self, a, b, out, **kwargs):
+        seen.append((a.dtype, out.dtype))
+        return real_call(self, a, b, out, **kwargs)
+    monkeypatch.setattr(_StandIn, "__call__", call)
+    torch.manual_seed(0)
+    model = _Block()
+    x = torch.randn(2, 16, 48)
+
+    def grads(fn):
+        model.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = fn(x)
+        y.float().square().mean().backward()
+        return [p.grad.clone() for p in model.parameters()]
+
+    got = grads(cherenkov.compile(model, matmul_algos=True))
+    assert (torch.bfloat16, torch.float32) in seen         # a widened product, fp32 out
+    for g, e in zip(got, grads(model)):
+        assert g.dtype == torch.float32
+        torch.testing.assert_close(g, e, atol=3e-2, rtol=3e-2)

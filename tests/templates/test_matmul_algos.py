@@ -114,3 +114,44 @@ def test_config_switch(monkeypatch):
     assert Config().matmul_algos is False
     monkeypatch.setenv("CHERENKOV_MATMUL_ALGOS", "1")
     assert Config.from_env().matmul_algos is True
+
+
+def test_problem_of_a_widened_product():
+    # mm.dtype(a, b, float32): bf16 operands, the fp32 accumulator written out
+    a, b = meta((768, 4096), stride=(1, 768)), meta((4096, 3072))
+    out = meta((768, 3072), torch.float32)
+    p = problem_of_node(aten.mm.dtype, [a, b], out, CUDA)
+    assert (p.m, p.n, p.k, p.dtype, p.out_dtype, p.d_dtype, p.epilogue) == \
+        (768, 3072, 4096, torch.bfloat16, torch.float32, torch.float32, "none")
+    assert matmul_algos.problem_key(p) != matmul_algos.problem_key(
+        problem_of_node(aten.mm.default, [a, b], meta((768, 3072)), CUDA))
+    # an output dtype that is not the fp32 accumulator's, or mm writing fp32: torch's call
+    assert problem_of_node(aten.mm.dtype, [a, b], meta((768, 3072)), CUDA) is None
+    assert problem_of_node(aten.mm.default, [a, b], out, CUDA) is None
+
+
+def test_pick_times_contenders_in_rotating_rounds():
+    # the reference's first timing (right after its first call) reads slow: the verdict
+    # comes from the medians of the rounds, where it is timed as often as the rest
+    calls = {"ref": 0}
+    order = []
+
+    def clock(run):
+        label = run()
+        order.append(label)
+        if label == "ref":
+            calls["ref"] += 1
+            return 2.0 if calls["ref"] == 1 else 1.0        # slow only the first time
+        return {"a": 0.99, "b": 1.5}[label]
+    same = lambda got, expected: True                       # noqa: E731
+    best, timings = pick(lambda: "ref", _runs("a", "b"), "ref", clock, same)
+    assert best is None and timings[TORCH] == 1.0 and timings["a"] == 0.99
+    # b (over KEEP_WITHIN of the fastest after round one) is timed once; a and torch in
+    # every round, each round starting with another contender
+    assert order.count("b") == 1 and order.count("a") == matmul_algos.ROUNDS
+    assert order[1:4] == ["ref", "a", "b"] and order[4] == "a"
+
+
+def test_reps_follow_the_matmuls_length():
+    assert matmul_algos.reps_for(0.1) == matmul_algos.REPS
+    assert matmul_algos.reps_for(2.0) == matmul_algos.MIN_REPS
