@@ -155,3 +155,14 @@ def test_pick_times_contenders_in_rotating_rounds():
 def test_reps_follow_the_matmuls_length():
     assert matmul_algos.reps_for(0.1) == matmul_algos.REPS
     assert matmul_algos.reps_for(2.0) == matmul_algos.MIN_REPS
+
+
+def test_the_heuristics_first_is_a_reference_too():
+    # torch's call read slow, the same algorithm called directly (ws#0) did not: a
+    # candidate must beat ws#0 by the margin as well, and ws#0 itself is never taken
+    times = {"ref": 2.0, "ws#0": 1.0, "ws#4": 0.99, "ws#6": 0.90}
+    same = lambda got, expected: True                       # noqa: E731
+    best, timings = pick(lambda: "ref", _runs("ws#0", "ws#4"), "ref", _clock(times), same)
+    assert best is None and timings["ws#0"] == 1.0
+    best, _ = pick(lambda: "ref", _runs("ws#0", "ws#4", "ws#6"), "ref", _clock(times), same)
+    assert best == "ws#6"
