@@ -4,9 +4,9 @@
 
 For every matmul of the GPT-2 training step (16384 tokens, d=768; forward x @ W.T + b,
 backward dY @ W and X.T @ dY, the LM head's too) in bf16: torch's call (torch.mm / addmm:
-cuBLAS's heuristic, its workspace memset included), and templates/cublaslt.py's candidates:
-the heuristic's first 16 with a 32 MB workspace and the first 8 with none (no split-K, no
-memset). Each checked against torch's result, then timed (do_bench medians). The step-level
+cuBLAS's heuristic, its memset included), and templates/cublaslt.py's candidates:
+the heuristic's first 16 with a 32 MB workspace and the first 8 with none (no split-K; the
+memset stays, `2026-12-02_cublaslt_memset_free_h200_891105f.md`). Each checked against torch's result, then timed (do_bench medians). The step-level
 figure: the sum over the step's calls of (torch - best), each shape counted as often as
 the step runs it. Writes OUT_DIR/cublaslt_algos_gpu.md and .json.
 """

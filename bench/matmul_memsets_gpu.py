@@ -7,7 +7,7 @@ dependent launches) ~0.5 ms a step: in one step's timeline (bench/results/
 "kernel us" columns summed) 209 us of gaps after them, 178 before, 128 their own. For each of the step's matmul problems
 (bench/cublaslt_algos_gpu.problems): memsets per call and the median time of torch's call,
 of cuBLASLt's heuristic first with a 32 MB workspace (ws#0: what cuBLAS runs) and of its
-first without a workspace (nows#0: no split-K, no memset).
+first without a workspace (nows#0: no split-K).
 
     PYTHONPATH=. python3 bench/matmul_memsets_gpu.py OUT_DIR     # CHERENKOV_COMMIT=<sha>
 """

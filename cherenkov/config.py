@@ -61,11 +61,11 @@ Every option lives in `Config`; every environment variable is read here and nowh
 |                             |                | matmul templates' tile configs vs cuBLAS) while      |
 |                             |                | compiling; results cached on disk. Off: untuned      |
 |                             |                | problems take the default (cuBLAS)                   |
-| CHERENKOV_MATMUL_ALGOS=1    | matmul_algos   | (CUDA) plain mm / addmm run cuBLASLt's fastest        |
-|                             |                | algorithm for their problem, timed on their first run|
-|                             |                | (templates/matmul_algos.py; cached on disk). Off by  |
-|                             |                | default: GPT-2's step 30.2 vs 30.4 ms, Llama's 92.6  |
-|                             |                | vs 92.7, for ~1.5 s more first step on a cold cache  |
+| CHERENKOV_MATMUL_ALGOS=1    | matmul_algos   | (CUDA) plain mm / addmm / fp32-out mm.dtype run      |
+|                             |                | cuBLASLt's fastest algorithm for their problem, timed|
+|                             |                | on their first run (templates/matmul_algos.py; cached|
+|                             |                | on disk). Off by default: GPT-2's step 0.3 ms faster,|
+|                             |                | Llama's 1.4-2.1 ms slower (three runs, 2026-12-02)   |
 | CHERENKOV_COMPILE_AHEAD=0   | compile_ahead  | static-shape graphs compile when AOTAutograd hands   |
 |                             |                | them over (a training graph's backward too, before   |
 |                             |                | the forward first runs: its kernels compile in the   |

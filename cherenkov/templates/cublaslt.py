@@ -235,7 +235,8 @@ def candidates(problem: Problem, count: int = 1,
     """Up to `count` planned matmuls for `problem`, the library's heuristic's order (its
     first is what cuBLAS would run); [] when there is no cuBLASLt here, the layout or dtype
     is not one we pass, or no algorithm takes this epilogue and shape. `workspace_bytes` 0
-    keeps to algorithms without a workspace (no split-K reduction, no memset before them)."""
+    keeps to algorithms without a workspace (no split-K reduction; cuBLAS may still memset
+    before the kernel: `2026-12-02_cublaslt_memset_free_h200_891105f.md`)."""
     lib = library()
     p = problem
     if lib is None or p.dtype not in (torch.float16, torch.bfloat16) \

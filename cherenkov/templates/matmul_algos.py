@@ -4,25 +4,31 @@ torch.mm / addmm run the algorithm cuBLAS's heuristic ranks first. For GPT-2's m
 H200 another of the heuristic's candidates measured up to 10% faster, 0.68 ms a step in all
 when each was timed alone (`bench/results/2026-12-01_cublaslt_algos_h200_d0294b9.md`).
 
-In whole training steps the gain is small: with it vs without in one run
-(`2026-12-01_train_matmul_algos_h200_ca993ff.md`, where the backend without it is named
-"cherenkov-torchmatmuls") GPT-2 30.2 vs 30.4 ms, Llama 92.6 vs 92.7, while a cold cache costs
-the first step ~1.5 s of timing; so it is off by default (config `matmul_algos`).
+In whole training steps the picks do not carry over: with it vs without, GPT-2 30.2 vs 30.4
+ms (`2026-12-01_train_matmul_algos_h200_ca993ff.md`, the backend without it named
+"cherenkov-torchmatmuls"), then 29.6 vs 29.9 and 29.5 vs 29.8 with the weight gradients taken
+too, while Llama ran 93.5 vs 91.4 and 92.8 vs 91.3 (`2026-12-02_train_matmul_algos_h200_
+12967e8.md`, `2026-12-02_train_h200_d3ed553.md`): its problems' picks, 3-10% faster timed
+alone, make its step slower. So it is off by default (config `matmul_algos`).
 
-A library step computing mm(a, b) or addmm(bias, a, b) -- 2-D, half precision, a 1-D bias,
-a row-major result (`problem_of_node`) -- reads its problem off the operands on its first run
+A library step computing mm(a, b), addmm(bias, a, b) or mm.dtype(a, b, float32) -- 2-D, half
+precision operands, a 1-D bias, a row-major result in the operands' dtype (fp32 for mm.dtype:
+passes/widen_matmul.py's weight gradients, which torch runs split-K with a reduction kernel
+after) (`problem_of_node`) -- reads its problem off the operands on its first run
 (`for_operands`: sizes, dtype, and the layouts the tensors have, which a kernel may have laid
 out otherwise than the fake run promised), and that problem's `AlgoMatmul` (never while a
 CUDA graph is captured) times torch's own call and cuBLASLt's candidates
 (`templates/cublaslt.py`: the heuristic's first 8 with a workspace, its first 8 without one:
-no split-K, no memset before them) on the step's real inputs, each checked against torch's
-result first (on 64 rows spread over it), and keeps the fastest if it beats torch's by
-MARGIN; a matmul torch runs in under MIN_MS is left to torch untried. The verdict is cached per
+no split-K; a memset before the kernel either way for all of GPT-2's forward and dX problems,
+`2026-12-02_cublaslt_memset_free_h200_891105f.md`) on the step's real inputs, each checked
+against torch's result first (on 64 rows spread over it), and keeps the fastest if it beats
+torch's call and the heuristic's first by MARGIN (`pick`); a matmul torch runs in under
+MIN_MS is left to torch untried. The verdict is cached per
 problem -- in memory, so the other layers' matmuls of that problem take it untimed, and in the
 on-disk autotune table for later processes. A call whose operands are not laid out or
 aligned as planned runs torch's. Timing runs on the real inputs into torch's own result, so
-it needs no memory beyond one result; it costs the first step ~200 short runs per distinct
-problem (a few tenths of a second for GPT-2's step).
+it needs no memory beyond one result; it costs the first step ~1.5-2 s (GPT-2, Llama: the
+reports' "first run" phase).
 """
 from __future__ import annotations
 
