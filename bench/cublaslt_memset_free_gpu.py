@@ -46,13 +46,19 @@ def launches(fn) -> tuple[list[str], float]:
     return sorted(names), memsets / CALLS
 
 
+def setup(a, b, bias) -> tuple:
+    """(torch's result, an output like it, the cuBLASLt problem, torch's call) of a @ b
+    (+ bias)."""
+    torch_call = (lambda: torch.addmm(bias, a, b)) if bias is not None else (lambda: a @ b)
+    ref = torch_call()
+    prob = cublaslt.problem_of(a, b, "bias" if bias is not None else "none")
+    return ref, torch.empty_like(ref), prob, torch_call
+
+
 def main(out_dir: str) -> None:
     rows = []
     for name, a, b, bias, count in problems("cuda"):
-        ref = torch.addmm(bias, a, b) if bias is not None else a @ b
-        out = torch.empty_like(ref)
-        prob = cublaslt.problem_of(a, b, "bias" if bias is not None else "none")
-        torch_call = (lambda: torch.addmm(bias, a, b)) if bias is not None else (lambda: a @ b)
+        ref, out, prob, torch_call = setup(a, b, bias)
         cands = [("torch", torch_call, ref)]
         for kind, n, ws in (("ws", 16, cublaslt.WORKSPACE_BYTES), ("nows", 8, 0)):
             cands += [(f"{kind}#{i}", lambda c=c: c(a, b, out, bias=bias), out)

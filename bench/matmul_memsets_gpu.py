@@ -21,30 +21,24 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 
 from bench.cublaslt_algos_gpu import problems  # noqa: E402
+from bench.cublaslt_memset_free_gpu import launches, setup  # noqa: E402
 from cherenkov.bench.report import save_pair, script_meta  # noqa: E402
 from cherenkov.bench.timing import cuda_median_s  # noqa: E402
 from cherenkov.templates import cublaslt  # noqa: E402
 
-CALLS = 5
 
 
 def memsets_per_call(fn) -> float:
-    fn()
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(CALLS):
-            fn()
-        torch.cuda.synchronize()
-    return sum(e.count for e in prof.key_averages() if "memset" in e.key.lower()) / CALLS
+    """Device memsets per call. (The 40c962b results counted the host's cudaMemsetAsync
+    beside each device memset: their 2.0 per call is one memset.)"""
+    return launches(fn)[1]
 
 
 def main(out_dir: str) -> None:
     rows = []
     for name, a, b, bias, count in problems("cuda"):
-        ref = torch.addmm(bias, a, b) if bias is not None else a @ b
-        out = torch.empty_like(ref)
-        prob = cublaslt.problem_of(a, b, "bias" if bias is not None else "none")
-        calls = {"torch": lambda: torch.addmm(bias, a, b) if bias is not None else a @ b}
+        ref, out, prob, torch_call = setup(a, b, bias)
+        calls = {"torch": torch_call}
         for kind, nbytes in (("ws#0", cublaslt.WORKSPACE_BYTES), ("nows#0", 0)):
             found = cublaslt.candidates(prob, 1, workspace_bytes=nbytes)
             if found:
