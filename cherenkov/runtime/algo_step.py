@@ -12,10 +12,10 @@ from cherenkov.templates import cublaslt, matmul_algos
 
 
 def algo_step(plan, node: Node, fusion) -> Step | None:
-    """mm / addmm as cuBLASLt's fastest algorithm for its problem, chosen on its first
-    run (templates/matmul_algos.py); None when the call is not one it takes. The problem
-    is read off the operands at run time (a kernel may lay a weight out otherwise than
-    the fake run promised), once per layout."""
+    """mm / addmm / mm.dtype as cuBLASLt's fastest algorithm for its problem, chosen over
+    its first runs (templates/matmul_algos.py); None when the call is not one it takes. The
+    problem is read off the operands at run time (a kernel may lay a weight out otherwise
+    than the fake run promised), once per layout."""
     target, t_args, t_kwargs, _ = node.args
     extra = ()                      # mm.dtype's output dtype, passed on to torch's call
     if target is getattr(torch.ops.aten.mm, "dtype", None) and len(t_args) == 3 \
@@ -40,8 +40,8 @@ def algo_step(plan, node: Node, fusion) -> Step | None:
         sbias = in_slots[0] if len(in_slots) == 3 else None
         call = getattr(target, "_op", target)
     transposed = linear is not None
-    chosen: dict = {}               # (a's strides, b's strides) -> LtMatmul or None
-    dtype, align = problem.d_dtype, cublaslt.ALIGNMENT
+    chosen: dict = {}               # (a's strides, b's strides) -> AlgoMatmul or None
+    dtype = problem.d_dtype
 
     def torch_call(a, b, bias):
         if bias is None:
@@ -53,22 +53,15 @@ def algo_step(plan, node: Node, fusion) -> Step | None:
         bias = env[sbias] if sbias is not None else None
         sb_ = b.stride()
         key = (a.stride(), (sb_[1], sb_[0]) if transposed else sb_)
-        lt = chosen.get(key, chosen)
-        if lt is chosen:           # first run with this layout: decide (maybe time)
-            lt = matmul_algos.for_operands(a, b.t() if transposed else b, bias, problem,
-                                           lambda: torch_call(a, b, bias))
-            if lt is not matmul_algos.LATER:
-                chosen[key] = lt
-            else:
-                lt = None
-        if lt is not None and a.data_ptr() % align == 0 and b.data_ptr() % align == 0 \
-                and (bias is None or bias.data_ptr() % align == 0):
-            result = empty((m, n), (n, 1), dtype)
-            if result.data_ptr() % align == 0:
-                lt(a, b, result, bias=bias, stream=TritonLaunch.stream)
-                env[out] = result
-                return
-        env[out] = torch_call(a, b, bias)
+        algo = chosen.get(key, chosen)
+        if algo is chosen:           # first run with this layout
+            algo = chosen[key] = matmul_algos.for_operands(a, b.t() if transposed else b,
+                                                           problem)
+        if algo is None:
+            env[out] = torch_call(a, b, bias)
+            return
+        env[out] = algo.run(a, b.t() if transposed else b, bias, lambda: torch_call(a, b, bias),
+                            lambda: empty((m, n), (n, 1), dtype), TritonLaunch.stream)
 
     step = Step("library", run, f"cublaslt_{getattr(target, '__name__', str(target))}")
     step.node = node

@@ -4,31 +4,31 @@ torch.mm / addmm run the algorithm cuBLAS's heuristic ranks first. For GPT-2's m
 H200 another of the heuristic's candidates measured up to 10% faster, 0.68 ms a step in all
 when each was timed alone (`bench/results/2026-12-01_cublaslt_algos_h200_d0294b9.md`).
 
-In whole training steps the picks do not carry over: with it vs without, GPT-2 30.2 vs 30.4
-ms (`2026-12-01_train_matmul_algos_h200_ca993ff.md`, the backend without it named
-"cherenkov-torchmatmuls"), then 29.6 vs 29.9 and 29.5 vs 29.8 with the weight gradients taken
-too, while Llama ran 93.5 vs 91.4 and 92.8 vs 91.3 (`2026-12-02_train_matmul_algos_h200_
-12967e8.md`, `2026-12-02_train_h200_d3ed553.md`): its problems' picks, 3-10% faster timed
-alone, make its step slower. So it is off by default (config `matmul_algos`).
+In whole training steps the picks made by timing alone did not carry over: with it vs
+without, GPT-2 30.2 vs 30.4 ms (`2026-12-01_train_matmul_algos_h200_ca993ff.md`, the backend
+without it named "cherenkov-torchmatmuls"), then 29.6 vs 29.9 and 29.5 vs 29.8 with the weight
+gradients taken too, while Llama ran 93.5 vs 91.4 and 92.8 vs 91.3 (`2026-12-02_train_matmul_
+algos_h200_12967e8.md`, `2026-12-02_train_h200_d3ed553.md`): its problems' picks, 3-10%
+faster alone, made its step slower. So the final choice is now timed in the step itself
+(`AlgoMatmul`: the fastest alone tried in turn by the step's own calls), and the option is
+off by default (config `matmul_algos`) until that is measured.
 
 A library step computing mm(a, b), addmm(bias, a, b) or mm.dtype(a, b, float32) -- 2-D, half
 precision operands, a 1-D bias, a row-major result in the operands' dtype (fp32 for mm.dtype:
 passes/widen_matmul.py's weight gradients, which torch runs split-K with a reduction kernel
 after) (`problem_of_node`) -- reads its problem off the operands on its first run
 (`for_operands`: sizes, dtype, and the layouts the tensors have, which a kernel may have laid
-out otherwise than the fake run promised), and that problem's `AlgoMatmul` (never while a
-CUDA graph is captured) times torch's own call and cuBLASLt's candidates
-(`templates/cublaslt.py`: the heuristic's first 8 with a workspace, its first 8 without one:
-no split-K; a memset before the kernel either way for all of GPT-2's forward and dX problems,
-`2026-12-02_cublaslt_memset_free_h200_891105f.md`) on the step's real inputs, each checked
-against torch's result first (on 64 rows spread over it), and keeps the fastest if it beats
-torch's call and the heuristic's first by MARGIN (`pick`); a matmul torch runs in under
-MIN_MS is left to torch untried. The verdict is cached per
-problem -- in memory, so the other layers' matmuls of that problem take it untimed, and in the
+out otherwise than the fake run promised), and runs that problem's `AlgoMatmul`: cuBLASLt's
+candidates (`templates/cublaslt.py`: the heuristic's first 8 with a workspace, its first 8
+without one: no split-K; a memset before the kernel either way for all of GPT-2's forward and
+dX problems, `2026-12-02_cublaslt_memset_free_h200_891105f.md`), each checked against torch's
+result first (on 64 rows spread over it), timed alone once (`pick`), the fastest then tried
+in the step against the heuristic's first, the winner kept if it beats that by MARGIN; a
+matmul torch runs in under MIN_MS is left to torch untried. The verdict is cached per
+problem -- in memory, so the other layers' matmuls of that problem take it, and in the
 on-disk autotune table for later processes. A call whose operands are not laid out or
-aligned as planned runs torch's. Timing runs on the real inputs into torch's own result, so
-it needs no memory beyond one result; it costs the first step ~1.5-2 s (GPT-2, Llama: the
-reports' "first run" phase).
+aligned as planned runs torch's. Timing alone runs on the real inputs into torch's own
+result, so it needs no memory beyond one result.
 """
 from __future__ import annotations
 
@@ -51,7 +51,10 @@ WARMUP, REPS = 2, 10
 MIN_REPS, SAMPLE_MS = 3, 1.0  # runs per timing: ~SAMPLE_MS of them, at least MIN_REPS
 ROUNDS = 3                    # every contender timed once a round, its median kept
 KEEP_WITHIN = 1.10            # after round one: those within 10% of its fastest go on
-REFERENCES = ("ws#0",)        # the heuristic's first (torch's algorithm): a reference too
+REFERENCE = "ws#0"            # the heuristic's first: torch's algorithm, called directly
+REFERENCES = (REFERENCE,)     # timed alone, a reference beside torch's call too
+SHORTLIST = 3                 # candidates tried in the step (the fastest alone)
+SAMPLES = 3                   # in-step times of each contender before deciding
 KINDS = {"ws": (8, cublaslt.WORKSPACE_BYTES), "nows": (8, 0)}
 MIN_MS = 0.02                 # torch's time under which nothing is tried (~1 us to win)
 SAMPLE_ROWS = 64              # rows of the result each candidate is checked on
@@ -120,7 +123,7 @@ def reps_for(first_ms: float) -> int:
     return max(MIN_REPS, min(REPS, round(SAMPLE_MS / max(first_ms, 1e-6))))
 
 
-def pick(reference, candidates, expected, time_ms=None, same=close):
+def pick(reference, candidates, expected, time_ms=None, same=close, rounds=ROUNDS):
     """(label of the fastest candidate taking at most MARGIN of the reference's time, or
     None; {label: ms or why not}). `candidates`: (label, run, result) -- `run()` computes,
     `result()` is what is compared with `expected` first (a candidate that raises or
@@ -159,7 +162,7 @@ def pick(reference, candidates, expected, time_ms=None, same=close):
         runs[label] = run
     samples = {label: [] for label in runs}
     order = list(runs)
-    for r in range(ROUNDS):
+    for r in range(rounds):
         for label in order[r % len(order):] + order[:r % len(order)]:
             samples[label].append(time_ms(runs[label]))
         if r == 0:
@@ -184,24 +187,17 @@ def _candidates(problem: cublaslt.Problem) -> list[tuple[str, cublaslt.LtMatmul]
     return found
 
 
-LATER = object()      # for_operands: not decided now (a CUDA graph is being captured)
-
-
-def for_operands(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
-                 planned: cublaslt.Problem, torch_call):
-    """The cuBLASLt call for a @ b (+ bias) as these operands are laid out (b may be a
-    transposed view), `planned` giving sizes, dtype and epilogue: the problem's verdict,
-    timed now if no run decided it yet; None: torch's call; LATER: ask again next run."""
+def for_operands(a: torch.Tensor, b: torch.Tensor, planned: cublaslt.Problem):
+    """The problem's AlgoMatmul for a @ b as these operands are laid out (b may be a
+    transposed view; `planned` gives sizes, dtypes and epilogue), or None: operands cuBLASLt
+    cannot take (torch's call)."""
     problem = cublaslt.Problem(planned.m, planned.n, planned.k, tuple(a.stride()),
                                tuple(b.stride()), planned.dtype, planned.epilogue,
                                planned.device, planned.out_dtype)
     if cublaslt.operand_layout(problem.m, problem.k, problem.a_strides) is None or \
             cublaslt.operand_layout(problem.k, problem.n, problem.b_strides) is None:
         return None
-    algo = _algo(problem)
-    if not algo.decided and torch.cuda.is_current_stream_capturing():
-        return LATER
-    return algo.choose(a, b, bias, torch_call)
+    return _algo(problem)
 
 
 @functools.cache
@@ -209,8 +205,26 @@ def _algo(problem: cublaslt.Problem) -> "AlgoMatmul":
     return AlgoMatmul(problem)
 
 
+def aligned(*tensors) -> bool:
+    return all(t is None or t.data_ptr() % cublaslt.ALIGNMENT == 0 for t in tensors)
+
+
 class AlgoMatmul:
-    """The choice for one problem: `lt` (a planned cuBLASLt call) or None (torch's call)."""
+    """The choice for one problem: `lt` (a planned cuBLASLt call) or None (torch's call).
+
+    Decided in two phases. On its first run, every candidate is checked against torch's
+    result and timed alone once (`pick`, one round); the SHORTLIST fastest that beat the
+    heuristic's first (REFERENCE: torch's own algorithm, called directly) go on with it.
+    Then, while undecided, each run of the problem in the step takes the next contender in
+    turn, timed there by CUDA events around its call (read back when done, never waited
+    for): once each has SAMPLES times, the fastest by median is kept if it beats the
+    reference's by MARGIN, else torch's call. Timed alone, the picks made Llama's step 1.4-2.1
+    ms slower while GPT-2's gained 0.3 (`2026-12-02_train_h200_d3ed553.md`); in the step a
+    matmul reads what the kernel before it just wrote and runs at the step's clocks. A layer's
+    problem is decided within a step or two (a layer stack runs it once a layer), the LM
+    head's over SHORTLIST x SAMPLES steps. Every contender computes the right result (checked
+    first), so the steps meanwhile are as correct as any. While a CUDA graph is captured,
+    nothing is timed or tried: the verdict so far runs (torch's call if none)."""
     tuned: list = []             # (problem, verdict, timings) of every tuning in this process
 
     def __init__(self, problem: cublaslt.Problem):
@@ -218,6 +232,11 @@ class AlgoMatmul:
         self.key = problem_key(problem)
         self.lt: cublaslt.LtMatmul | None = None
         self.decided = False
+        self.contenders: dict | None = None      # label -> LtMatmul, while trying in the step
+        self.alone: dict = {}                     # label -> ms (or why not), timed alone
+        self.samples: dict = {}
+        self.pending: list = []                   # (label, start event, end event)
+        self.turn = 0
         self._take(cached_entry(self.key))
 
     def _take(self, entry: dict | None) -> None:
@@ -234,13 +253,27 @@ class AlgoMatmul:
         found = cublaslt.candidates(self.problem, count, workspace)
         self.lt = found[int(index)] if int(index) < len(found) else None
 
-    def choose(self, a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
-               torch_call) -> cublaslt.LtMatmul | None:
-        """The call to use now: decided before, or timed now on these operands (a and b as
-        the problem's layouts: `b` may be a transposed view; not while a CUDA graph is
-        captured, `for_operands` sees to that); None: torch's call."""
-        if self.decided:
-            return self.lt
+    def run(self, a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, torch_call,
+            alloc, stream: int | None = None) -> torch.Tensor:
+        """a @ b (+ bias) by this run's algorithm (a and b in the problem's layouts: `b` may
+        be a transposed view); `torch_call()` is torch's result, `alloc()` a fresh output."""
+        if not self.decided and not torch.cuda.is_current_stream_capturing():
+            if self.contenders is None:
+                self._shortlist(a, b, bias, torch_call)
+            if not self.decided:
+                return self._try_next(a, b, bias, torch_call, alloc, stream)
+        return self._call(self.lt, a, b, bias, torch_call, alloc, stream)
+
+    @staticmethod
+    def _call(lt, a, b, bias, torch_call, alloc, stream) -> torch.Tensor:
+        if lt is not None and aligned(a, b, bias):
+            result = alloc()
+            if aligned(result):
+                lt(a, b, result, bias=bias, stream=stream)
+                return result
+        return torch_call()
+
+    def _shortlist(self, a, b, bias, torch_call) -> None:
         # torch's result, kept as rows spread over it (a wrong algorithm is wrong
         # everywhere); its buffer is then the candidates' output: one result of memory
         out = torch_call()
@@ -250,12 +283,54 @@ class AlgoMatmul:
         found = dict(_candidates(self.problem))
         runs = [(label, lambda lt=lt: lt(a, b, out, bias=bias),
                  lambda: out.index_select(0, rows)) for label, lt in found.items()]
-        best, timings = pick(torch_call, runs, expected)
+        best, self.alone = pick(torch_call, runs, expected, rounds=1)
         del out
-        store_entry(self.key, {"choice": best or TORCH})
-        AlgoMatmul.tuned.append((self.problem, best or TORCH, timings))
+        timed = {k: v for k, v in self.alone.items() if k in found and isinstance(v, float)}
+        if REFERENCE not in timed:            # nothing to measure against in the step
+            return self._decide(best, self.alone)
+        ahead = sorted((v, k) for k, v in timed.items() if k != REFERENCE and v < timed[REFERENCE])
+        if not ahead:
+            return self._decide(None, self.alone)
+        self.contenders = {k: found[k] for k in [REFERENCE] + [k for _, k in ahead[:SHORTLIST]]}
+        self.samples = {k: [] for k in self.contenders}
+
+    def _try_next(self, a, b, bias, torch_call, alloc, stream) -> torch.Tensor:
+        self._collect()
+        if all(len(v) >= SAMPLES for v in self.samples.values()):
+            medians = {k: statistics.median(v) for k, v in self.samples.items()}
+            ref = medians[REFERENCE]
+            best = min((k for k in medians if k != REFERENCE), key=medians.get)
+            verdict = best if medians[best] < ref * MARGIN else None
+            self._decide(verdict, {TORCH: ref, **{k: v for k, v in medians.items()
+                                                  if k != REFERENCE}})
+            return self._call(self.lt, a, b, bias, torch_call, alloc, stream)
+        labels = list(self.contenders)
+        label = labels[self.turn % len(labels)]
+        self.turn += 1
+        result = alloc() if aligned(a, b, bias) else None
+        if result is None or not aligned(result):
+            return torch_call()
+        current = torch.cuda.current_stream()
+        start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+        start.record(current)
+        self.contenders[label](a, b, result, bias=bias, stream=stream)
+        end.record(current)
+        self.pending.append((label, start, end))
+        return result
+
+    def _collect(self) -> None:
+        """Times of the contenders' calls that have finished (in stream order)."""
+        while self.pending and self.pending[0][2].query():
+            label, start, end = self.pending.pop(0)
+            self.samples[label].append(start.elapsed_time(end))
+
+    def _decide(self, label: str | None, timings: dict) -> None:
+        found = dict(_candidates(self.problem)) if label is not None else {}
+        self.lt = self.contenders.get(label) if self.contenders and label in self.contenders \
+            else found.get(label)
+        self.decided, self.contenders, self.pending = True, None, []
+        store_entry(self.key, {"choice": label or TORCH})
+        AlgoMatmul.tuned.append((self.problem, label or TORCH, timings))
         log.info("cherenkov: matmul %dx%dx%d %s: %s (%s)", self.problem.m, self.problem.k,
-                 self.problem.n, self.problem.epilogue, best or TORCH,
+                 self.problem.n, self.problem.epilogue, label or TORCH,
                  {k: round(v, 4) if isinstance(v, float) else v for k, v in timings.items()})
-        self.decided, self.lt = True, found.get(best)
-        return self.lt

@@ -99,7 +99,7 @@ def test_operands_without_a_unit_stride_run_torchs_call():
     planned = cublaslt.Problem(8, 6, 4, (4, 1), (6, 1), torch.bfloat16, "none")
     a = torch.zeros(8, 8, dtype=torch.bfloat16)[:, ::2]          # strides (8, 2)
     b = torch.zeros(4, 6, dtype=torch.bfloat16)
-    assert matmul_algos.for_operands(a, b, None, planned, lambda: a @ b) is None
+    assert matmul_algos.for_operands(a, b, planned) is None
 
 
 def test_no_library_off_the_gpu():
@@ -166,3 +166,103 @@ def test_the_heuristics_first_is_a_reference_too():
     assert best is None and timings["ws#0"] == 1.0
     best, _ = pick(lambda: "ref", _runs("ws#0", "ws#4", "ws#6"), "ref", _clock(times), same)
     assert best == "ws#6"
+
+
+class _Event:
+    """torch.cuda.Event stand-in: an event records which contender ran last; a start/end
+    pair reads that contender's in-step time."""
+    last = None
+    times: dict = {}
+
+    def __init__(self, enable_timing=False):
+        self.label = None
+
+    def record(self, stream=None):
+        self.label = _Event.last
+
+    def query(self):
+        return True
+
+    def elapsed_time(self, end):
+        return _Event.times[end.label]
+
+
+class _Lt:
+    def __init__(self, label):
+        self.label = label
+
+    def __call__(self, a, b, out, bias=None, stream=None):
+        _Event.last = self.label
+        out.copy_(a @ b)
+
+
+@pytest.fixture
+def in_step(monkeypatch, tmp_path):
+    from cherenkov.templates import autotune
+    monkeypatch.setenv("CHERENKOV_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(autotune, "_MEMORY", {})
+    monkeypatch.setattr(torch.cuda, "Event", _Event)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda: None)
+    capturing = {"now": False}
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: capturing["now"])
+    labels = ["ws#0", "ws#1", "ws#2", "nows#0"]
+    monkeypatch.setattr(matmul_algos, "_candidates", lambda p: [(k, _Lt(k)) for k in labels])
+    alone = {"ref": 1.0, "ws#0": 1.0, "ws#1": 0.8, "ws#2": 0.9, "nows#0": 1.1}
+
+    def clock(run, warmup=0, reps=0):                     # time alone: by who ran
+        run()
+        return alone[_Event.last]
+    monkeypatch.setattr(matmul_algos, "events_median_ms", clock)
+    return capturing, alone
+
+
+def test_the_step_decides_among_the_fastest_alone(in_step):
+    # timed alone ws#1 led; in the step it is the slowest: ws#2 is kept
+    _Event.times = {"ws#0": 1.0, "ws#1": 1.05, "ws#2": 0.9}
+    algo = matmul_algos.AlgoMatmul(cublaslt.Problem(8, 6, 4, (4, 1), (6, 1), torch.float32,
+                                                    "none"))
+    a, b = torch.randn(8, 4), torch.randn(4, 6)
+    used = []
+
+    def torch_call():
+        used.append(TORCH)
+        _Event.last = "ref"
+        return a @ b
+
+    def step():
+        got = algo.run(a, b, None, torch_call, lambda: torch.empty(8, 6))
+        torch.testing.assert_close(got, a @ b)           # every run computes the product
+        used.append(_Event.last)
+
+    step()
+    # shortlist: the reference and the candidates faster than it alone (nows#0 is not)
+    assert set(algo.samples) == {"ws#0", "ws#1", "ws#2"} and not algo.decided
+    capturing, _ = in_step
+    capturing["now"] = True                              # a capture tries and times nothing
+    n = len(used)
+    step()
+    assert used[n:] == [TORCH, "ref"] and not algo.decided
+    capturing["now"] = False
+    for _ in range(3 * matmul_algos.SAMPLES - 1):
+        step()
+    step()                                               # the last times are read: decided
+    assert algo.decided and algo.lt.label == "ws#2"
+    problem, verdict, timings = matmul_algos.AlgoMatmul.tuned[-1]
+    assert verdict == "ws#2" and timings[TORCH] == 1.0 and timings["ws#1"] == 1.05
+    step()
+    assert used[-1] == "ws#2"
+
+
+def test_no_contender_ahead_of_the_reference_keeps_torchs_call(in_step):
+    _, alone = in_step
+    alone.update({"ws#1": 1.0, "ws#2": 1.2})              # none faster than ws#0 alone
+    algo = matmul_algos.AlgoMatmul(cublaslt.Problem(8, 6, 4, (4, 1), (6, 1), torch.float32,
+                                                    "bias"))
+    a, b = torch.randn(8, 4), torch.randn(4, 6)
+
+    def torch_call():
+        _Event.last = "ref"
+        return a @ b
+    got = algo.run(a, b, None, torch_call, lambda: torch.empty(8, 6))
+    torch.testing.assert_close(got, a @ b)
+    assert algo.decided and algo.lt is None and matmul_algos.AlgoMatmul.tuned[-1][1] == TORCH

@@ -107,8 +107,8 @@ def summary(rows: list[dict]) -> list[str]:
                 taken = [(p, v, t) for p, v, t in d["matmul_algos"] if v != "torch"]
                 saved = sum(t["torch"] - t[v] for _, v, t in taken)
                 parts.append(f"cuBLASLt algorithms on {len(taken)} of "
-                             f"{len(d['matmul_algos'])} matmul problems (timed alone: "
-                             f"{saved * 1e3:.0f} us less, one call each)")
+                             f"{len(d['matmul_algos'])} matmul problems (medians "
+                             f"in the step: {saved * 1e3:.0f} us less, one call each)")
             lines.append(f"{r['case']} {name}: " + "; ".join(parts))
     return lines
 
