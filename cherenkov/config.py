@@ -65,7 +65,7 @@ Every option lives in `Config`; every environment variable is read here and nowh
 |                             |                | cuBLASLt's fastest algorithm for their problem, timed|
 |                             |                | on their first run (templates/matmul_algos.py; cached|
 |                             |                | on disk). Off by default: GPT-2's step 0.3 ms faster,|
-|                             |                | Llama's 1.4-2.1 ms slower (three runs, 2026-12-02)   |
+|                             |                | Llama's 1.4-2.3 ms slower (four runs, 2026-12-02)    |
 | CHERENKOV_COMPILE_AHEAD=0   | compile_ahead  | static-shape graphs compile when AOTAutograd hands   |
 |                             |                | them over (a training graph's backward too, before   |
 |                             |                | the forward first runs: its kernels compile in the   |

@@ -9,9 +9,13 @@ without, GPT-2 30.2 vs 30.4 ms (`2026-12-01_train_matmul_algos_h200_ca993ff.md`,
 without it named "cherenkov-torchmatmuls"), then 29.6 vs 29.9 and 29.5 vs 29.8 with the weight
 gradients taken too, while Llama ran 93.5 vs 91.4 and 92.8 vs 91.3 (`2026-12-02_train_matmul_
 algos_h200_12967e8.md`, `2026-12-02_train_h200_d3ed553.md`): its problems' picks, 3-10%
-faster alone, made its step slower. So the final choice is now timed in the step itself
-(`AlgoMatmul`: the fastest alone tried in turn by the step's own calls), and the option is
-off by default (config `matmul_algos`) until that is measured.
+faster alone, made its step slower. The final choice is now timed in the step itself
+(`AlgoMatmul`: the fastest alone tried in turn by the step's own calls); with it
+(`2026-12-02_train_matmul_algos_in_step_h200_ebebc3e.md`) GPT-2 ran 29.4 vs 29.7 ms and Llama
+still 93.4 vs 91.1 -- though there every kept pick was faster than the heuristic's first in
+its own calls (the LM head's forward 1.37 vs 1.58 ms, the gate/up projections 0.235 vs
+0.267): the time is lost outside the picked calls (the kernels after them? clocks? not
+traced). So the option stays off by default (config `matmul_algos`).
 
 A library step computing mm(a, b), addmm(bias, a, b) or mm.dtype(a, b, float32) -- 2-D, half
 precision operands, a 1-D bias, a row-major result in the operands' dtype (fp32 for mm.dtype:
