@@ -14,8 +14,12 @@ faster alone, made its step slower. The final choice is now timed in the step it
 (`2026-12-02_train_matmul_algos_in_step_h200_ebebc3e.md`) GPT-2 ran 29.4 vs 29.7 ms and Llama
 still 93.4 vs 91.1 -- though there every kept pick was faster than the heuristic's first in
 its own calls (the LM head's forward 1.37 vs 1.58 ms, the gate/up projections 0.235 vs
-0.267): the time is lost outside the picked calls (the kernels after them? clocks? not
-traced). So the option stays off by default (config `matmul_algos`).
+0.267). Yet profiled in steady steps (`2026-12-02_profile_train_llama_matmul_algos_h200_
+d7194da.md`) the kept picks' kernels ran 2-4% slower than torch's per call (Llama's 48 dW
+calls of one problem 265 vs 256 us, 80 dX calls 122 vs 119, 32 forward 240 vs 235; matmuls
+58.4 vs 57.0 ms of wall a step, cuDNN's attention 9.26 vs 8.80): the events read during the
+first steps' trials do not hold later (what differs was not traced). So the option stays off
+by default (config `matmul_algos`).
 
 A library step computing mm(a, b), addmm(bias, a, b) or mm.dtype(a, b, float32) -- 2-D, half
 precision operands, a 1-D bias, a row-major result in the operands' dtype (fp32 for mm.dtype:
