@@ -180,6 +180,9 @@ class BackendResult:
     # reserved by the allocator at its peak: CUDA graph pools' buffers count here (replays
     # allocate nothing, so the allocated peak does not see a graph's intermediates)
     peak_reserved_bytes: int | None = None
+    # reserved before the backend built its model: blocks earlier backends in the process
+    # left alive or cached, counted in its reserved peak too (a fresh process has none)
+    reserved_before_bytes: int | None = None
     weights_checksum: float | None = None
     kernels: int = 0
     library_calls: dict = field(default_factory=dict)
@@ -276,6 +279,8 @@ def train_backend(case: TrainCase, backend: Backend, batches: list, settings: Se
     model = opt = fn = step = None
     try:
         torch.manual_seed(settings.seed)
+        if dev.type == "cuda":
+            r.reserved_before_bytes = torch.cuda.memory_reserved(dev)
         model = build_model(case.model, dev).train()
         r.weights_checksum = sum(p.detach().double().sum().item() for p in model.parameters())
         if dev.type == "cuda":     # the peak from here on: weights, optimizer, activations

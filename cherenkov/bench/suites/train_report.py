@@ -41,7 +41,9 @@ def row(case: TrainCase, results: list[BackendResult], settings: Settings, spec)
              "mfu_vs_probe": flops / t / rate if t else None,
              "mfu_vs_datasheet": flops / t / peak if t else None,
              "peak_memory_bytes": r.peak_bytes,
-             "peak_reserved_bytes": r.peak_reserved_bytes, "weights_checksum": r.weights_checksum,
+             "peak_reserved_bytes": r.peak_reserved_bytes,
+             "reserved_before_bytes": r.reserved_before_bytes,
+             "weights_checksum": r.weights_checksum,
              "same_weights_as_eager": (None if ref is None or ref.weights_checksum is None
                                        or r.weights_checksum is None
                                        else r.weights_checksum == ref.weights_checksum),
@@ -87,7 +89,12 @@ def summary(rows: list[dict]) -> list[str]:
                 text = f"peak memory {ratio:.2f}x torch.compile's"
                 if tc.get("peak_reserved_bytes") and d.get("peak_reserved_bytes"):
                     reserved = d["peak_reserved_bytes"] / tc["peak_reserved_bytes"]
-                    text += f" (reserved {reserved:.2f}x)"
+                    text += f" (reserved {reserved:.2f}x"
+                    if d.get("reserved_before_bytes"):
+                        text += (f"; {d['reserved_before_bytes'] / 1e9:.1f} GB of it reserved "
+                                 "before it started, torch.compile "
+                                 f"{(tc.get('reserved_before_bytes') or 0) / 1e9:.1f}")
+                    text += ")"
                     ratio = max(ratio, reserved)
                 parts.append(f"{text} ({'met' if ratio <= 1 else 'missed'})")
             if tc.get("first_step_s") and d.get("first_step_s"):
