@@ -57,7 +57,8 @@ TORCH = "torch"
 MARGIN = 0.97                 # a candidate must take at most 97% of torch's time to be kept
 WARMUP, REPS = 2, 10
 MIN_REPS, SAMPLE_MS = 3, 1.0  # runs per timing: ~SAMPLE_MS of them, at least MIN_REPS
-ROUNDS = 3                    # every contender timed once a round, its median kept
+ROUNDS = 3                    # pick: every contender once a round, its median kept (the
+                              # shortlist of AlgoMatmul times one round: the step decides)
 KEEP_WITHIN = 1.10            # after round one: those within 10% of its fastest go on
 REFERENCE = "ws#0"            # the heuristic's first: torch's algorithm, called directly
 REFERENCES = (REFERENCE,)     # timed alone, a reference beside torch's call too
