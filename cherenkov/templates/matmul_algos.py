@@ -61,7 +61,6 @@ ROUNDS = 3                    # pick: every contender once a round, its median k
                               # shortlist of AlgoMatmul times one round: the step decides)
 KEEP_WITHIN = 1.10            # after round one: those within 10% of its fastest go on
 REFERENCE = "ws#0"            # the heuristic's first: torch's algorithm, called directly
-REFERENCES = (REFERENCE,)     # timed alone, a reference beside torch's call too
 SHORTLIST = 3                 # candidates tried in the step (the fastest alone)
 SAMPLES = 3                   # in-step times of each contender before deciding
 KINDS = {"ws": (8, cublaslt.WORKSPACE_BYTES), "nows": (8, 0)}
@@ -144,8 +143,8 @@ def pick(reference, candidates, expected, time_ms=None, same=close, rounds=ROUND
     after its own first call -- read up to 2x slow on the H200 (`2026-12-02_train_h200_
     31c7d60.json`: torch's 0.177 ms against the candidates' 0.089 for one of Llama's
     problems). After the first round only those within KEEP_WITHIN of its fastest, and the
-    references, go on. The candidates labelled in REFERENCES (the heuristic's first: the
-    algorithm torch's call runs) count as the reference too: a candidate must beat the
+    references, go on. The candidate labelled REFERENCE (the heuristic's first: the
+    algorithm torch's call runs) counts as the reference too: a candidate must beat the
     fastest of them and torch's call -- timed alone torch's call read slower than the same
     algorithm called directly, and picks made against it ran Llama's step 2 ms slower
     (`2026-12-02_train_matmul_algos_h200_12967e8.md`). `time_ms(run)` -> ms; by default CUDA
@@ -176,14 +175,14 @@ def pick(reference, candidates, expected, time_ms=None, same=close, rounds=ROUND
             samples[label].append(time_ms(runs[label]))
         if r == 0:
             fastest = min(v[0] for v in samples.values())
-            order = [lb for lb in order if lb == TORCH or lb in REFERENCES
+            order = [lb for lb in order if lb in (TORCH, REFERENCE)
                      or samples[lb][0] <= fastest * KEEP_WITHIN]
     for label, times in samples.items():
         timings[label] = statistics.median(times)
-    ref_ms = min(timings[lb] for lb in samples if lb == TORCH or lb in REFERENCES)
+    ref_ms = min(timings[lb] for lb in samples if lb in (TORCH, REFERENCE))
     best, best_ms = None, ref_ms * MARGIN
     for label in order:
-        if label != TORCH and label not in REFERENCES and timings[label] < best_ms:
+        if label not in (TORCH, REFERENCE) and timings[label] < best_ms:
             best, best_ms = label, timings[label]
     return best, timings
 
@@ -218,6 +217,15 @@ def aligned(*tensors) -> bool:
     return all(t is None or t.data_ptr() % cublaslt.ALIGNMENT == 0 for t in tensors)
 
 
+def _output(a, b, bias, alloc) -> torch.Tensor | None:
+    """A fresh output for a cuBLASLt call, or None when an operand or it is not aligned
+    (torch's call then)."""
+    if not aligned(a, b, bias):
+        return None
+    result = alloc()
+    return result if aligned(result) else None
+
+
 class AlgoMatmul:
     """The choice for one problem: `lt` (a planned cuBLASLt call) or None (torch's call).
 
@@ -242,7 +250,6 @@ class AlgoMatmul:
         self.lt: cublaslt.LtMatmul | None = None
         self.decided = False
         self.contenders: dict | None = None      # label -> LtMatmul, while trying in the step
-        self.alone: dict = {}                     # label -> ms (or why not), timed alone
         self.samples: dict = {}
         self.pending: list = []                   # (label, start event, end event)
         self.turn = 0
@@ -275,12 +282,11 @@ class AlgoMatmul:
 
     @staticmethod
     def _call(lt, a, b, bias, torch_call, alloc, stream) -> torch.Tensor:
-        if lt is not None and aligned(a, b, bias):
-            result = alloc()
-            if aligned(result):
-                lt(a, b, result, bias=bias, stream=stream)
-                return result
-        return torch_call()
+        result = _output(a, b, bias, alloc) if lt is not None else None
+        if result is None:
+            return torch_call()
+        lt(a, b, result, bias=bias, stream=stream)
+        return result
 
     def _shortlist(self, a, b, bias, torch_call) -> None:
         # torch's result, kept as rows spread over it (a wrong algorithm is wrong
@@ -292,14 +298,14 @@ class AlgoMatmul:
         found = dict(_candidates(self.problem))
         runs = [(label, lambda lt=lt: lt(a, b, out, bias=bias),
                  lambda: out.index_select(0, rows)) for label, lt in found.items()]
-        best, self.alone = pick(torch_call, runs, expected, rounds=1)
+        best, alone = pick(torch_call, runs, expected, rounds=1)
         del out
-        timed = {k: v for k, v in self.alone.items() if k in found and isinstance(v, float)}
+        timed = {k: v for k, v in alone.items() if k in found and isinstance(v, float)}
         if REFERENCE not in timed:            # nothing to measure against in the step
-            return self._decide(best, self.alone)
+            return self._decide(best, found.get(best), alone)
         ahead = sorted((v, k) for k, v in timed.items() if k != REFERENCE and v < timed[REFERENCE])
         if not ahead:
-            return self._decide(None, self.alone)
+            return self._decide(None, None, alone)
         self.contenders = {k: found[k] for k in [REFERENCE] + [k for _, k in ahead[:SHORTLIST]]}
         self.samples = {k: [] for k in self.contenders}
 
@@ -310,14 +316,14 @@ class AlgoMatmul:
             ref = medians[REFERENCE]
             best = min((k for k in medians if k != REFERENCE), key=medians.get)
             verdict = best if medians[best] < ref * MARGIN else None
-            self._decide(verdict, {TORCH: ref, **{k: v for k, v in medians.items()
-                                                  if k != REFERENCE}})
+            self._decide(verdict, self.contenders.get(verdict),
+                         {TORCH: ref, **{k: v for k, v in medians.items() if k != REFERENCE}})
             return self._call(self.lt, a, b, bias, torch_call, alloc, stream)
         labels = list(self.contenders)
         label = labels[self.turn % len(labels)]
         self.turn += 1
-        result = alloc() if aligned(a, b, bias) else None
-        if result is None or not aligned(result):
+        result = _output(a, b, bias, alloc)
+        if result is None:
             return torch_call()
         current = torch.cuda.current_stream()
         start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
@@ -333,10 +339,9 @@ class AlgoMatmul:
             label, start, end = self.pending.pop(0)
             self.samples[label].append(start.elapsed_time(end))
 
-    def _decide(self, label: str | None, timings: dict) -> None:
-        found = dict(_candidates(self.problem)) if label is not None else {}
-        self.lt = self.contenders.get(label) if self.contenders and label in self.contenders \
-            else found.get(label)
+    def _decide(self, label: str | None, lt, timings: dict) -> None:
+        """Keep `lt` (the algorithm labelled `label`; None: torch's call) from now on."""
+        self.lt = lt
         self.decided, self.contenders, self.pending = True, None, []
         store_entry(self.key, {"choice": label or TORCH})
         AlgoMatmul.tuned.append((self.problem, label or TORCH, timings))
