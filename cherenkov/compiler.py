@@ -125,7 +125,7 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
             kernels, sources = _triton_kernels(fusion, interpret, spec, config.compile_workers,
                                                lap, report.compile_jobs, config.fp_contract, pdl)
         compiled = CompiledGraph(graph, fusion, kernels, device,
-                                 tune_matmuls=config.matmul_algos and device.type == "cuda")
+                                 tune_matmuls=_tuned_matmul_flop(config, spec, device))
         lap("plan")
         return graph, fusion, sources, compiled
 
@@ -218,6 +218,14 @@ class LaunchableKernel:
 
     def bytes_moved(self) -> int:
         return self.kernel.bytes_moved()
+
+
+def _tuned_matmul_flop(config: Config, spec, device: torch.device) -> float | None:
+    """The FLOPs a matmul must do for matmul_algos to tune it (its time at the device's
+    matmul rate at least matmul_algos_min_ms), or None: no matmul is tuned."""
+    if not config.matmul_algos or device.type != "cuda":
+        return None
+    return config.matmul_algos_min_ms * 1e-3 * spec.achievable_flops(torch.bfloat16)
 
 
 def _combined(graph, fusion, config):

@@ -66,6 +66,8 @@ Every option lives in `Config`; every environment variable is read here and nowh
 |                             |                | on their first run (templates/matmul_algos.py; cached|
 |                             |                | on disk). Off by default: GPT-2's step 0.3 ms faster,|
 |                             |                | Llama's 1.4-2.3 ms slower (four runs, 2026-12-02)    |
+| CHERENKOV_MATMUL_ALGOS_MIN_MS| matmul_algos_min_ms| with matmul_algos: only matmuls taking at least  |
+|   =ms                       |                | this long at the device's matmul rate (0: all)       |
 | CHERENKOV_COMPILE_AHEAD=0   | compile_ahead  | static-shape graphs compile when AOTAutograd hands   |
 |                             |                | them over (a training graph's backward too, before   |
 |                             |                | the forward first runs: its kernels compile in the   |
@@ -145,6 +147,8 @@ class Config:
     matmul_templates: str = field(default="auto", metadata={"env": "CHERENKOV_MATMUL_TEMPLATES"})
     autotune: bool = field(default=False, metadata={"env": "CHERENKOV_AUTOTUNE"})
     matmul_algos: bool = field(default=False, metadata={"env": "CHERENKOV_MATMUL_ALGOS"})
+    matmul_algos_min_ms: float = field(default=0.0,
+                                       metadata={"env": "CHERENKOV_MATMUL_ALGOS_MIN_MS"})
     compile_ahead: bool = field(default=True, metadata={"env": "CHERENKOV_COMPILE_AHEAD"})
 
     def __post_init__(self):

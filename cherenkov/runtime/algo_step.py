@@ -25,7 +25,8 @@ def algo_step(plan, node: Node, fusion) -> Step | None:
         return None
     metas = [node.inputs[a.index].meta for a in t_args]
     problem = matmul_algos.problem_of_node(target, metas, node.meta, plan.device)
-    if problem is None or cublaslt.library() is None:
+    if problem is None or cublaslt.library() is None \
+            or 2 * problem.m * problem.n * problem.k < plan.tune_matmuls:
         return None
     linear = plan._as_linear(node, fusion) if not extra else None
     inputs = linear[3] if linear is not None else [node.inputs[a.index] for a in t_args]

@@ -32,10 +32,11 @@ class Step:
 
 class CompiledGraph:
     def __init__(self, graph: Graph, fusion: FusionResult, kernels: dict[Group, tuple],
-                 device: torch.device, tune_matmuls: bool = False):
+                 device: torch.device, tune_matmuls: float | None = None):
         self.graph = graph
         self.device = device
-        self.tune_matmuls = tune_matmuls      # mm / addmm by cuBLASLt's fastest algorithm
+        # mm / addmm doing at least this many FLOPs by cuBLASLt's fastest algorithm (None: none)
+        self.tune_matmuls = tune_matmuls
         self.slot: dict[Node, int] = {}
         for i, node in enumerate(graph.inputs):
             self.slot[node] = i
@@ -286,7 +287,7 @@ class CompiledGraph:
     def _library_step(self, node: Node, fusion: FusionResult) -> Step:
         target, t_args, t_kwargs, _ = node.args
         inputs = node.inputs
-        if self.tune_matmuls:
+        if self.tune_matmuls is not None:
             from cherenkov.runtime.algo_step import algo_step
             step = algo_step(self, node, fusion)
             if step is not None:

@@ -49,10 +49,11 @@ def stand_in(monkeypatch):
     real_init = compiled_graph.CompiledGraph.__init__
 
     def init(self, *args, **kwargs):
-        kwargs["tune_matmuls"] = True
+        kwargs["tune_matmuls"] = _StandIn.min_flop
         real_init(self, *args, **kwargs)
     monkeypatch.setattr(compiled_graph.CompiledGraph, "__init__", init)
     _StandIn.calls = 0
+    _StandIn.min_flop = 0.0
 
 
 class _Block(torch.nn.Module):
@@ -85,6 +86,45 @@ def test_matmul_steps_pass_the_library_the_right_operands(stand_in):
     expected = step(model)
     for g, e in zip(got, expected):
         torch.testing.assert_close(g, e, atol=3e-2, rtol=3e-2)
+
+
+def test_only_matmuls_of_the_minimum_flops_are_tuned(stand_in):
+    # the block's matmuls: 2*32*48*192 FLOPs each way for up/down, 2*32*48*40 for the head
+    # (and their backward products of the same counts): only those at or above the minimum
+    # go through the library; the result is the same either way
+    torch.manual_seed(0)
+    model = _Block()
+    x = torch.randn(2, 16, 48)
+    _StandIn.min_flop = 2 * 32 * 48 * 100
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = cherenkov.compile(model, matmul_algos=True)(x)
+    tuned = _StandIn.calls
+    assert 0 < tuned
+    _StandIn.calls, _StandIn.min_flop = 0, 2 * 32 * 48 * 192 + 1
+    torch._dynamo.reset()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        cherenkov.compile(model, matmul_algos=True)(x)
+    assert _StandIn.calls == 0               # none is that large
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = model(x)
+    torch.testing.assert_close(got.float(), expected.float(), atol=3e-2, rtol=3e-2)
+
+
+def test_tuned_matmul_flops_follow_the_device_rate():
+    from cherenkov.compiler import _tuned_matmul_flop
+    from cherenkov.config import Config
+    from cherenkov.hw import catalog
+    h200 = catalog.device("h200")
+    cuda = torch.device("cuda", 0)
+    assert _tuned_matmul_flop(Config(), h200, cuda) is None            # matmul_algos off
+    assert _tuned_matmul_flop(Config(matmul_algos=True), h200, torch.device("cpu")) is None
+    assert _tuned_matmul_flop(Config(matmul_algos=True), h200, cuda) == 0.0
+    flop = _tuned_matmul_flop(Config(matmul_algos=True, matmul_algos_min_ms=0.5), h200, cuda)
+    assert flop == pytest.approx(0.5e-3 * h200.achievable_flops(torch.bfloat16))
+    slower = h200.replace(peak_flops={k: v / 2 for k, v in h200.peak_flops.items()},
+                          measured_flops={k: v / 2 for k, v in h200.measured_flops.items()})
+    assert _tuned_matmul_flop(Config(matmul_algos=True, matmul_algos_min_ms=0.5), slower,
+                              cuda) == pytest.approx(flop / 2)
 
 
 def test_widened_weight_gradients_go_through_the_library_in_fp32(stand_in, monkeypatch):

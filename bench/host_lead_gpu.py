@@ -1,0 +1,129 @@
+"""How far ahead of the GPU the host is at each phase of back-to-back training steps, and
+whether steps queued whole behind a sleep run faster than back to back only for the first.
+
+- lead: at every phase boundary (step start, forward issued, backward issued, optimizer step
+  issued, zero_grad done) a CUDA event is recorded and the host clock read; after the run,
+  the event's GPU time minus the host time it was issued at (both from one reference taken
+  on an idle GPU). A lead near zero means the GPU reached that point as soon as the host
+  issued it: the host paced the GPU there. Median and minimum per boundary over the steps.
+- queued: a sleep kernel long enough for the host to issue STEPS_QUEUED steps, then those
+  steps timed one by one with events. If only the first is faster than back to back, the
+  difference is the GPU's state (clocks after the sleep's rest); if all are, it is the host.
+
+    PYTHONPATH=. python3 bench/host_lead_gpu.py OUT_DIR [gpt2-style|llama-style] [backend ...]
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+from cherenkov.bench.suites import train
+
+STEPS = 14
+STEPS_QUEUED = 3
+PHASES = ("start", "forward", "backward", "optimizer", "zero_grad")
+
+
+def lead_run(fn, opt, batches, settings) -> dict:
+    marks = []
+
+    def mark(label):
+        ev = torch.cuda.Event(enable_timing=True)
+        ev.record()
+        marks.append((label, ev, time.perf_counter()))
+
+    torch.cuda.synchronize()
+    ref = torch.cuda.Event(enable_timing=True)
+    ref.record()
+    t_ref = time.perf_counter()
+    for i in range(STEPS):
+        idx, tgt = batches[i % len(batches)]
+        mark("start")
+        with torch.autocast("cuda", dtype=settings.dtype):
+            _, loss = fn(idx, tgt)
+        mark("forward")
+        loss.backward()
+        mark("backward")
+        opt.step()
+        mark("optimizer")
+        opt.zero_grad(set_to_none=True)
+        mark("zero_grad")
+    torch.cuda.synchronize()
+    rows = [(label, ref.elapsed_time(ev), (t - t_ref) * 1e3) for label, ev, t in marks]
+    skip = 2 * len(PHASES)                     # the first two steps settle the queue
+    lead = {p: [g - h for label, g, h in rows[skip:] if label == p] for p in PHASES}
+    starts = [g for label, g, _ in rows if label == "start"]
+    return {"step_ms": [round(b - a, 3) for a, b in zip(starts, starts[1:])],
+            "lead_median_ms": {p: round(statistics.median(v), 3) for p, v in lead.items()},
+            "lead_min_ms": {p: round(min(v), 3) for p, v in lead.items()},
+            "host_phase_ms": {p: round(statistics.median(
+                b[2] - a[2] for a, b in zip(rows[skip:], rows[skip + 1:]) if b[0] == p), 3)
+                for p in PHASES[1:]}}
+
+
+def queued_run(fn, opt, batches, settings, step_ms: float) -> list[float]:
+    torch.cuda.synchronize()
+    seconds = STEPS_QUEUED * step_ms / 1e3 + 0.05
+    torch.cuda._sleep(int(seconds * 1.9e9))
+    events = []
+    for i in range(STEPS_QUEUED):
+        b, e = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+        b.record()
+        train._train_step(fn, opt, *batches[i % len(batches)], settings)
+        e.record()
+        events.append((b, e))
+    torch.cuda.synchronize()
+    return [round(b.elapsed_time(e), 3) for b, e in events]
+
+
+def run_backend(case, name, settings, batches) -> dict:
+    backend = train.BACKENDS[name]
+    torch.manual_seed(settings.seed)
+    model = train.build_model(case.model, settings.device).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, betas=(0.9, 0.95),
+                            weight_decay=0.1, fused=True)
+    fn = backend.build(model)
+    for i in range(6):
+        train._train_step(fn, opt, *batches[i % len(batches)], settings)
+    result = {"lead": [lead_run(fn, opt, batches, settings) for _ in range(2)]}
+    step = statistics.median(result["lead"][0]["step_ms"])
+    result["queued_ms"] = [queued_run(fn, opt, batches, settings, step) for _ in range(3)]
+    del model, opt, fn
+    torch._dynamo.reset()
+    torch.cuda.empty_cache()
+    return result
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else "bench/results"
+    config = sys.argv[2] if len(sys.argv) > 2 else "gpt2-style"
+    names = sys.argv[3:] or ["cherenkov", "torch.compile"]
+    commit = os.environ.get("CHERENKOV_COMMIT", "unknown")
+    case = next(c for c in train.cases("full") if c.name == config)
+    settings = train.Settings(torch.device("cuda"))
+    batches = train.make_batches(case, settings.batches, settings.seed, settings.device)
+    results = {"commit": commit, "config": config, "gpu": torch.cuda.get_device_name(),
+               "torch": torch.__version__, "steps": STEPS, "backends": {}}
+    for name in names:
+        try:
+            r = results["backends"][name] = run_backend(case, name, settings, batches)
+        except Exception as e:  # noqa: BLE001 -- the other backends still count
+            results["backends"][name] = {"error": f"{type(e).__name__}: {e}"[:300]}
+            print(name, results["backends"][name], flush=True)
+            continue
+        for i, lead in enumerate(r["lead"]):
+            print(f"{name} run {i}: steps {statistics.median(lead['step_ms']):.2f} ms "
+                  f"(min {min(lead['step_ms']):.2f}); lead median {lead['lead_median_ms']}; "
+                  f"lead min {lead['lead_min_ms']}; host {lead['host_phase_ms']}", flush=True)
+        print(f"{name} queued behind a sleep: {r['queued_ms']}", flush=True)
+        with open(os.path.join(out, f"host_lead_{config}_{commit}.json"), "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
