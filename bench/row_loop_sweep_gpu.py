@@ -1,8 +1,11 @@
 """Kernel forms swept on the GPU, on memory-suite cases compiled by Cherenkov with the blocks
 it chooses overridden, checked against an fp32 reference and timed by CUDA-graph replay
-with the suite's harness, in one process. Now (SWEEP): the bias-gradient column kernel's
-loop pipelining, warps and tiles at GPT-2's MLP shape and the suite's. Answered before by
-this script at f3b4a20, da64103 and 2b5c06b (its variants are there: also RoPE's tiles):
+with the suite's harness, in one process. Now (SWEEP): GPT-2's residual add + LayerNorm
+(16384 x 768, the residual stream in fp32, the normalized rows cast to bf16 for the next
+matmul), whose backward row loop ran at 3.45 TB/s in the train step (58 us x 23 a step,
+profile at 891105f): rows per program (the column partials' chunk), rows per loop step
+(XBLOCK), warps, pipelining. Answered before by this script at f3b4a20, da64103, 2b5c06b
+and 41bf5e9 (their variants are there):
 
 - row-loop kernels (`row_loops=True`) of the norm backwards (add + LayerNorm, add + RMSNorm,
   32768 x 4096 bf16, forward + backward): rows per loop step (XBLOCK), warps, rows per
@@ -10,6 +13,7 @@ this script at f3b4a20, da64103 and 2b5c06b (its variants are there: also RoPE's
   row loops must leave it alone.
 - looped reductions (cross-entropy's logsumexp over 50304 / 128256 columns) with their loads
   software-pipelined (`stages`) or not.
+- the bias-gradient column kernel's loop pipelining, warps and tiles (GPT-2's MLP shape).
 
     PYTHONPATH=. python3 bench/row_loop_sweep_gpu.py --out $OUT
 """
@@ -23,6 +27,7 @@ import os
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 import triton
 
 import cherenkov
@@ -43,8 +48,29 @@ COLUMN = [(True, 32, {})] + [
     for x, r, w, st in ((64, 32, 4, 2), (64, 32, 4, 3), (64, 32, 4, 4), (64, 64, 4, 3),
                         (128, 32, 4, 3), (128, 32, 8, 3), (64, 64, 8, 3), (128, 64, 8, 3),
                         (256, 16, 4, 3))]
-SWEEP = {"bias + GeLU(tanh) 16384x3072": (COLUMN, ("fwd+bwd",)),
-         "bias + GeLU(tanh)": (COLUMN, ("fwd+bwd",))}
+ROWS = [(False, 32, {})] + [(True, ch, over) for ch in (8, 16, 32, 64) for over in (
+    {}, {"XBLOCK": 2}, {"num_warps": 2}, {"num_warps": 8})] + [
+    (True, 16, {"stages": 4}), (True, 16, {"stages": 2}), (True, 32, {"stages": 4})]
+SWEEP = {"residual add + LayerNorm 16384x768": (ROWS, ("fwd+bwd",))}
+
+
+def gpt2_residual_layer_norm(x, r, w, b):
+    """GPT-2's pre-norm step under autocast: the fp32 residual stream plus a bf16 matmul
+    output, its LayerNorm in fp32 cast to bf16 for the next matmul; both are outputs, so the
+    backward adds the stream's own gradient to the LayerNorm's (as every layer's does)."""
+    s = x + r
+    return s, F.layer_norm(s, (s.shape[-1],), w, b, 1e-5).to(torch.bfloat16)
+
+
+def gpt2_layer_norm() -> Case:
+    M, N = 16384, 768
+    make = lambda d: (_randn((M, N), torch.float32, d, 40), _randn((M, N), torch.bfloat16, d, 41),
+                      _randn((N,), torch.float32, d, 42), _randn((N,), torch.float32, d, 43))
+    E = M * N
+    # fwd: x, r read, s and y written; bwd: dy, s, ds read, dx and dr written
+    return Case("residual add + LayerNorm 16384x768", gpt2_residual_layer_norm, make,
+                shape=f"{M}x{N} fp32 + bf16", grad_inputs=(0, 1, 2, 3),
+                bytes={"fwd": 12 * E, "fwd+bwd": 28 * E})
 
 
 def gpt2_bias_gelu() -> Case:
@@ -104,7 +130,8 @@ def main() -> None:
     dev = torch.device("cuda")
     settings = Settings(device=dev, l2_bytes=torch.cuda.get_device_properties(dev).L2_cache_size)
     rows = []
-    for case, mode in [(c, m) for c in cases("full") + [gpt2_bias_gelu()] if c.name in SWEEP
+    for case, mode in [(c, m) for c in cases("full") + [gpt2_bias_gelu(), gpt2_layer_norm()]
+                       if c.name in SWEEP
                        for m in SWEEP[c.name][1]]:
         for v in SWEEP[case.name][0]:
             undo = patched(v)

@@ -53,11 +53,15 @@ def step(fn: Callable, case: Case, mode: str, inputs: tuple, grad_out):
         return fn(*inputs)
     out = fn(*inputs)
     wrt = [inputs[i] for i in case.grad_inputs]
-    return (out,) + tuple(torch.autograd.grad(out, wrt, grad_outputs=grad_out))
+    grads = tuple(torch.autograd.grad(out, wrt, grad_outputs=grad_out))
+    return (tuple(out) if isinstance(out, (tuple, list)) else (out,)) + grads
 
 
-def make_grad_out(out: torch.Tensor, seed: int = 1):
-    """A fixed random upstream gradient shaped like the output (None for a scalar loss)."""
+def make_grad_out(out, seed: int = 1):
+    """A fixed random upstream gradient shaped like the output (None for a scalar loss); a
+    tuple of them, one seed each, for a tuple of outputs."""
+    if isinstance(out, (tuple, list)):
+        return tuple(make_grad_out(o, seed + i) for i, o in enumerate(out))
     if out.dim() == 0:
         return None
     g = torch.Generator(device="cpu").manual_seed(seed)
