@@ -111,7 +111,7 @@ def compile_fx(gm: torch.fx.GraphModule, inputs: list, config: Config, name: str
     def planned(graph):
         """The graph fused, its kernels built, as a runnable plan."""
         if spec.kind == "gpu" and config.fusion:
-            graph = split_reductions(graph, spec.sm_count, row_loops)
+            graph = split_reductions(graph, spec.sm_count, row_loops, config.row_loop_rows)
         fusion = fuse(graph, enable=config.fusion, device=spec, row_loops=row_loops)
         if config.fusion and not cpp:
             fusion = _combined(graph, fusion, config)

@@ -40,6 +40,8 @@ Every option lives in `Config`; every environment variable is read here and nowh
 | CHERENKOV_ROW_LOOPS=0       | row_loops      | (GPU, Triton) row kernels take in the column partials|
 |                             |                | of the same elements (norm backward's weight         |
 |                             |                | gradients): one read instead of two; 0 turns it off  |
+| CHERENKOV_ROW_LOOP_ROWS=n   | row_loop_rows  | rows a row-loop program covers at most (its column   |
+|                             |                | partials: rows / n of them); default 32              |
 | CHERENKOV_COMBINE_CASTS=1   | combine_casts  | (Triton) small kernels each reading one graph input  |
 |                             |                | (autocast's weight casts) share one launch; off by   |
 |                             |                | default: GPT-2's step ran 30.4 vs 30.5 ms with it    |
@@ -136,6 +138,7 @@ class Config:
     compile_workers: int = field(default=-1, metadata={"env": "CHERENKOV_COMPILE_WORKERS"})
     fp_contract: bool = field(default=True, metadata={"env": "CHERENKOV_FP_CONTRACT"})
     row_loops: bool = field(default=True, metadata={"env": "CHERENKOV_ROW_LOOPS"})
+    row_loop_rows: int = field(default=32, metadata={"env": "CHERENKOV_ROW_LOOP_ROWS"})
     combine_casts: bool = field(default=False, metadata={"env": "CHERENKOV_COMBINE_CASTS"})
     combine_updates: bool = field(default=True, metadata={"env": "CHERENKOV_COMBINE_UPDATES"})
     pdl: bool = field(default=True, metadata={"env": "CHERENKOV_PDL"})

@@ -48,17 +48,19 @@ def choose_split(X: int, R: int, sm_count: int, column: bool = True) -> int:
     return S
 
 
-def split_reductions(graph: Graph, sm_count: int, row_loops: bool = False) -> Graph:
+def split_reductions(graph: Graph, sm_count: int, row_loops: bool = False,
+                     row_loop_rows: int = ROW_LOOP_CHUNK) -> Graph:
     """`row_loops`: a column reduction over the elements some row reduction of the graph
     also reduces (a (rows, cols) tensor summed along its rows elsewhere: a norm backward)
-    splits finer, into chunks of ROW_LOOP_CHUNK rows, so the row kernel can take its
+    splits finer, into chunks of `row_loop_rows` rows, so the row kernel can take its
     partials in (S programs of a row loop: a few per SM, not the 32 a 4096-column split
     makes). Other column reductions split as without row loops: a lone 32-row partial
     kernel ran at half the bandwidth of the usual split (bias + GeLU backward, H200)."""
     rows = _row_domains(graph) if row_loops else set()
 
     def split(node: Node, rebuilt: Node) -> Node:
-        return (_split(rebuilt, sm_count, rows) or rebuilt) if node.op in SPLITTABLE \
+        return (_split(rebuilt, sm_count, rows, row_loop_rows) or rebuilt) \
+            if node.op in SPLITTABLE \
             else rebuilt
     return rewritten(graph, split)
 
@@ -94,7 +96,8 @@ def _row_domains(graph: Graph) -> set[tuple[int, int]]:
             if n.op in SPLITTABLE and not _column_wise(n.inputs[0])}
 
 
-def _split(node: Node, sm_count: int, rows: set = frozenset()) -> Node | None:
+def _split(node: Node, sm_count: int, rows: set = frozenset(),
+           row_loop_rows: int = ROW_LOOP_CHUNK) -> Node | None:
     """`rows`: (rows, cols) domains of the graph's row reductions (see split_reductions)."""
     src = node.inputs[0]
     n_red = node.args[0]
@@ -103,7 +106,7 @@ def _split(node: Node, sm_count: int, rows: set = frozenset()) -> Node | None:
     column = _column_wise(src)
     S = choose_split(X, R, sm_count, column)
     if column and S > 1 and (R, X) in rows:
-        while R % (2 * S) == 0 and R // (2 * S) >= ROW_LOOP_CHUNK:
+        while R % (2 * S) == 0 and R // (2 * S) >= row_loop_rows:
             S *= 2
     if S == 1:
         return None

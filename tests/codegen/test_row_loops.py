@@ -18,13 +18,13 @@ def layer_norm(x, r, w, b):
     return F.layer_norm(x + r, (x.shape[-1],), w, b)
 
 
-def _grads(fn, n_params, backend, row_loops):
+def _grads(fn, n_params, backend, row_loops, **options):
     torch.manual_seed(0)
     x, r = torch.randn(512, 64, requires_grad=True), torch.randn(512, 64, requires_grad=True)
     ps = [torch.randn(64, requires_grad=True) for _ in range(n_params)]
     start = len(COMPILED)
     f = cherenkov.compile(fn, strict=True, device="h200", cpu_backend=backend,
-                          row_loops=row_loops)
+                          row_loops=row_loops, **options)
     out = f(x, r, *ps)
     dy = torch.randn_like(out)
     got = torch.autograd.grad(out, [x, r, *ps], dy)
@@ -60,6 +60,15 @@ def test_several_rows_per_step(monkeypatch, step, stages):
     info, _ = _grads(layer_norm, 2, "triton", True)
     loop = f"tl.range(0, 32, XBLOCK, num_stages={stages})" if stages else "range(0, 32, XBLOCK)"
     assert any(f"for xi in {loop}" in k[3] for k in info.kernels)
+
+
+@pytest.mark.parametrize("rows", [8, 16])
+def test_rows_per_program(rows):
+    """row_loop_rows: each row-loop program covers that many rows (512 / rows column
+    partials; at most as many as the usual column split's chunks), the gradients as eager's."""
+    info, _ = _grads(layer_norm, 2, "triton", True, row_loop_rows=rows)
+    assert [k for k in info.kernels if f"for xi in range(0, {rows}, XBLOCK)" in k[3]]
+    assert not any("for xi in range(0, 32, XBLOCK)" in k[3] for k in info.kernels)
 
 
 def test_bias_gradient_alone_keeps_the_usual_split():

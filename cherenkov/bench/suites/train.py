@@ -141,6 +141,10 @@ BACKENDS = {b.name: b for b in (
     # matmuls by the fastest of cuBLASLt's candidates, timed on their first run, instead of
     # torch's call (templates/matmul_algos.py; off by default: 2026-12-01_train_matmul_algos_*)
     Backend("cherenkov+matmul-algos", _cherenkov(matmul_algos=True)),
+    # row-loop kernels (a norm backward with its weight gradients' partials) over 16 rows a
+    # program instead of 32: twice the programs, for GPT-2's 768-wide rows (passes/
+    # split_reductions.py)
+    Backend("cherenkov-rows16", _cherenkov(row_loop_rows=16)),
     # the same for the matmuls of at least 0.5 ms at the device's matmul rate only (the LM
     # head's: GPT-2's and Llama's other matmuls take under 0.25 ms)
     Backend("cherenkov+matmul-algos-large", _cherenkov(matmul_algos=True,
