@@ -70,45 +70,23 @@ def queued_run(fn, opt, batches, settings, step_ms: float) -> list[float]:
     torch.cuda.synchronize()
     seconds = STEPS_QUEUED * step_ms / 1e3 + 0.05
     torch.cuda._sleep(int(seconds * 1.9e9))
-    events = []
-    for i in range(STEPS_QUEUED):
-        b, e = (torch.cuda.Event(enable_timing=True) for _ in range(2))
-        b.record()
-        train._train_step(fn, opt, *batches[i % len(batches)], settings)
-        e.record()
-        events.append((b, e))
-    torch.cuda.synchronize()
-    return [round(b.elapsed_time(e), 3) for b, e in events]
+    return [round(ms, 3) for ms in train.event_step_ms(fn, opt, batches, settings,
+                                                        STEPS_QUEUED)]
 
 
 def run_backend(case, name, settings, batches) -> dict:
-    backend = train.BACKENDS[name]
-    torch.manual_seed(settings.seed)
-    model = train.build_model(case.model, settings.device).train()
-    opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, betas=(0.9, 0.95),
-                            weight_decay=0.1, fused=True)
-    fn = backend.build(model)
-    for i in range(6):
-        train._train_step(fn, opt, *batches[i % len(batches)], settings)
+    model, opt, fn = train.script_backend(case, name, settings, batches)
     result = {"lead": [lead_run(fn, opt, batches, settings) for _ in range(2)]}
     step = statistics.median(result["lead"][0]["step_ms"])
     result["queued_ms"] = [queued_run(fn, opt, batches, settings, step) for _ in range(3)]
     del model, opt, fn
-    torch._dynamo.reset()
-    torch.cuda.empty_cache()
+    train.script_release()
     return result
 
 
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else "bench/results"
-    config = sys.argv[2] if len(sys.argv) > 2 else "gpt2-style"
-    names = sys.argv[3:] or ["cherenkov", "torch.compile"]
-    commit = os.environ.get("CHERENKOV_COMMIT", "unknown")
-    case = next(c for c in train.cases("full") if c.name == config)
-    settings = train.Settings(torch.device("cuda"))
-    batches = train.make_batches(case, settings.batches, settings.seed, settings.device)
-    results = {"commit": commit, "config": config, "gpu": torch.cuda.get_device_name(),
-               "torch": torch.__version__, "steps": STEPS, "backends": {}}
+    out, case, names, settings, batches, results = train.script_setup(sys.argv, STEPS)
+    config, commit = results["config"], results["commit"]
     for name in names:
         try:
             r = results["backends"][name] = run_backend(case, name, settings, batches)

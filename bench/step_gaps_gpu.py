@@ -51,15 +51,7 @@ def clocks_during(fn):
 
 
 def event_steps(fn, opt, batches, settings):
-    times = []
-    for i in range(STEPS):
-        b, e = (torch.cuda.Event(enable_timing=True) for _ in range(2))
-        b.record()
-        train._train_step(fn, opt, *batches[i % len(batches)], settings)
-        e.record()
-        times.append((b, e))
-    torch.cuda.synchronize()
-    return [b.elapsed_time(e) for b, e in times]
+    return train.event_step_ms(fn, opt, batches, settings, STEPS)
 
 
 def profiled(fn, opt, batches, settings):
@@ -106,20 +98,7 @@ def sync_calls(fn, opt, batches, settings):
 
 
 def run_backend(case, name, settings, batches):
-    backend = train.BACKENDS[name]
-    torch.manual_seed(settings.seed)
-    model = train.build_model(case.model, settings.device).train()
-    compiled_opt = backend.compile_step is not None
-    opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, betas=(0.9, 0.95),
-                            weight_decay=0.1, fused=not compiled_opt,
-                            foreach=True if compiled_opt else None)
-    fn = backend.build(model)
-    step = backend.compile_step(opt) if compiled_opt else None
-    if step is not None:
-        opt.step = step
-    for i in range(6):
-        train._train_step(fn, opt, *batches[i % len(batches)], settings)
-    torch.cuda.synchronize()
+    model, opt, fn = train.script_backend(case, name, settings, batches)
     times, clocks = clocks_during(lambda: event_steps(fn, opt, batches, settings))
     result = {"event_ms": times, "event_median_ms": statistics.median(times),
               "sm_mhz_median": statistics.median(c[0] for c in clocks) if clocks else None,
@@ -128,22 +107,14 @@ def run_backend(case, name, settings, batches):
               "clock_samples": len(clocks)}
     result["profile"] = profiled(fn, opt, batches, settings)
     result["sync_warnings"] = sync_calls(fn, opt, batches, settings)
-    del model, opt, fn, step
-    torch._dynamo.reset()
-    torch.cuda.empty_cache()
+    del model, opt, fn
+    train.script_release()
     return result
 
 
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else "bench/results"
-    config = sys.argv[2] if len(sys.argv) > 2 else "gpt2-style"
-    names = sys.argv[3:] or ["cherenkov", "torch.compile"]
-    commit = os.environ.get("CHERENKOV_COMMIT", "unknown")
-    case = next(c for c in train.cases("full") if c.name == config)
-    settings = train.Settings(torch.device("cuda"))
-    batches = train.make_batches(case, settings.batches, settings.seed, settings.device)
-    results = {"commit": commit, "config": config, "gpu": torch.cuda.get_device_name(),
-               "torch": torch.__version__, "steps": STEPS, "backends": {}}
+    out, case, names, settings, batches, results = train.script_setup(sys.argv, STEPS)
+    config, commit = results["config"], results["commit"]
     path = os.path.join(out, f"step_gaps_{config}_{commit}.json")
     for name in names:
         try:

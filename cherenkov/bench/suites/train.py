@@ -231,6 +231,23 @@ def prepared(case: TrainCase, device) -> tuple:
     return settings, batches, model
 
 
+def script_setup(argv: list[str], steps: int) -> tuple:
+    """(out folder, case, backend names, settings, batches, results header) from a bench/
+    script's command line `OUT_DIR [gpt2-style|llama-style] [backend ...]` (GPT-2 and
+    Cherenkov + torch.compile when not given)."""
+    import os
+    out = argv[1] if len(argv) > 1 else "bench/results"
+    config = argv[2] if len(argv) > 2 else "gpt2-style"
+    names = argv[3:] or ["cherenkov", "torch.compile"]
+    case = next(c for c in cases("full") if c.name == config)
+    settings = Settings(torch.device("cuda"))
+    batches = make_batches(case, settings.batches, settings.seed, settings.device)
+    results = {"commit": os.environ.get("CHERENKOV_COMMIT", "unknown"), "config": config,
+               "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+               "steps": steps, "backends": {}}
+    return out, case, names, settings, batches, results
+
+
 def _sync(device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -244,6 +261,46 @@ def _train_step(fn, opt, idx, tgt, settings: Settings, step=None) -> torch.Tenso
     (step or opt.step)()
     opt.zero_grad(set_to_none=True)
     return loss.detach().clone()
+
+
+def script_backend(case: TrainCase, name: str, settings: Settings, batches: list,
+                   warm: int = 6) -> tuple:
+    """(model, optimizer, step function) of backend `name` on `case` after `warm` steps, as
+    the suite builds them (fused AdamW, or foreach with the backend's compiled step put in
+    as opt.step), for bench/ scripts; `script_release` drops them."""
+    backend = BACKENDS[name]
+    torch.manual_seed(settings.seed)
+    model = build_model(case.model, settings.device).train()
+    compiled_opt = backend.compile_step is not None
+    opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, betas=(0.9, 0.95),
+                            weight_decay=0.1, fused=not compiled_opt,
+                            foreach=True if compiled_opt else None)
+    fn = backend.build(model)
+    if compiled_opt:
+        opt.step = backend.compile_step(opt)
+    for i in range(warm):
+        _train_step(fn, opt, *batches[i % len(batches)], settings)
+    torch.cuda.synchronize()
+    return model, opt, fn
+
+
+def script_release() -> None:
+    torch._dynamo.reset()
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
+def event_step_ms(fn, opt, batches: list, settings: Settings, n: int) -> list[float]:
+    """GPU ms of n steps issued back to back, CUDA events around each (for bench/ scripts)."""
+    events = []
+    for i in range(n):
+        begin, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+        begin.record()
+        _train_step(fn, opt, *batches[i % len(batches)], settings)
+        end.record()
+        events.append((begin, end))
+    torch.cuda.synchronize()
+    return [b.elapsed_time(e) for b, e in events]
 
 
 def host_and_wall(fn, opt, batches: list, settings: Settings, reps: int = 5) -> tuple:
