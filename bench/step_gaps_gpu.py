@@ -25,8 +25,28 @@ import torch
 
 from cherenkov.bench.suites import train
 
-STEPS = 12
+STEPS = 30                 # ~1 s of GPT-2 steps: the report is taken inside them
 WARM = 20
+
+
+def snapshot_during(seconds: float) -> dict:
+    """nvidia-smi's performance, power and temperature report taken `seconds` from now (on a
+    thread, while the caller runs its steps): why the clocks are where they are (power cap,
+    thermal or other slowdowns)."""
+    import threading
+    got = {}
+
+    def take():
+        try:
+            got["report"] = subprocess.run(
+                ["nvidia-smi", "-q", "-d", "PERFORMANCE,POWER,TEMPERATURE,CLOCK"],
+                capture_output=True, text=True, timeout=20).stdout
+        except (OSError, subprocess.SubprocessError) as e:
+            got["report"] = f"nvidia-smi failed: {e}"
+    thread = threading.Timer(seconds, take)
+    thread.start()
+    got["thread"] = thread
+    return got
 
 
 def clocks_during(fn):
@@ -101,12 +121,14 @@ def sync_calls(fn, opt, batches, settings):
 def run_backend(case, name, settings, batches):
     # warm past matmul_algos' in-step trials (a problem met once a step decides in ~12)
     model, opt, fn = train.script_backend(case, name, settings, batches, warm=WARM)
+    report = snapshot_during(0.3)
     times, clocks = clocks_during(lambda: event_steps(fn, opt, batches, settings))
+    report["thread"].join()
     result = {"event_ms": times, "event_median_ms": statistics.median(times),
               "sm_mhz_median": statistics.median(c[0] for c in clocks) if clocks else None,
               "sm_mhz_min": min(c[0] for c in clocks) if clocks else None,
               "power_w_median": statistics.median(c[1] for c in clocks) if clocks else None,
-              "clock_samples": len(clocks)}
+              "clock_samples": len(clocks), "smi_report": report.get("report", "")}
     result["profile"] = profiled(fn, opt, batches, settings)
     result["sync_warnings"] = sync_calls(fn, opt, batches, settings)
     del model, opt, fn
@@ -134,6 +156,10 @@ def main():
             for g in p["gaps"][:10]:
                 print(f"   {g['us_per_step']:8.1f} us x{g['per_step']}: {g['before']} -> "
                       f"{g['after']}")
+            for line in r["smi_report"].splitlines():
+                if ("Active" in line or "Power Draw" in line or "Current Temp" in line
+                        or "Power Limit" in line or line.strip().startswith("SM ")):
+                    print("   smi:", line.strip())
             for w in r["sync_warnings"][:5]:
                 print("   sync:", w)
         else:
