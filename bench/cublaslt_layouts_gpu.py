@@ -5,8 +5,8 @@ for the LM head's forward the fastest alone was a ping-pong kernel (no "coop" in
 whose epilogue overlaps the next tile's main loop) 8% ahead of torch's
 (`2026-12-02_cublaslt_memset_free_h200_891105f.md`), while c_fc's and c_attn's forwards
 (K = 768: 718 and 624 TFLOP/s in the step) were offered only cooperative ones. For each
-problem and layout: torch's call and every candidate (the heuristic's first 16 with a
-workspace, 8 without), checked, timed alone (do_bench medians, rotated over 3 rounds), the
+problem and layout: torch's call and every candidate matmul_algos tries (the heuristic's
+first 8 with a workspace, 8 without), checked, timed alone (do_bench medians, rotated over 3 rounds), the
 kernel named.
 
     PYTHONPATH=. python3 bench/cublaslt_layouts_gpu.py OUT_DIR     # CHERENKOV_COMMIT=<sha>
@@ -25,18 +25,16 @@ from bench.cublaslt_algos_gpu import LINEARS, TOKENS  # noqa: E402
 from bench.cublaslt_memset_free_gpu import launches  # noqa: E402
 from cherenkov.bench.report import save_pair, script_meta  # noqa: E402
 from cherenkov.bench.timing import cuda_median_s  # noqa: E402
-from cherenkov.templates import cublaslt  # noqa: E402
+from cherenkov.templates import cublaslt, matmul_algos  # noqa: E402
 
 ROUNDS = 3
 
 
 def candidates(a, b, bias, out):
+    """(label, run) of every candidate matmul_algos would try for a @ b (+ bias) into out."""
     prob = cublaslt.problem_of(a, b, "bias" if bias is not None else "none")
-    found = []
-    for kind, n, ws in (("ws", 16, cublaslt.WORKSPACE_BYTES), ("nows", 8, 0)):
-        found += [(f"{kind}#{i}", lambda c=c: c(a, b, out, bias=bias))
-                  for i, c in enumerate(cublaslt.candidates(prob, n, workspace_bytes=ws))]
-    return found
+    return [(label, lambda c=c: c(a, b, out, bias=bias))
+            for label, c in matmul_algos._candidates(prob)]
 
 
 def main(out_dir: str) -> None:

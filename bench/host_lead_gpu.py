@@ -14,7 +14,6 @@ whether steps queued whole behind a sleep run faster than back to back only for 
 """
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import sys
@@ -23,6 +22,7 @@ import time
 import torch
 
 from cherenkov.bench.suites import train
+from cherenkov.bench.timing import keep_busy
 
 STEPS = 14
 STEPS_QUEUED = 3
@@ -68,8 +68,7 @@ def lead_run(fn, opt, batches, settings) -> dict:
 
 def queued_run(fn, opt, batches, settings, step_ms: float) -> list[float]:
     torch.cuda.synchronize()
-    seconds = STEPS_QUEUED * step_ms / 1e3 + 0.05
-    torch.cuda._sleep(int(seconds * 1.9e9))
+    keep_busy(STEPS_QUEUED * step_ms / 1e3 + 0.05)
     return [round(ms, 3) for ms in train.event_step_ms(fn, opt, batches, settings,
                                                         STEPS_QUEUED)]
 
@@ -86,22 +85,17 @@ def run_backend(case, name, settings, batches) -> dict:
 
 def main():
     out, case, names, settings, batches, results = train.script_setup(sys.argv, STEPS)
-    config, commit = results["config"], results["commit"]
-    for name in names:
-        try:
-            r = results["backends"][name] = run_backend(case, name, settings, batches)
-        except Exception as e:  # noqa: BLE001 -- the other backends still count
-            results["backends"][name] = {"error": f"{type(e).__name__}: {e}"[:300]}
-            print(name, results["backends"][name], flush=True)
+    path = os.path.join(out, f"host_lead_{results['config']}_{results['commit']}.json")
+    for name, r in train.script_results(results, names, path,
+                                        lambda name: run_backend(case, name, settings, batches)):
+        if "error" in r:
+            print(name, r, flush=True)
             continue
         for i, lead in enumerate(r["lead"]):
             print(f"{name} run {i}: steps {statistics.median(lead['step_ms']):.2f} ms "
                   f"(min {min(lead['step_ms']):.2f}); lead median {lead['lead_median_ms']}; "
                   f"lead min {lead['lead_min_ms']}; host {lead['host_phase_ms']}", flush=True)
         print(f"{name} queued behind a sleep: {r['queued_ms']}", flush=True)
-        with open(os.path.join(out, f"host_lead_{config}_{commit}.json"), "w") as f:
-            json.dump(results, f, indent=1)
-
 
 if __name__ == "__main__":
     main()

@@ -13,11 +13,11 @@ with CUDA events (30.8 ms for Cherenkov on GPT-2) while the profiled kernels add
 
     PYTHONPATH=. python3 bench/step_gaps_gpu.py OUT_DIR [gpt2-style|llama-style] [backend ...]
 """
-import json
 import os
 import statistics
 import subprocess
 import sys
+import threading
 import warnings
 from collections import defaultdict
 
@@ -33,7 +33,6 @@ def snapshot_during(seconds: float) -> dict:
     """nvidia-smi's performance, power and temperature report taken `seconds` from now (on a
     thread, while the caller runs its steps): why the clocks are where they are (power cap,
     thermal or other slowdowns)."""
-    import threading
     got = {}
 
     def take():
@@ -138,35 +137,27 @@ def run_backend(case, name, settings, batches):
 
 def main():
     out, case, names, settings, batches, results = train.script_setup(sys.argv, STEPS)
-    config, commit = results["config"], results["commit"]
-    path = os.path.join(out, f"step_gaps_{config}_{commit}.json")
-    for name in names:
-        try:
-            results["backends"][name] = run_backend(case, name, settings, batches)
-        except Exception as e:  # noqa: BLE001 -- the other backends still count
-            results["backends"][name] = {"error": f"{type(e).__name__}: {e}"[:300]}
-        r = results["backends"][name]
-        if "profile" in r:
-            p = r["profile"]
-            print(f"{name}: events {r['event_median_ms']:.2f} ms; kernels "
-                  f"{p['kernel_ms_per_step']:.2f}, idle {p['idle_ms_per_step']:.2f}, span "
-                  f"{p['span_ms_per_step']:.2f} ms/step, {p['launches_per_step']:.0f} launches, "
-                  f"SM {r['sm_mhz_median']} MHz (min {r['sm_mhz_min']}), "
-                  f"{r['power_w_median']} W; syncs {len(r['sync_warnings'])}", flush=True)
-            for g in p["gaps"][:10]:
-                print(f"   {g['us_per_step']:8.1f} us x{g['per_step']}: {g['before']} -> "
-                      f"{g['after']}")
-            for line in r["smi_report"].splitlines():
-                if ("Active" in line or "Power Draw" in line or "Current Temp" in line
-                        or "Power Limit" in line or line.strip().startswith("SM ")):
-                    print("   smi:", line.strip())
-            for w in r["sync_warnings"][:5]:
-                print("   sync:", w)
-        else:
+    path = os.path.join(out, f"step_gaps_{results['config']}_{results['commit']}.json")
+    for name, r in train.script_results(results, names, path,
+                                        lambda name: run_backend(case, name, settings, batches)):
+        if "profile" not in r:
             print(name, r)
-        with open(path, "w") as f:
-            json.dump(results, f, indent=1)
-
+            continue
+        p = r["profile"]
+        print(f"{name}: events {r['event_median_ms']:.2f} ms; kernels "
+              f"{p['kernel_ms_per_step']:.2f}, idle {p['idle_ms_per_step']:.2f}, span "
+              f"{p['span_ms_per_step']:.2f} ms/step, {p['launches_per_step']:.0f} launches, "
+              f"SM {r['sm_mhz_median']} MHz (min {r['sm_mhz_min']}), "
+              f"{r['power_w_median']} W; syncs {len(r['sync_warnings'])}", flush=True)
+        for g in p["gaps"][:10]:
+            print(f"   {g['us_per_step']:8.1f} us x{g['per_step']}: {g['before']} -> "
+                  f"{g['after']}")
+        for line in r["smi_report"].splitlines():
+            if ("Active" in line or "Power Draw" in line or "Current Temp" in line
+                    or "Power Limit" in line or line.strip().startswith("SM ")):
+                print("   smi:", line.strip())
+        for w in r["sync_warnings"][:5]:
+            print("   sync:", w)
 
 if __name__ == "__main__":
     main()

@@ -23,6 +23,12 @@ def cuda_median_s(fn: Callable[[], object], warmup_ms: int = 25, rep_ms: int = 1
 KEEP_BUSY_S = 60e-3     # a sleep kernel this long lets the host issue a whole training step
 
 
+def keep_busy(seconds: float = KEEP_BUSY_S) -> None:
+    """Queue a sleep kernel of about `seconds` on the current stream (cycles at ~1.9 GHz, the
+    H200's clock), so the host issues what follows before the GPU reaches it."""
+    torch.cuda._sleep(int(seconds * 1.9e9))
+
+
 def events_median_ms(run: Callable[[int], object], reps: int, before: str = "none") -> float:
     """Median GPU time (ms, CUDA events around each call) of `run(i)` for i < reps, the calls
     issued back to back ("none": no synchronization, as the train suite times steps), from an
@@ -34,7 +40,7 @@ def events_median_ms(run: Callable[[int], object], reps: int, before: str = "non
         if before != "none":
             torch.cuda.synchronize()
         if before == "busy":
-            torch.cuda._sleep(int(KEEP_BUSY_S * 1.9e9))     # cycles at ~1.9 GHz (H200)
+            keep_busy()
         begin, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
         begin.record()
         run(i)

@@ -59,9 +59,9 @@ def split_reductions(graph: Graph, sm_count: int, row_loops: bool = False,
     rows = _row_domains(graph) if row_loops else set()
 
     def split(node: Node, rebuilt: Node) -> Node:
-        return (_split(rebuilt, sm_count, rows, row_loop_rows) or rebuilt) \
-            if node.op in SPLITTABLE \
-            else rebuilt
+        if node.op not in SPLITTABLE:
+            return rebuilt
+        return _split(rebuilt, sm_count, rows, row_loop_rows) or rebuilt
     return rewritten(graph, split)
 
 

@@ -235,3 +235,21 @@ def test_summary_states_the_reserved_memory_left_by_earlier_backends():
     # the target still judges the reserved peak as measured; the text says what it held
     assert "reserved 1.04x; 2.0 GB of it reserved before it started, torch.compile 0.2" in line
     assert "(missed)" in line
+
+
+def test_script_results_record_each_backend_and_keep_going_after_an_error(tmp_path):
+    from cherenkov.bench.suites.train import script_results
+    results = {"backends": {}}
+    path = tmp_path / "out.json"
+
+    def run(name):
+        if name == "bad":
+            raise RuntimeError("no such thing")
+        return {"ms": len(name)}
+    seen = []
+    for name, r in script_results(results, ["ab", "bad", "abc"], str(path), run):
+        seen.append(name)
+        assert json.loads(path.read_text())["backends"][name] == r     # written before yield
+    assert seen == ["ab", "bad", "abc"]
+    assert results["backends"]["ab"] == {"ms": 2} and results["backends"]["abc"] == {"ms": 3}
+    assert results["backends"]["bad"]["error"].startswith("RuntimeError: no such thing")

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import json
+import os
 import statistics
 import time
 import traceback
@@ -235,7 +237,6 @@ def script_setup(argv: list[str], steps: int) -> tuple:
     """(out folder, case, backend names, settings, batches, results header) from a bench/
     script's command line `OUT_DIR [gpt2-style|llama-style] [backend ...]` (GPT-2 and
     Cherenkov + torch.compile when not given)."""
-    import os
     out = argv[1] if len(argv) > 1 else "bench/results"
     config = argv[2] if len(argv) > 2 else "gpt2-style"
     names = argv[3:] or ["cherenkov", "torch.compile"]
@@ -246,6 +247,21 @@ def script_setup(argv: list[str], steps: int) -> tuple:
                "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
                "steps": steps, "backends": {}}
     return out, case, names, settings, batches, results
+
+
+def script_results(results: dict, names: list[str], path: str, run: Callable[[str], dict]):
+    """Yield (name, result) of `run(name)` for each backend in turn -- {"error": ...} when it
+    raised (the others still run) -- with every result so far written to `path` as JSON
+    first, so a run cut short keeps them (for bench/ scripts)."""
+    for name in names:
+        try:
+            r = run(name)
+        except Exception as e:  # noqa: BLE001 -- the other backends still count
+            r = {"error": f"{type(e).__name__}: {e}"[:300]}
+        results["backends"][name] = r
+        with open(path, "w") as f:
+            json.dump(results, f, indent=1)
+        yield name, r
 
 
 def _sync(device) -> None:
